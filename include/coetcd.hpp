@@ -1,0 +1,3 @@
+#pragma once
+#include <coetcd/client.hpp>
+#include <coetcd/error.hpp>

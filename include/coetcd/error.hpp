@@ -1,0 +1,59 @@
+// Error codes of coetcd: etcd-level conditions (coetcd::error, category "etcd") and raw gRPC
+// status codes (category "grpc") for anything the server or transport reports that etcd does not
+// name. Every async operation reports failures as a boost::system::error_code of one of these,
+// or asio::error::operation_aborted when the operation was cancelled through its slot.
+#pragma once
+
+#include <boost/system/error_code.hpp>
+
+#include <type_traits>
+
+namespace coetcd {
+
+using boost::system::error_code;
+
+enum class error {
+  // client-side input and state
+  client_closed = 1,      ///< the client was closed while the operation was pending or before it
+  empty_key,              ///< an operation that needs a key (or name) got an empty one
+  invalid_argument,       ///< an argument is out of its documented range (see the function)
+  invalid_endpoint,       ///< an endpoint string does not parse as [http[s]://]host:port
+  tls_file_unreadable,    ///< a CA, certificate or key file is missing or cannot be read
+  tls_file_invalid,       ///< a CA, certificate or key file holds no PEM data of the right kind
+  endpoints_unreachable,  ///< no endpoint could be connected (refused, no route, TLS handshake, DNS)
+  request_timeout,        ///< the per-request deadline passed while connected
+  // authentication
+  auth_failed,            ///< wrong user name or password
+  invalid_auth_token,     ///< the server rejected our token (re-authentication also failed)
+  auth_not_enabled,       ///< credentials were given but the server has authentication off
+  permission_denied,      ///< the authenticated user may not do this
+  // server conditions
+  lease_not_found,        ///< the lease does not exist (expired or revoked)
+  lease_expired,          ///< a kept-alive lease could not be renewed before its deadline
+  compacted,              ///< the requested revision was compacted (watch: see compact_revision)
+  future_revision,        ///< the requested revision is newer than the store's
+  cluster_no_leader,      ///< the member has no raft leader (partitioned or electing)
+  too_many_txn_ops,       ///< a txn has more operations than the server allows
+  duplicate_key_in_txn,   ///< a txn writes the same key twice
+  request_too_large,      ///< the request exceeds the server's size limit
+  watch_canceled,         ///< the watcher was cancelled (by cancel() or by the server)
+  // coordination primitives
+  session_lost,           ///< the session's lease is gone; locks and leadership held under it too
+  locked,                 ///< try_lock found the mutex held by someone else
+  not_locked,             ///< unlock of a mutex this object does not hold
+  not_leader,             ///< proclaim/resign by a candidate that is not the leader
+  no_leader,              ///< an election currently has no leader
+};
+
+const boost::system::error_category& etcd_category() noexcept;
+/// gRPC status codes (grpc::StatusCode values) as error codes.
+const boost::system::error_category& grpc_category() noexcept;
+
+inline error_code make_error_code(error e) noexcept {
+  return {static_cast<int>(e), etcd_category()};
+}
+
+}  // namespace coetcd
+
+template <>
+struct boost::system::is_error_code_enum<coetcd::error> : std::true_type {};

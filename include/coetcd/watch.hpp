@@ -1,0 +1,44 @@
+// Plain value types for etcd watches.
+#pragma once
+
+#include <coetcd/kv.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace coetcd {
+
+/// Trivially destructible, like the KV option structs (see kv.hpp).
+struct watch_options {
+  std::string_view range_end;           ///< watch [key, range_end); ignored when `prefix` is set
+  bool prefix = false;              ///< watch every key starting with the key
+  std::int64_t start_revision = 0;  ///< first revision to report (0: changes after creation)
+  bool prev_kv = false;             ///< report each changed key's previous value
+  bool no_put = false;              ///< do not report puts
+  bool no_delete = false;           ///< do not report deletes
+  bool progress_notify = false;     ///< let the server send empty progress batches when idle
+};
+
+static_assert(std::is_trivially_destructible_v<watch_options>);
+
+struct watch_event {
+  enum class kind { put, del };
+  kind type = kind::put;
+  key_value kv;                     ///< for a delete: the key and the deletion's mod_revision
+  std::optional<key_value> prev_kv; ///< when watch_options::prev_kv was set and there was one
+};
+
+/// What one async_next delivers: the events of one or more revisions, in revision order.
+/// An empty `events` is a progress notification: everything up to header.revision was reported.
+struct watch_batch {
+  response_header header;
+  std::vector<watch_event> events;
+  /// Set with error::compacted: the oldest revision still available. Re-read state, re-watch from it.
+  std::int64_t compact_revision = 0;
+};
+
+}  // namespace coetcd

@@ -1,0 +1,213 @@
+#include "client_impl.hpp"
+
+#include "keepalive_manager.hpp"
+#include "watch_stream.hpp"
+
+#include <boost/system/system_error.hpp>
+
+#include <fstream>
+#include <sstream>
+
+namespace coetcd::detail {
+namespace {
+
+std::string read_pem(const std::string& path, const char* what, const char* marker) {
+  std::ifstream in(path, std::ios::binary);
+  if (path.empty() || !in)
+    throw boost::system::system_error(make_error_code(error::tls_file_unreadable),
+                                      std::string("coetcd: ") + what + " file '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string data = ss.str();
+  if (data.find("-----BEGIN ") == std::string::npos || data.find(marker) == std::string::npos)
+    throw boost::system::system_error(make_error_code(error::tls_file_invalid),
+                                      std::string("coetcd: ") + what + " file '" + path + "'");
+  return data;
+}
+
+std::shared_ptr<grpc::ChannelCredentials> make_credentials(const client_options& o, bool https) {
+  if (!o.tls && !https) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  if (o.tls) {
+    const auto& t = *o.tls;
+    if (!t.ca_file.empty()) ssl.pem_root_certs = read_pem(t.ca_file, "TLS CA", "CERTIFICATE-----");
+    if (t.cert_file.empty() != t.key_file.empty())
+      throw boost::system::system_error(make_error_code(error::tls_file_unreadable),
+                                        "coetcd: client TLS needs both cert_file and key_file");
+    if (!t.cert_file.empty()) {
+      ssl.pem_cert_chain = read_pem(t.cert_file, "TLS certificate", "CERTIFICATE-----");
+      ssl.pem_private_key = read_pem(t.key_file, "TLS key", "PRIVATE KEY-----");
+    }
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+// Round robin over every member that is up, and gRPC-level retries of reads on UNAVAILABLE.
+constexpr const char* service_config = R"({
+  "loadBalancingConfig": [{"round_robin": {}}],
+  "methodConfig": [{
+    "name": [{"service": "etcdserverpb.KV", "method": "Range"},
+             {"service": "etcdserverpb.Lease", "method": "LeaseTimeToLive"},
+             {"service": "etcdserverpb.Lease", "method": "LeaseLeases"}],
+    "retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.05s", "maxBackoff": "0.5s",
+                    "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}
+  }]
+})";
+
+}  // namespace
+
+client_impl::client_impl(asio::any_io_executor ex, client_options options)
+    : io_ex_(ex), strand_(asio::make_strand(ex)), options_(std::move(options)) {
+  auto eps = parse_endpoints(options_.endpoints);
+  if (options_.request_timeout.count() <= 0)
+    throw boost::system::system_error(make_error_code(error::invalid_argument),
+                                      "coetcd: request_timeout must be positive");
+  auto creds = make_credentials(options_, eps.front().tls);
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(options_.keepalive_time.count()));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(options_.keepalive_timeout.count()));
+  // etcd answers pings without an active stream with GOAWAY(too_many_pings).
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+  // Reconnect quickly after a member restarts (gRPC's default starts at 1 s and grows to 120 s).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetMaxReceiveMessageSize(-1);
+  // One connection per client object, not shared process-wide: clients stay independent.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetServiceConfigJSON(service_config);
+  if (options_.tls || eps.front().tls) {
+    // The target may list several addresses; verify certificates against the first host name.
+    args.SetSslTargetNameOverride(eps.front().host);
+  }
+  channel_ = grpc::CreateCustomChannel(grpc_target(eps), creds, args);
+  kv_ = pb::KV::NewStub(channel_);
+  lease_ = pb::Lease::NewStub(channel_);
+  watch_ = pb::Watch::NewStub(channel_);
+  auth_ = pb::Auth::NewStub(channel_);
+  cq_thread_ = std::thread([this] { cq_loop(); });
+}
+
+client_impl::~client_impl() {
+  if (cq_thread_.joinable()) {
+    cq_.Shutdown();
+    cq_thread_.join();
+  }
+}
+
+void client_impl::cq_loop() {
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq_.Next(&tag, &ok)) static_cast<cq_tag*>(tag)->on_complete(ok);
+}
+
+watch_stream& client_impl::watches() {
+  if (!watches_) watches_ = std::make_shared<watch_stream>(shared_from_this());
+  return *watches_;
+}
+
+keepalive_manager& client_impl::keepalives() {
+  if (!keepalives_) keepalives_ = std::make_shared<keepalive_manager>(shared_from_this());
+  return *keepalives_;
+}
+
+void client_impl::close() {
+  if (closed_) return;
+  closed_ = true;
+  for (auto* c : calls_) c->cancel_rpc();
+  // Streams hold a reference to us; closing them and dropping ours breaks the cycle.
+  if (auto w = std::exchange(watches_, nullptr)) w->close();
+  if (auto k = std::exchange(keepalives_, nullptr)) k->close();
+  for (auto& w : std::exchange(token_waiters_, {})) w(error::client_closed);
+  // Every started operation was cancelled above, so the queue drains promptly.
+  cq_.Shutdown();
+  if (cq_thread_.joinable() && cq_thread_.get_id() != std::this_thread::get_id()) cq_thread_.join();
+}
+
+std::unique_ptr<grpc::ClientContext> client_impl::make_context(std::optional<sys_time> deadline, bool stream) const {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  if (deadline) ctx->set_deadline(*deadline);
+  // Wait for a connection (bounded by the deadline) instead of failing while a member restarts.
+  ctx->set_wait_for_ready(true);
+  if (!token_.empty()) ctx->AddMetadata("token", token_);
+  // A member without a raft leader fails the stream instead of keeping it silently idle.
+  if (stream) ctx->AddMetadata("hasleader", "true");
+  return ctx;
+}
+
+error_code client_impl::map_status(const grpc::Status& s) const {
+  const auto& m = s.error_message();
+  auto has = [&](const char* t) { return m.find(t) != std::string::npos; };
+  if (has("requested lease not found")) return error::lease_not_found;
+  if (has("required revision has been compacted")) return error::compacted;
+  if (has("required revision is a future revision")) return error::future_revision;
+  if (has("invalid auth token") || has("revision of auth store is old")) return error::invalid_auth_token;
+  if (has("authentication failed") || has("user name is empty")) return error::auth_failed;
+  if (has("authentication is not enabled")) return error::auth_not_enabled;
+  if (has("permission denied")) return error::permission_denied;
+  if (has("no leader")) return error::cluster_no_leader;
+  if (has("too many operations in txn")) return error::too_many_txn_ops;
+  if (has("duplicate key given in txn")) return error::duplicate_key_in_txn;
+  if (has("request is too large")) return error::request_too_large;
+  if (has("key is not provided")) return error::empty_key;
+  if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+    return channel_->GetState(false) == GRPC_CHANNEL_READY ? error::request_timeout : error::endpoints_unreachable;
+  return {static_cast<int>(s.error_code()), grpc_category()};
+}
+
+void client_impl::with_token(std::function<void(error_code)> then) {
+  if (closed_) return then(error::client_closed);
+  if (!uses_auth() || !token_.empty()) return then({});
+  token_waiters_.push_back(std::move(then));
+  if (!authenticating_) authenticate();
+}
+
+void client_impl::invalidate_token(const std::string& bad) {
+  if (token_ == bad) token_.clear();
+}
+
+void client_impl::authenticate() {
+  authenticating_ = true;
+  pb::AuthenticateRequest req;
+  req.set_name(options_.user);
+  req.set_password(options_.password);
+  auto done = [self = shared_from_this()](error_code ec, pb::AuthenticateResponse& r) {
+    self->authenticating_ = false;
+    if (!ec) self->token_ = r.token();
+    for (auto& w : std::exchange(self->token_waiters_, {})) w(ec);
+  };
+  start_unary<pb::AuthenticateRequest, pb::AuthenticateResponse>(
+      shared_from_this(),
+      [stub = auth_.get()](grpc::ClientContext* c, const pb::AuthenticateRequest& r, grpc::CompletionQueue* q) {
+        return stub->PrepareAsyncAuthenticate(c, r, q);
+      },
+      std::move(req), call_options{true, false}, std::move(done));
+}
+
+}  // namespace coetcd::detail
+
+namespace coetcd {
+
+client::client(asio::any_io_executor ex, client_options options)
+    : impl_(std::make_shared<detail::client_impl>(std::move(ex), std::move(options))) {}
+
+client& client::operator=(client&& other) noexcept {
+  if (this != &other) {
+    if (impl_) impl_->close();
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+
+client::~client() {
+  if (impl_) impl_->close();
+}
+
+void client::close() {
+  if (impl_) impl_->close();
+}
+
+client::executor_type client::get_executor() const noexcept { return impl_->io_ex_; }
+const client_options& client::options() const noexcept { return impl_->options_; }
+
+}  // namespace coetcd

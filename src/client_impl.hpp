@@ -1,0 +1,297 @@
+// Internal state of a client. Everything here is touched only on the client's strand, except
+// the completion-queue thread's loop (cq_loop), which only posts completions to the strand.
+#pragma once
+
+#include <coetcd/client.hpp>
+
+#include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+namespace coetcd::detail {
+
+namespace pb = etcdserverpb;
+using strand_type = asio::strand<asio::any_io_executor>;
+using sys_time = std::chrono::system_clock::time_point;
+
+/// What the completion-queue thread receives as a tag.
+class cq_tag {
+ public:
+  virtual void on_complete(bool ok) = 0;
+
+ protected:
+  ~cq_tag() = default;
+};
+
+/// A reusable tag that hands its completion to the strand. Arm it with the continuation right
+/// before starting each gRPC operation; the continuation keeps its owner alive.
+class strand_tag final : public cq_tag {
+ public:
+  explicit strand_tag(strand_type s) : strand_(std::move(s)) {}
+  void* arm(std::function<void(bool)> fn) {
+    fn_ = std::move(fn);
+    return this;
+  }
+  void on_complete(bool ok) override {
+    asio::post(strand_, [fn = std::move(fn_), ok] { fn(ok); });
+  }
+
+ private:
+  strand_type strand_;
+  std::function<void(bool)> fn_;
+};
+
+/// An in-flight unary RPC, so close() can cancel it.
+class call_base {
+ public:
+  virtual void cancel_rpc() = 0;
+
+ protected:
+  ~call_base() = default;
+};
+
+class watch_stream;
+class keepalive_manager;
+
+/// Parsed form of client_options::endpoints.
+struct endpoint {
+  bool tls = false;
+  std::string host;  // without brackets for IPv6
+  std::uint16_t port = 0;
+};
+/// Throws system_error(error::invalid_endpoint, "...'the endpoint'").
+std::vector<endpoint> parse_endpoints(const std::vector<std::string>& in);
+/// A gRPC target that lets the channel balance across (and fail over between) all endpoints.
+std::string grpc_target(const std::vector<endpoint>& eps);
+
+class client_impl : public std::enable_shared_from_this<client_impl> {
+ public:
+  client_impl(asio::any_io_executor ex, client_options options);
+  ~client_impl();
+  client_impl(const client_impl&) = delete;
+  client_impl& operator=(const client_impl&) = delete;
+
+  void close();
+  bool closed() const noexcept { return closed_; }
+
+  /// A context for one RPC: deadline (unary), wait-for-ready, auth token, "hasleader" (streams).
+  std::unique_ptr<grpc::ClientContext> make_context(std::optional<sys_time> deadline, bool stream) const;
+  error_code map_status(const grpc::Status& s) const;
+  sys_time request_deadline() const { return std::chrono::system_clock::now() + options_.request_timeout; }
+
+  /// Runs `then` once a token is available (at once when auth is off). On strand.
+  void with_token(std::function<void(error_code)> then);
+  /// The server rejected `bad`: forget it so the next with_token authenticates again.
+  void invalidate_token(const std::string& bad);
+  const std::string& token() const noexcept { return token_; }
+  bool uses_auth() const noexcept { return !options_.user.empty(); }
+
+  void track(call_base* c) { calls_.insert(c); }
+  void untrack(call_base* c) { calls_.erase(c); }
+
+  /// Completes a user handler: never inline, on its associated executor.
+  template <class... Args>
+  void complete(asio::any_completion_handler<void(error_code, Args...)> h, error_code ec, Args... args) {
+    asio::get_associated_cancellation_slot(h).clear();
+    asio::post(io_ex_, asio::append(std::move(h), ec, std::move(args)...));
+  }
+
+  watch_stream& watches();
+  keepalive_manager& keepalives();
+
+  asio::any_io_executor io_ex_;
+  strand_type strand_;
+  client_options options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::KV::Stub> kv_;
+  std::unique_ptr<pb::Lease::Stub> lease_;
+  std::unique_ptr<pb::Watch::Stub> watch_;
+  std::unique_ptr<pb::Auth::Stub> auth_;
+  grpc::CompletionQueue cq_;
+
+ private:
+  void cq_loop();
+  void authenticate();
+
+  std::thread cq_thread_;
+  bool closed_ = false;
+  std::unordered_set<call_base*> calls_;
+  std::string token_;
+  bool authenticating_ = false;
+  std::vector<std::function<void(error_code)>> token_waiters_;
+  std::shared_ptr<watch_stream> watches_;
+  std::shared_ptr<keepalive_manager> keepalives_;
+};
+
+template <class Resp>
+using reader_ptr = std::unique_ptr<grpc::ClientAsyncResponseReader<Resp>>;
+
+struct call_options {
+  bool idempotent = false;  ///< safe to resend after UNAVAILABLE / no leader
+  bool needs_token = true;  ///< false only for Authenticate itself
+};
+
+/// One unary RPC: retries idempotent calls on transient errors within the request deadline,
+/// re-authenticates once on a rejected token, and hands (error_code, response) to `Done`.
+template <class Req, class Resp, class Done>
+class unary_rpc final : public call_base, public std::enable_shared_from_this<unary_rpc<Req, Resp, Done>> {
+ public:
+  using prepare_fn = std::function<reader_ptr<Resp>(grpc::ClientContext*, const Req&, grpc::CompletionQueue*)>;
+
+  unary_rpc(std::shared_ptr<client_impl> c, prepare_fn p, Req r, call_options o, Done d)
+      : client_(std::move(c)), prepare_(std::move(p)), req_(std::move(r)), opts_(o), done_(std::move(d)),
+        tag_(client_->strand_), retry_timer_(client_->strand_),
+        work_(asio::prefer(client_->io_ex_, asio::execution::outstanding_work.tracked)) {}
+
+  void start(asio::cancellation_slot slot) {
+    deadline_ = client_->request_deadline();
+    if (slot.is_connected()) {
+      slot.assign([w = this->weak_from_this(), s = client_->strand_](asio::cancellation_type) {
+        asio::dispatch(s, [w] {
+          if (auto self = w.lock()) self->user_cancel();
+        });
+      });
+    }
+    asio::dispatch(client_->strand_, [self = this->shared_from_this()] { self->begin(); });
+  }
+
+  void cancel_rpc() override {
+    if (ctx_) ctx_->TryCancel();
+  }
+
+ private:
+  void user_cancel() {
+    if (finished_) return;
+    user_cancelled_ = true;
+    if (ctx_) ctx_->TryCancel();
+    if (waiting_) {  // between attempts or waiting for a token: nothing on the wire to cancel
+      retry_timer_.cancel();
+      finish(asio::error::operation_aborted);
+    }
+  }
+
+  void begin() {
+    if (finished_) return;
+    if (client_->closed()) return finish(error::client_closed);
+    if (user_cancelled_) return finish(asio::error::operation_aborted);
+    if (!opts_.needs_token || !client_->uses_auth()) return send();
+    waiting_ = true;
+    client_->with_token([self = this->shared_from_this()](error_code ec) {
+      self->waiting_ = false;
+      if (self->finished_) return;
+      if (ec) return self->finish(ec);
+      self->send();
+    });
+  }
+
+  void send() {
+    if (client_->closed()) return finish(error::client_closed);
+    ctx_ = client_->make_context(deadline_, false);
+    sent_token_ = client_->token();
+    reader_ = prepare_(ctx_.get(), req_, &client_->cq_);
+    reader_->StartCall();
+    client_->track(this);
+    reader_->Finish(&resp_, &status_, tag_.arm([self = this->shared_from_this()](bool) { self->on_finished(); }));
+  }
+
+  void on_finished() {
+    client_->untrack(this);
+    if (finished_) return;
+    if (status_.ok()) return finish({});
+    if (user_cancelled_) return finish(asio::error::operation_aborted);
+    if (client_->closed()) return finish(error::client_closed);
+    error_code ec = client_->map_status(status_);
+    if (ec == error::invalid_auth_token && opts_.needs_token && client_->uses_auth() && !auth_retried_) {
+      auth_retried_ = true;
+      client_->invalidate_token(sent_token_);
+      return begin();
+    }
+    bool transient = ec == error::cluster_no_leader ||
+                     (ec.category() == grpc_category() && ec.value() == grpc::StatusCode::UNAVAILABLE);
+    auto backoff = std::chrono::milliseconds(50 * (1 << std::min(attempts_, 4)));
+    if (transient && opts_.idempotent && std::chrono::system_clock::now() + backoff < deadline_) {
+      ++attempts_;
+      waiting_ = true;
+      retry_timer_.expires_after(backoff);
+      retry_timer_.async_wait([self = this->shared_from_this()](error_code) {
+        self->waiting_ = false;
+        self->begin();
+      });
+      return;
+    }
+    finish(ec);
+  }
+
+  void finish(error_code ec) {
+    if (finished_) return;
+    finished_ = true;
+    done_(ec, resp_);
+    work_ = {};
+  }
+
+  std::shared_ptr<client_impl> client_;
+  prepare_fn prepare_;
+  Req req_;
+  Resp resp_;
+  call_options opts_;
+  Done done_;
+  strand_tag tag_;
+  asio::steady_timer retry_timer_;
+  asio::any_io_executor work_;
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  reader_ptr<Resp> reader_;
+  grpc::Status status_;
+  sys_time deadline_;
+  std::string sent_token_;
+  int attempts_ = 0;
+  bool auth_retried_ = false;
+  bool user_cancelled_ = false;
+  bool waiting_ = false;
+  bool finished_ = false;
+};
+
+/// Starts a unary RPC whose outcome goes to `done(error_code, Resp&)` on the strand.
+template <class Req, class Resp, class Done>
+void start_unary(const std::shared_ptr<client_impl>& c,
+                 typename unary_rpc<Req, Resp, Done>::prepare_fn prepare, Req req, call_options o, Done done,
+                 asio::cancellation_slot slot = {}) {
+  auto rpc = std::make_shared<unary_rpc<Req, Resp, Done>>(c, std::move(prepare), std::move(req), o, std::move(done));
+  rpc->start(slot);
+}
+
+/// Starts a unary RPC for a user handler: converts the response with `convert(Resp&) -> Result`.
+template <class Req, class Resp, class Result, class Convert>
+void start_user_unary(const std::shared_ptr<client_impl>& c,
+                      std::function<reader_ptr<Resp>(grpc::ClientContext*, const Req&, grpc::CompletionQueue*)> prepare,
+                      Req req, call_options o, Convert convert, handler<Result> h) {
+  auto slot = asio::get_associated_cancellation_slot(h);
+  auto done = [c, h = std::move(h), convert = std::move(convert)](error_code ec, Resp& resp) mutable {
+    if (ec) return c->complete(std::move(h), ec, Result{});
+    c->complete(std::move(h), ec, convert(resp));
+  };
+  start_unary<Req, Resp>(c, std::move(prepare), std::move(req), o, std::move(done), slot);
+}
+
+/// Fails a user handler without touching the network (bad input, closed client). Posted.
+template <class Result>
+void fail(const std::shared_ptr<client_impl>& c, handler<Result> h, error_code ec) {
+  c->complete(std::move(h), ec, Result{});
+}
+
+}  // namespace coetcd::detail

@@ -1,0 +1,221 @@
+#include "keepalive_manager.hpp"
+
+namespace coetcd::detail {
+
+using namespace std::chrono_literals;
+
+keepalive_manager::keepalive_manager(std::shared_ptr<client_impl> c)
+    : client_(std::move(c)), timer_(client_->strand_), reopen_timer_(client_->strand_) {}
+
+void keepalive_manager::add(const std::shared_ptr<kept_lease>& l, std::chrono::seconds ttl_hint) {
+  auto now = std::chrono::steady_clock::now();
+  l->deadline = now + (ttl_hint.count() > 0 ? std::chrono::duration_cast<std::chrono::steady_clock::duration>(ttl_hint)
+                                            : std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                  client_->options_.request_timeout));
+  l->next_send = now;
+  if (closed_) return lose(l, error::client_closed);
+  leases_.emplace(l->id, l);
+  if (!stream_) open();
+  tick();
+}
+
+void keepalive_manager::wait(const std::shared_ptr<kept_lease>& l, asio::any_completion_handler<void(error_code)> h) {
+  if (l->done) return client_->complete(std::move(h), l->lost);
+  auto slot = asio::get_associated_cancellation_slot(h);
+  auto key = l->next_waiter++;
+  l->waiters.emplace(key, kept_lease::waiter{std::move(h),
+                                             asio::prefer(client_->io_ex_, asio::execution::outstanding_work.tracked)});
+  if (slot.is_connected()) {
+    slot.assign([weak = std::weak_ptr<kept_lease>(l), key, s = client_->strand_](asio::cancellation_type) {
+      asio::dispatch(s, [weak, key] {
+        auto l = weak.lock();
+        if (!l) return;
+        auto it = l->waiters.find(key);
+        if (it == l->waiters.end()) return;
+        auto h = std::move(it->second.handler);
+        l->waiters.erase(it);
+        l->client->complete(std::move(h), asio::error::operation_aborted);
+      });
+    });
+  }
+}
+
+void keepalive_manager::stop(const std::shared_ptr<kept_lease>& l) {
+  if (!l->done) lose(l, asio::error::operation_aborted);
+}
+
+void keepalive_manager::close() {
+  closed_ = true;
+  timer_.cancel();
+  reopen_timer_.cancel();
+  if (stream_) stream_->cancel();
+  auto all = std::exchange(leases_, {});
+  for (auto& [id, l] : all) lose(l, error::client_closed);
+}
+
+void keepalive_manager::lose(const std::shared_ptr<kept_lease>& l, error_code why) {
+  if (l->done) return;
+  l->done = true;
+  l->lost = why;
+  for (auto it = leases_.lower_bound(l->id); it != leases_.end() && it->first == l->id; ++it) {
+    if (it->second == l) {
+      leases_.erase(it);
+      break;
+    }
+  }
+  auto waiters = std::exchange(l->waiters, {});
+  for (auto& [key, w] : waiters) client_->complete(std::move(w.handler), why);
+  if (leases_.empty()) timer_.cancel();  // nothing to renew: let io_context::run() return
+}
+
+void keepalive_manager::send(kept_lease& l, steady_time now) {
+  l.in_flight = true;
+  l.sent_at = now;
+  pb::LeaseKeepAliveRequest req;
+  req.set_id(l.id);
+  stream_->write(std::move(req));
+}
+
+void keepalive_manager::tick() {
+  if (closed_) return;
+  auto now = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<kept_lease>> expired;
+  for (auto& [id, l] : leases_) {
+    if (now >= l->deadline) expired.push_back(l);
+    else if (!l->in_flight && now >= l->next_send && stream_ && stream_->ready()) send(*l, now);
+  }
+  for (auto& l : expired) lose(l, error::lease_expired);
+  arm_timer();
+}
+
+void keepalive_manager::arm_timer() {
+  if (leases_.empty()) return;
+  auto when = steady_time::max();
+  bool can_send = stream_ && stream_->ready();
+  for (auto& [id, l] : leases_) {
+    when = std::min(when, l->deadline);
+    if (!l->in_flight && can_send) when = std::min(when, l->next_send);
+  }
+  timer_.expires_at(when);
+  timer_.async_wait([weak = weak_from_this()](error_code ec) {
+    if (ec) return;  // re-armed or closed
+    if (auto self = weak.lock()) self->tick();
+  });
+}
+
+void keepalive_manager::on_message(const pb::LeaseKeepAliveResponse& r) {
+  backoff_.reset();
+  auto now = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<kept_lease>> gone;
+  for (auto it = leases_.lower_bound(r.id()); it != leases_.end() && it->first == r.id(); ++it) {
+    auto& l = *it->second;
+    if (!l.in_flight) continue;
+    l.in_flight = false;
+    if (r.ttl() <= 0) {
+      gone.push_back(it->second);
+      continue;
+    }
+    auto ttl = std::chrono::seconds(r.ttl());
+    l.deadline = l.sent_at + ttl;
+    l.next_send = now + std::max<std::chrono::steady_clock::duration>(ttl / 3, 500ms);
+  }
+  for (auto& l : gone) lose(l, error::lease_not_found);
+  arm_timer();
+}
+
+void keepalive_manager::open() {
+  if (closed_ || stream_ || opening_ || reopen_scheduled_ || leases_.empty()) return;
+  opening_ = true;
+  client_->with_token([self = shared_from_this()](error_code ec) {
+    self->opening_ = false;
+    if (self->closed_) return;
+    if (ec) return self->on_closed(ec);
+    std::weak_ptr<keepalive_manager> weak = self;
+    stream_type::callbacks cb{
+        [weak] { if (auto s = weak.lock()) s->tick(); },
+        [weak](const pb::LeaseKeepAliveResponse& r) { if (auto s = weak.lock()) s->on_message(r); },
+        [weak](error_code ec) { if (auto s = weak.lock()) s->on_closed(ec); }};
+    self->stream_ = std::make_shared<stream_type>(self->client_, std::move(cb));
+    self->stream_->start([stub = self->client_->lease_.get()](grpc::ClientContext* ctx, grpc::CompletionQueue* q) {
+      return stub->PrepareAsyncLeaseKeepAlive(ctx, q);
+    });
+  });
+}
+
+void keepalive_manager::on_closed(error_code ec) {
+  if (stream_ && ec == error::invalid_auth_token) client_->invalidate_token(stream_->token());
+  stream_.reset();
+  if (closed_) return;
+  if (is_fatal_stream_error(ec)) {
+    auto all = std::exchange(leases_, {});
+    for (auto& [id, l] : all) lose(l, ec);
+    return;
+  }
+  // Renewals in flight on the dead stream will never be answered: resend on the next one.
+  // Deadlines stay: they are what decides that a lease is lost.
+  for (auto& [id, l] : leases_) l->in_flight = false;
+  arm_timer();
+  if (leases_.empty() || reopen_scheduled_) return;
+  reopen_scheduled_ = true;
+  reopen_timer_.expires_after(backoff_.next());
+  reopen_timer_.async_wait([weak = weak_from_this()](error_code) {
+    if (auto self = weak.lock()) {
+      self->reopen_scheduled_ = false;
+      self->open();
+    }
+  });
+}
+
+}  // namespace coetcd::detail
+
+namespace coetcd {
+
+lease_keepalive client::keep_alive(std::int64_t id, std::chrono::seconds ttl_hint) {
+  auto l = std::make_shared<detail::kept_lease>();
+  l->id = id;
+  l->client = impl_;
+  asio::dispatch(impl_->strand_, [l, ttl_hint] {
+    if (l->client->closed()) {
+      l->done = true;
+      l->lost = error::client_closed;
+      return;
+    }
+    l->manager = l->client->keepalives().shared_from_this();
+    l->manager->add(l, ttl_hint);
+  });
+  return lease_keepalive(std::move(l), id);
+}
+
+lease_keepalive& lease_keepalive::operator=(lease_keepalive&& other) noexcept {
+  if (this != &other) {
+    stop();
+    state_ = std::move(other.state_);
+    id_ = other.id_;
+  }
+  return *this;
+}
+
+lease_keepalive::~lease_keepalive() { stop(); }
+
+void lease_keepalive::stop() {
+  if (!state_) return;
+  auto s = state_;
+  asio::dispatch(s->client->strand_, [s] {
+    if (s->manager) s->manager->stop(s);
+  });
+}
+
+void lease_keepalive::start_wait(const std::shared_ptr<detail::kept_lease>& s,
+                                 asio::any_completion_handler<void(error_code)> h) {
+  if (!s) {
+    // An empty handle has no executor of its own to post to; report on the handler's.
+    asio::dispatch(asio::append(std::move(h), make_error_code(error::lease_not_found)));
+    return;
+  }
+  asio::dispatch(s->client->strand_, [s, h = std::move(h)]() mutable {
+    if (s->manager) return s->manager->wait(s, std::move(h));
+    s->client->complete(std::move(h), s->done ? s->lost : make_error_code(error::client_closed));
+  });
+}
+
+}  // namespace coetcd

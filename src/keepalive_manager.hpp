@@ -1,0 +1,67 @@
+// ONE LeaseKeepAlive stream per client renewing every kept-alive lease, each on its own schedule
+// (a third of its TTL after each reply) and with a local deadline (send time of the last answered
+// renewal + TTL), so a lease is reported lost even while the stream is down.
+#pragma once
+
+#include "bidi_stream.hpp"
+
+#include <map>
+
+namespace coetcd::detail {
+
+class keepalive_manager;
+using steady_time = std::chrono::steady_clock::time_point;
+
+struct kept_lease {
+  std::shared_ptr<client_impl> client;          // set at creation: public calls dispatch to its strand
+  std::shared_ptr<keepalive_manager> manager;   // set on the strand when renewal starts
+  std::int64_t id = 0;
+  steady_time deadline{};
+  steady_time next_send{};
+  steady_time sent_at{};
+  bool in_flight = false;
+  bool done = false;
+  error_code lost;
+  struct waiter {
+    asio::any_completion_handler<void(error_code)> handler;
+    asio::any_io_executor work;
+  };
+  std::map<std::uint64_t, waiter> waiters;  // node-based: erasing one never moves the others
+  std::uint64_t next_waiter = 0;
+};
+
+class keepalive_manager final : public std::enable_shared_from_this<keepalive_manager> {
+ public:
+  explicit keepalive_manager(std::shared_ptr<client_impl> c);
+
+  // All on the strand.
+  void add(const std::shared_ptr<kept_lease>& l, std::chrono::seconds ttl_hint);
+  void wait(const std::shared_ptr<kept_lease>& l, asio::any_completion_handler<void(error_code)> h);
+  void stop(const std::shared_ptr<kept_lease>& l);
+  void close();
+
+  client_impl& client() noexcept { return *client_; }
+
+ private:
+  using stream_type = bidi_stream<pb::LeaseKeepAliveRequest, pb::LeaseKeepAliveResponse>;
+
+  void tick();
+  void arm_timer();
+  void send(kept_lease& l, steady_time now);
+  void lose(const std::shared_ptr<kept_lease>& l, error_code why);
+  void open();
+  void on_message(const pb::LeaseKeepAliveResponse& r);
+  void on_closed(error_code ec);
+
+  std::shared_ptr<client_impl> client_;
+  std::multimap<std::int64_t, std::shared_ptr<kept_lease>> leases_;
+  std::shared_ptr<stream_type> stream_;
+  asio::steady_timer timer_;
+  asio::steady_timer reopen_timer_;
+  reopen_backoff backoff_;
+  bool opening_ = false;
+  bool reopen_scheduled_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace coetcd::detail

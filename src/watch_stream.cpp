@@ -1,0 +1,281 @@
+#include "watch_stream.hpp"
+
+#include "convert.hpp"
+
+namespace coetcd::detail {
+
+watch_stream::watch_stream(std::shared_ptr<client_impl> c)
+    : client_(std::move(c)), reopen_timer_(client_->strand_) {}
+
+void watch_stream::add(std::shared_ptr<watcher_state> w, handler<watcher> h) {
+  if (closed_) return fail(client_, std::move(h), error::client_closed);
+  w->id = next_id_++;
+  auto slot = asio::get_associated_cancellation_slot(h);
+  w->create_waiter.emplace(std::move(h));
+  w->create_work = asio::prefer(client_->io_ex_, asio::execution::outstanding_work.tracked);
+  if (slot.is_connected()) {
+    slot.assign([weak = std::weak_ptr<watcher_state>(w), s = client_->strand_](asio::cancellation_type) {
+      asio::dispatch(s, [weak] {
+        auto w = weak.lock();
+        if (!w || !w->create_waiter) return;
+        auto h = std::move(*w->create_waiter);
+        w->create_waiter.reset();
+        w->create_work = {};
+        w->stream->cancel(w);
+        w->stream->client().complete(std::move(h), asio::error::operation_aborted, watcher{});
+      });
+    });
+  }
+  watchers_.emplace(w->id, w);
+  if (stream_ && stream_->ready()) send_create(*w);
+  else open();
+}
+
+void watch_stream::next(const std::shared_ptr<watcher_state>& w, handler<watch_batch> h) {
+  if (!w->ready.empty()) {
+    auto b = std::move(w->ready.front());
+    w->ready.pop_front();
+    return client_->complete(std::move(h), error_code{}, std::move(b));
+  }
+  if (w->done) {
+    watch_batch b;
+    b.compact_revision = w->compact_revision;
+    return client_->complete(std::move(h), w->final_ec, std::move(b));
+  }
+  if (w->next_waiter) return fail(client_, std::move(h), asio::error::already_started);
+  auto slot = asio::get_associated_cancellation_slot(h);
+  w->next_waiter.emplace(std::move(h));
+  w->next_work = asio::prefer(client_->io_ex_, asio::execution::outstanding_work.tracked);
+  auto seq = ++w->wait_seq;
+  if (slot.is_connected()) {
+    slot.assign([weak = std::weak_ptr<watcher_state>(w), seq, s = client_->strand_](asio::cancellation_type) {
+      asio::dispatch(s, [weak, seq] {
+        auto w = weak.lock();
+        if (!w || !w->next_waiter || w->wait_seq != seq) return;
+        auto h = std::move(*w->next_waiter);
+        w->next_waiter.reset();
+        w->next_work = {};
+        w->stream->client().complete(std::move(h), asio::error::operation_aborted, watch_batch{});
+      });
+    });
+  }
+}
+
+void watch_stream::cancel(const std::shared_ptr<watcher_state>& w) {
+  if (w->done) return;
+  watchers_.erase(w->id);
+  end(*w, error::watch_canceled, 0);
+  if (stream_ && stream_->ready()) {
+    pb::WatchRequest req;
+    req.mutable_cancel_request()->set_watch_id(w->id);
+    stream_->write(std::move(req));
+  }
+}
+
+void watch_stream::close() {
+  closed_ = true;
+  reopen_timer_.cancel();
+  if (stream_) stream_->cancel();
+  end_all(error::client_closed);
+}
+
+void watch_stream::open() {
+  if (closed_ || stream_ || opening_ || reopen_scheduled_ || watchers_.empty()) return;
+  opening_ = true;
+  client_->with_token([self = shared_from_this()](error_code ec) {
+    self->opening_ = false;
+    if (self->closed_) return;
+    if (ec) {
+      if (is_fatal_stream_error(ec)) return self->end_all(ec);
+      return self->schedule_reopen();
+    }
+    std::weak_ptr<watch_stream> weak = self;
+    stream_type::callbacks cb{
+        [weak] { if (auto s = weak.lock()) s->on_ready(); },
+        [weak](const pb::WatchResponse& r) { if (auto s = weak.lock()) s->on_message(r); },
+        [weak](error_code ec) { if (auto s = weak.lock()) s->on_closed(ec); }};
+    self->stream_ = std::make_shared<stream_type>(self->client_, std::move(cb));
+    self->pending_creates_.clear();
+    self->stream_->start([stub = self->client_->watch_.get()](grpc::ClientContext* ctx, grpc::CompletionQueue* q) {
+      return stub->PrepareAsyncWatch(ctx, q);
+    });
+  });
+}
+
+void watch_stream::on_ready() {
+  for (auto& [id, w] : watchers_) send_create(*w);
+}
+
+void watch_stream::send_create(watcher_state& w) {
+  pb::WatchRequest req;
+  auto* c = req.mutable_create_request();
+  *c = w.request;
+  c->set_watch_id(w.id);
+  if (w.next_rev > 0) c->set_start_revision(w.next_rev);
+  w.partial.clear();
+  pending_creates_.push_back(w.id);
+  stream_->write(std::move(req));
+}
+
+namespace {
+error_code cancel_reason_error(const std::string& reason) {
+  if (reason.find("permission denied") != std::string::npos) return error::permission_denied;
+  return error::watch_canceled;
+}
+}  // namespace
+
+void watch_stream::on_message(const pb::WatchResponse& r) {
+  backoff_.reset();
+  if (r.created()) {
+    // The server answers creates in the order it received them; that attributes even an
+    // answer with watch_id -1 (a create the server refused).
+    std::int64_t id = r.watch_id();
+    if (!pending_creates_.empty()) {
+      if (id == -1) id = pending_creates_.front();
+      pending_creates_.pop_front();
+    }
+    auto it = watchers_.find(id);
+    if (it == watchers_.end()) return;  // cancelled meanwhile; its cancel request follows
+    auto& w = *it->second;
+    if (r.canceled()) {
+      auto keep = it->second;
+      watchers_.erase(it);
+      return end(w, r.compact_revision() ? make_error_code(error::compacted) : cancel_reason_error(r.cancel_reason()),
+                 r.compact_revision());
+    }
+    if (w.next_rev == 0) w.next_rev = r.header().revision() + 1;
+    if (w.create_waiter) {
+      auto h = std::move(*w.create_waiter);
+      w.create_waiter.reset();
+      w.create_work = {};
+      client_->complete(std::move(h), error_code{}, watcher(it->second));
+    }
+    return;
+  }
+  auto it = watchers_.find(r.watch_id());
+  if (it == watchers_.end()) return;  // a cancelled watcher, or a progress answer for the stream
+  auto keep = it->second;
+  auto& w = *keep;
+  if (r.canceled()) {
+    watchers_.erase(it);
+    return end(w, r.compact_revision() ? make_error_code(error::compacted) : cancel_reason_error(r.cancel_reason()),
+               r.compact_revision());
+  }
+  for (const auto& e : r.events()) w.partial.push_back(from_pb(e));
+  if (r.fragment()) return;  // the rest of this revision's events follow
+  watch_batch b;
+  b.header = from_pb(r.header());
+  bool had_events = !w.partial.empty();
+  for (auto& e : w.partial)
+    if (e.kv.mod_revision >= w.next_rev) b.events.push_back(std::move(e));  // drop replays after a resume
+  w.partial.clear();
+  if (had_events && b.events.empty()) return;
+  if (!b.events.empty()) w.next_rev = b.events.back().kv.mod_revision + 1;
+  else w.next_rev = std::max(w.next_rev, b.header.revision + 1);  // progress: all before it was sent
+  deliver(w, std::move(b));
+}
+
+void watch_stream::on_closed(error_code ec) {
+  if (stream_ && ec == error::invalid_auth_token) client_->invalidate_token(stream_->token());
+  stream_.reset();
+  pending_creates_.clear();
+  if (closed_) return;
+  if (is_fatal_stream_error(ec)) return end_all(ec);
+  schedule_reopen();
+}
+
+void watch_stream::schedule_reopen() {
+  if (closed_ || reopen_scheduled_ || watchers_.empty()) return;
+  reopen_scheduled_ = true;
+  reopen_timer_.expires_after(backoff_.next());
+  reopen_timer_.async_wait([weak = weak_from_this()](error_code) {
+    if (auto self = weak.lock()) {
+      self->reopen_scheduled_ = false;
+      self->open();
+    }
+  });
+}
+
+void watch_stream::deliver(watcher_state& w, watch_batch b) {
+  if (w.next_waiter) {
+    auto h = std::move(*w.next_waiter);
+    w.next_waiter.reset();
+    w.next_work = {};
+    return client_->complete(std::move(h), error_code{}, std::move(b));
+  }
+  w.ready.push_back(std::move(b));
+}
+
+void watch_stream::end(watcher_state& w, error_code ec, std::int64_t compact_revision) {
+  if (w.done) return;
+  w.done = true;
+  w.final_ec = ec;
+  w.compact_revision = compact_revision;
+  if (w.create_waiter) {
+    auto h = std::move(*w.create_waiter);
+    w.create_waiter.reset();
+    w.create_work = {};
+    client_->complete(std::move(h), ec, watcher{});
+  }
+  if (w.next_waiter && w.ready.empty()) {
+    auto h = std::move(*w.next_waiter);
+    w.next_waiter.reset();
+    w.next_work = {};
+    watch_batch b;
+    b.compact_revision = compact_revision;
+    client_->complete(std::move(h), ec, std::move(b));
+  }
+}
+
+void watch_stream::end_all(error_code ec) {
+  auto all = std::exchange(watchers_, {});
+  for (auto& [id, w] : all) end(*w, ec, 0);
+}
+
+// ---- entry points ----
+
+void start_watch(const std::shared_ptr<client_impl>& c, std::string key, std::string end, watch_options o,
+                 handler<watcher> h) {
+  if (key.empty()) return fail(c, std::move(h), error::empty_key);
+  auto w = std::make_shared<watcher_state>();
+  w->request = to_pb(key, end, o);
+  asio::dispatch(c->strand_, [c, w, h = std::move(h)]() mutable {
+    if (c->closed()) return fail(c, std::move(h), error::client_closed);
+    auto& ws = c->watches();
+    w->stream = ws.shared_from_this();
+    ws.add(w, std::move(h));
+  });
+}
+
+}  // namespace coetcd::detail
+
+namespace coetcd {
+
+watcher& watcher::operator=(watcher&& other) noexcept {
+  if (this != &other) {
+    cancel();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+watcher::~watcher() { cancel(); }
+
+void watcher::cancel() {
+  if (!state_) return;
+  auto s = state_;
+  asio::dispatch(s->stream->client().strand_, [s] { s->stream->cancel(s); });
+}
+
+std::int64_t watcher::id() const noexcept { return state_ ? state_->id : 0; }
+
+void watcher::start_next(const std::shared_ptr<detail::watcher_state>& s, detail::handler<watch_batch> h) {
+  if (!s) {
+    // An empty watcher has no executor of its own to post to; report on the handler's.
+    asio::dispatch(asio::append(std::move(h), make_error_code(error::watch_canceled), watch_batch{}));
+    return;
+  }
+  asio::dispatch(s->stream->client().strand_, [s, h = std::move(h)]() mutable { s->stream->next(s, std::move(h)); });
+}
+
+}  // namespace coetcd
