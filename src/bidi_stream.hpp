@@ -141,7 +141,8 @@ class reopen_backoff {
 
 /// Errors after which reopening a stream cannot help.
 inline bool is_fatal_stream_error(error_code ec) {
-  return ec == error::client_closed || ec == error::auth_failed || ec == error::auth_not_enabled ||
+  return ec == error::client_closed || ec == error::auth_failed || ec == error::auth_required ||
+         ec == error::auth_not_enabled ||
          ec == error::permission_denied;
 }
 

@@ -142,7 +142,8 @@ error_code client_impl::map_status(const grpc::Status& s) const {
   if (has("required revision has been compacted")) return error::compacted;
   if (has("required revision is a future revision")) return error::future_revision;
   if (has("invalid auth token") || has("revision of auth store is old")) return error::invalid_auth_token;
-  if (has("authentication failed") || has("user name is empty")) return error::auth_failed;
+  if (has("authentication failed")) return error::auth_failed;
+  if (has("user name is empty")) return error::auth_required;
   if (has("authentication is not enabled")) return error::auth_not_enabled;
   if (has("permission denied")) return error::permission_denied;
   if (has("no leader")) return error::cluster_no_leader;

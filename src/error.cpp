@@ -1,5 +1,6 @@
 #include <coetcd/error.hpp>
 
+#include <ostream>
 #include <string>
 
 namespace coetcd {
@@ -20,6 +21,7 @@ class etcd_category_impl final : public boost::system::error_category {
         return "no etcd endpoint could be reached (connection refused, no route, TLS handshake or DNS failure)";
       case error::request_timeout: return "etcd request timed out";
       case error::auth_failed: return "etcd authentication failed: invalid user name or password";
+      case error::auth_required: return "etcd requires authentication: no user name was given";
       case error::invalid_auth_token: return "etcd rejected the auth token";
       case error::auth_not_enabled: return "credentials given but etcd authentication is not enabled";
       case error::permission_denied: return "etcd permission denied";
@@ -66,5 +68,7 @@ const boost::system::error_category& grpc_category() noexcept {
   static const grpc_category_impl c;
   return c;
 }
+
+std::ostream& operator<<(std::ostream& os, error e) { return os << make_error_code(e).message(); }
 
 }  // namespace coetcd

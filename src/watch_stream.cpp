@@ -239,6 +239,7 @@ void start_watch(const std::shared_ptr<client_impl>& c, std::string key, std::st
   if (key.empty()) return fail(c, std::move(h), error::empty_key);
   auto w = std::make_shared<watcher_state>();
   w->request = to_pb(key, end, o);
+  w->next_rev = o.start_revision;  // 0: learnt from the creation answer
   asio::dispatch(c->strand_, [c, w, h = std::move(h)]() mutable {
     if (c->closed()) return fail(c, std::move(h), error::client_closed);
     auto& ws = c->watches();

@@ -6,6 +6,7 @@
 
 #include <boost/system/error_code.hpp>
 
+#include <iosfwd>
 #include <type_traits>
 
 namespace coetcd {
@@ -24,6 +25,7 @@ enum class error {
   request_timeout,        ///< the per-request deadline passed while connected
   // authentication
   auth_failed,            ///< wrong user name or password
+  auth_required,          ///< the server has authentication on and no user was given
   invalid_auth_token,     ///< the server rejected our token (re-authentication also failed)
   auth_not_enabled,       ///< credentials were given but the server has authentication off
   permission_denied,      ///< the authenticated user may not do this
@@ -52,6 +54,9 @@ const boost::system::error_category& grpc_category() noexcept;
 inline error_code make_error_code(error e) noexcept {
   return {static_cast<int>(e), etcd_category()};
 }
+
+/// Prints the error's message.
+std::ostream& operator<<(std::ostream& os, error e);
 
 }  // namespace coetcd
 

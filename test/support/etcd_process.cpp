@@ -1,0 +1,225 @@
+#include "etcd_process.hpp"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace coetcd::test {
+namespace fs = std::filesystem;
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+int free_port() {
+  asio::io_context ioc;
+  asio::ip::tcp::acceptor a(ioc, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  return a.local_endpoint().port();
+}
+
+fs::path make_temp_dir(const std::string& tag) {
+  std::string tmpl = (fs::temp_directory_path() / ("coetcd-" + tag + "-XXXXXX")).string();
+  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  return tmpl;
+}
+
+command_result run_command(const std::string& cmd) {
+  command_result r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+tls_files make_certificates(const fs::path& dir) {
+  tls_files f{(dir / "ca.pem").string(),     (dir / "server.pem").string(), (dir / "server-key.pem").string(),
+              (dir / "client.pem").string(), (dir / "client-key.pem").string(), (dir / "other-ca.pem").string()};
+  std::string d = dir.string();
+  std::ofstream(dir / "san.cnf") << "subjectAltName=IP:127.0.0.1,DNS:localhost\n";
+  std::ofstream(dir / "client.cnf") << "extendedKeyUsage=clientAuth\n";
+  std::string script =
+      "set -e; cd '" + d + "';"
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=coetcd-test-ca -keyout ca-key.pem -out ca.pem;"
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=other-ca -keyout other-ca-key.pem -out other-ca.pem;"
+      "openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout server-key.pem -out server.csr;"
+      "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 2 -extfile san.cnf -out server.pem;"
+      "openssl req -newkey rsa:2048 -nodes -subj /CN=root -keyout client-key.pem -out client.csr;"
+      "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 2 -extfile client.cnf -out client.pem";
+  auto r = run_command("bash -c \"" + script + "\"");
+  if (r.exit_code != 0) throw std::runtime_error("openssl failed: " + r.output);
+  return f;
+}
+
+etcd_process::etcd_process(etcd_config cfg)
+    : cfg_(std::move(cfg)), dir_(make_temp_dir("etcd")), client_port_(free_port()), peer_port_(free_port()),
+      metrics_port_(free_port()) {
+  start();
+}
+
+etcd_process::~etcd_process() {
+  stop();
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+std::string etcd_process::client_url() const {
+  return std::string(cfg_.tls ? "https" : "http") + "://127.0.0.1:" + std::to_string(client_port_);
+}
+
+std::string etcd_process::endpoint() const {
+  return cfg_.tls ? client_url() : "127.0.0.1:" + std::to_string(client_port_);
+}
+
+void etcd_process::start() {
+  if (pid_ > 0) return;
+  std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
+  std::vector<std::string> args = {"/usr/bin/etcd",
+                                   "--name=m0",
+                                   "--data-dir=" + (dir_ / "data").string(),
+                                   "--listen-client-urls=" + client_url(),
+                                   "--advertise-client-urls=" + client_url(),
+                                   "--listen-peer-urls=" + peer,
+                                   "--initial-advertise-peer-urls=" + peer,
+                                   "--initial-cluster=m0=" + peer,
+                                   "--listen-metrics-urls=http://127.0.0.1:" + std::to_string(metrics_port_),
+                                   "--logger=zap",
+                                   "--log-level=warn"};
+  if (cfg_.tls) {
+    args.push_back("--cert-file=" + cfg_.certs.server_cert);
+    args.push_back("--key-file=" + cfg_.certs.server_key);
+    if (cfg_.client_cert_auth) {
+      args.push_back("--client-cert-auth");
+      args.push_back("--trusted-ca-file=" + cfg_.certs.ca);
+    }
+  }
+  if (cfg_.auth_token_ttl > 0) args.push_back("--auth-token-ttl=" + std::to_string(cfg_.auth_token_ttl));
+  std::string log = (dir_ / "etcd.log").string();
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test binary
+    if (getppid() != parent) _exit(1);
+    FILE* out = std::freopen(log.c_str(), "a", stdout);
+    (void)out;
+    dup2(fileno(stdout), fileno(stderr));
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  pid_ = pid;
+  auto until = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < until) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      std::ifstream in(log);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      throw std::runtime_error("etcd exited during start-up:\n" + ss.str());
+    }
+    if (healthy()) return;
+    std::this_thread::sleep_for(50ms);
+  }
+  kill();
+  throw std::runtime_error("etcd did not become healthy within 20 s");
+}
+
+void etcd_process::stop() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGTERM);
+  auto until = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < until) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  kill();
+}
+
+void etcd_process::kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+namespace {
+std::string http_get(int port, const std::string& path) {
+  try {
+    asio::io_context ioc;
+    asio::ip::tcp::socket s(ioc);
+    s.connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)});
+    std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    asio::write(s, asio::buffer(req));
+    std::string out;
+    boost::system::error_code ec;
+    asio::read(s, asio::dynamic_buffer(out), ec);
+    auto body = out.find("\r\n\r\n");
+    return body == std::string::npos ? std::string() : out.substr(body + 4);
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+double metric_sum(const std::string& text, const std::string& name, const std::string& method) {
+  double sum = 0;
+  std::istringstream in(text);
+  std::string line;
+  std::string needle = "grpc_method=\"" + method + "\"";
+  while (std::getline(in, line)) {
+    if (line.rfind(name + "{", 0) != 0 || line.find(needle) == std::string::npos) continue;
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+}  // namespace
+
+bool etcd_process::healthy() const {
+  return http_get(metrics_port_, "/health").find("\"health\":\"true\"") != std::string::npos;
+}
+
+std::string etcd_process::metrics() const { return http_get(metrics_port_, "/metrics"); }
+
+double etcd_process::grpc_started(const std::string& method) const {
+  return metric_sum(metrics(), "grpc_server_started_total", method);
+}
+
+double etcd_process::grpc_handled(const std::string& method) const {
+  return metric_sum(metrics(), "grpc_server_handled_total", method);
+}
+
+command_result etcdctl(const etcd_process& etcd, const std::string& args) {
+  std::string cmd = "ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=" + etcd.client_url();
+  if (etcd.config().tls) {
+    cmd += " --cacert=" + etcd.config().certs.ca;
+    if (etcd.config().client_cert_auth)
+      cmd += " --cert=" + etcd.config().certs.client_cert + " --key=" + etcd.config().certs.client_key;
+  }
+  return run_command(cmd + " " + args);
+}
+
+}  // namespace coetcd::test

@@ -1,0 +1,71 @@
+// Test support: a real etcd member started on 127.0.0.1 with free ports and a temporary data dir,
+// stopped by PID (also when the test binary dies: the child gets SIGKILL with its parent).
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace coetcd::test {
+
+struct tls_files {
+  std::string ca, server_cert, server_key, client_cert, client_key, other_ca;
+};
+
+/// Makes a CA, a server certificate for 127.0.0.1/localhost, a client certificate and an unrelated
+/// CA with openssl, in `dir`.
+tls_files make_certificates(const std::filesystem::path& dir);
+
+struct etcd_config {
+  bool tls = false;             // serve clients over https with the generated server certificate
+  bool client_cert_auth = false;
+  tls_files certs;
+  int auth_token_ttl = 0;       // seconds; 0: etcd's default
+};
+
+class etcd_process {
+ public:
+  explicit etcd_process(etcd_config cfg = {});
+  ~etcd_process();
+  etcd_process(const etcd_process&) = delete;
+  etcd_process& operator=(const etcd_process&) = delete;
+
+  void start();                  // (re)starts on the same ports and data dir, waits for health
+  void stop();                   // SIGTERM, then SIGKILL after 10 s; waits for the exit
+  void kill();                   // SIGKILL
+  bool running() const { return pid_ > 0; }
+  int pid() const { return pid_; }
+
+  std::string endpoint() const;  // host:port, or https://host:port with TLS
+  std::string client_url() const;
+  std::string metrics() const;   // GET /metrics
+  /// Sum of grpc_server_started_total for one method (e.g. "Watch", "LeaseKeepAlive").
+  double grpc_started(const std::string& method) const;
+  double grpc_handled(const std::string& method) const;
+  const std::filesystem::path& dir() const { return dir_; }
+  const etcd_config& config() const { return cfg_; }
+
+ private:
+  bool healthy() const;
+  etcd_config cfg_;
+  std::filesystem::path dir_;
+  int client_port_, peer_port_, metrics_port_;
+  int pid_ = -1;
+};
+
+struct command_result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+/// Runs a shell command and captures its output.
+command_result run_command(const std::string& cmd);
+/// Runs `etcdctl` (API v3) against the server with the given extra flags.
+command_result etcdctl(const etcd_process& etcd, const std::string& args);
+
+int free_port();
+std::filesystem::path make_temp_dir(const std::string& tag);
+
+}  // namespace coetcd::test

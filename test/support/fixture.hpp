@@ -1,0 +1,37 @@
+// Test support: one etcd member shared by the test cases of a test binary.
+#pragma once
+
+#include "etcd_process.hpp"
+#include "run.hpp"
+
+#include <coetcd.hpp>
+
+#include <memory>
+
+namespace coetcd::test {
+
+struct shared_etcd {
+  shared_etcd() { instance() = std::make_unique<etcd_process>(); }
+  ~shared_etcd() { instance().reset(); }
+  static std::unique_ptr<etcd_process>& instance() {
+    static std::unique_ptr<etcd_process> p;
+    return p;
+  }
+};
+
+inline etcd_process& server() { return *shared_etcd::instance(); }
+
+inline client_options options_for(const etcd_process& e) {
+  client_options o;
+  o.endpoints = {e.endpoint()};
+  o.request_timeout = std::chrono::seconds(5);
+  return o;
+}
+
+/// Keys remaining under a prefix.
+inline asio::awaitable<std::int64_t> count_keys(client& c, std::string_view prefix) {
+  auto r = co_await c.async_get(prefix, get_options{.prefix = true, .count_only = true}, use_awaitable);
+  co_return r.count;
+}
+
+}  // namespace coetcd::test

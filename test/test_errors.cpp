@@ -1,0 +1,154 @@
+// Bad input, unreachable servers, cancellation and closing with work in flight.
+#define BOOST_TEST_MODULE coetcd_errors
+#include "support/fixture.hpp"
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+
+using namespace coetcd;
+using namespace coetcd::test;
+using namespace std::chrono_literals;
+using namespace boost::asio::experimental::awaitable_operators;
+
+BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
+
+BOOST_AUTO_TEST_CASE(empty_keys_are_rejected_before_the_wire) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto [e1, r1] = co_await c.async_get("", asio::as_tuple(use_awaitable));
+    BOOST_TEST(e1 == error::empty_key);
+    auto [e2, r2] = co_await c.async_put("", "v", asio::as_tuple(use_awaitable));
+    BOOST_TEST(e2 == error::empty_key);
+    auto [e3, r3] = co_await c.async_delete("", asio::as_tuple(use_awaitable));
+    BOOST_TEST(e3 == error::empty_key);
+    auto [e4, r4] = co_await c.async_txn(txn().then(txn_op::put("", "v")), asio::as_tuple(use_awaitable));
+    BOOST_TEST(e4 == error::empty_key);
+    auto [e5, r5] = co_await c.async_txn(txn().when(compare::version("") == 0), asio::as_tuple(use_awaitable));
+    BOOST_TEST(e5 == error::empty_key);
+    auto [e6, r6] = co_await c.async_watch("", asio::as_tuple(use_awaitable));
+    BOOST_TEST(e6 == error::empty_key);
+    auto [e7, r7] = co_await c.async_compact(0, asio::as_tuple(use_awaitable));
+    BOOST_TEST(e7 == error::invalid_argument);
+  }(c));
+}
+
+BOOST_AUTO_TEST_CASE(unreachable_endpoint_fails_within_the_deadline) {
+  asio::io_context ioc;
+  client_options o;
+  o.endpoints = {"127.0.0.1:" + std::to_string(free_port())};  // nothing listens there
+  o.request_timeout = 1s;
+  client c(ioc, o);
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto t0 = std::chrono::steady_clock::now();
+    auto [ec, r] = co_await c.async_get("/k", asio::as_tuple(use_awaitable));
+    auto took = std::chrono::steady_clock::now() - t0;
+    BOOST_TEST(ec == error::endpoints_unreachable, ec.message());
+    BOOST_TEST((took >= 900ms));
+    BOOST_TEST((took < 3s));
+    // The watcher creation waits for a connection too; cancellation ends it.
+    auto res = co_await (c.async_watch("/k", use_awaitable) || sleep_for(300ms));
+    BOOST_TEST(res.index() == 1u);
+  }(c));
+}
+
+BOOST_AUTO_TEST_CASE(a_dead_member_in_the_list_does_not_stop_the_client) {
+  asio::io_context ioc;
+  auto o = options_for(server());
+  o.endpoints = {"127.0.0.1:" + std::to_string(free_port()), server().endpoint()};
+  client c(ioc, o);
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    for (int i = 0; i < 20; ++i) co_await c.async_put("/err/failover", std::to_string(i), use_awaitable);
+    auto g = co_await c.async_get("/err/failover", use_awaitable);
+    BOOST_TEST(g.kvs.at(0).value == "19");
+    co_await c.async_delete("/err/failover", use_awaitable);
+  }(c));
+}
+
+BOOST_AUTO_TEST_CASE(cancelling_a_pending_unary_call) {
+  asio::io_context ioc;
+  client_options o;
+  o.endpoints = {"127.0.0.1:" + std::to_string(free_port())};
+  o.request_timeout = 20s;
+  client c(ioc, o);
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = co_await (c.async_get("/k", use_awaitable) || sleep_for(200ms));
+    BOOST_TEST(r.index() == 1u);
+    BOOST_TEST((std::chrono::steady_clock::now() - t0 < 2s));
+    // Explicit signal: the handler gets operation_aborted.
+    asio::cancellation_signal sig;
+    auto result = std::make_shared<std::optional<error_code>>();
+    c.async_put("/k", "v", asio::bind_cancellation_slot(sig.slot(), [result](error_code ec, put_result) {
+                  *result = ec;
+                }));
+    co_await sleep_for(100ms);
+    sig.emit(asio::cancellation_type::terminal);
+    co_await sleep_for(300ms);
+    BOOST_TEST_REQUIRE(result->has_value());
+    BOOST_TEST(**result == asio::error::operation_aborted, (*result)->message());
+  }(c));
+}
+
+BOOST_AUTO_TEST_CASE(close_with_work_in_flight_completes_everything) {
+  asio::io_context ioc;
+  auto dead = std::make_unique<client>(ioc, [] {
+    client_options o;
+    o.endpoints = {"127.0.0.1:" + std::to_string(free_port())};
+    return o;
+  }());
+  client live(ioc, options_for(server()));
+  struct outcome {
+    int completed = 0;
+    std::vector<error_code> errors;
+  };
+  auto out = std::make_shared<outcome>();
+  auto record = [out](error_code ec, auto&&...) {
+    ++out->completed;
+    out->errors.push_back(ec);
+  };
+  run_for(ioc, [](client& live, client& dead, std::shared_ptr<outcome> out,
+                  decltype(record) record) -> asio::awaitable<void> {
+    auto l = co_await live.async_lease_grant(5, use_awaitable);
+    auto keep = live.keep_alive(l.id, std::chrono::seconds(l.ttl));
+    auto w = co_await live.async_watch("/err/close", use_awaitable);
+    w.async_next(record);
+    keep.async_wait_lost(record);
+    for (int i = 0; i < 20; ++i) dead.async_get("/k", record);  // stuck waiting for a connection
+    for (int i = 0; i < 20; ++i) live.async_put("/err/close/" + std::to_string(i), "v", record);
+    co_await sleep_for(50ms);
+    live.close();
+    dead.close();
+    co_await sleep_for(200ms);
+    BOOST_TEST(out->completed == 42);
+    int closed = 0;
+    for (auto& e : out->errors) closed += (e == error::client_closed);
+    BOOST_TEST(closed >= 22);  // the dead client's calls, the watch and the keepalive at least
+    auto [ec, r] = co_await live.async_get("/k", asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == error::client_closed);
+    auto [ec2, w2] = co_await live.async_watch("/k", asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec2 == error::client_closed);
+    auto k2 = live.keep_alive(l.id);
+    auto [ec3] = co_await k2.async_wait_lost(asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec3 == error::client_closed);
+  }(live, *dead, out, record));
+  dead.reset();  // destroying a closed client is fine
+  // Clean up what the closed client wrote, with a fresh one.
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    co_await c.async_delete("/err/close/", delete_options{.prefix = true}, use_awaitable);
+  }(c));
+}
+
+BOOST_AUTO_TEST_CASE(destroying_a_client_with_work_in_flight_does_not_hang) {
+  asio::io_context ioc;
+  auto t0 = std::chrono::steady_clock::now();
+  {
+    client c(ioc, options_for(server()));
+    for (int i = 0; i < 10; ++i) c.async_get("/k", [](error_code, get_result) {});
+    c.async_watch("/k", [](error_code, watcher) {});
+    auto keep = c.keep_alive(12345);
+    ioc.poll();
+  }
+  ioc.run_for(200ms);
+  BOOST_TEST((std::chrono::steady_clock::now() - t0 < 3s));
+}

@@ -1,0 +1,157 @@
+// Leases and the shared keepalive stream against a real etcd.
+#define BOOST_TEST_MODULE coetcd_lease
+#include "support/fixture.hpp"
+
+#include <sstream>
+
+using namespace coetcd;
+using namespace coetcd::test;
+using namespace std::chrono_literals;
+
+BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
+
+namespace {
+std::string hex(std::int64_t id) {
+  std::ostringstream s;
+  s << std::hex << id;
+  return s.str();
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(grant_ttl_list_revoke) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto l = co_await c.async_lease_grant(30, use_awaitable);
+    BOOST_TEST(l.id != 0);
+    BOOST_TEST(l.ttl == 30);
+    co_await c.async_put("/lease/g", "x", put_options{.lease = l.id}, use_awaitable);
+    auto ttl = co_await c.async_lease_time_to_live(l.id, true, use_awaitable);
+    BOOST_TEST(ttl.ttl > 0);
+    BOOST_TEST(ttl.ttl <= 30);
+    BOOST_TEST(ttl.granted_ttl == 30);
+    BOOST_TEST_REQUIRE(ttl.keys.size() == 1u);
+    BOOST_TEST(ttl.keys[0] == "/lease/g");
+    auto all = co_await c.async_lease_leases(use_awaitable);
+    BOOST_TEST((std::find(all.ids.begin(), all.ids.end(), l.id) != all.ids.end()));
+    co_await c.async_lease_revoke(l.id, use_awaitable);
+    auto gone = co_await c.async_lease_time_to_live(l.id, use_awaitable);
+    BOOST_TEST(gone.ttl == -1);
+    BOOST_TEST(co_await count_keys(c, "/lease/g") == 0);
+    auto [ec, h] = co_await c.async_lease_revoke(l.id, asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == error::lease_not_found, ec.message());
+    auto chosen = co_await c.async_lease_grant(10, 0x1234abcd, use_awaitable);
+    BOOST_TEST(chosen.id == 0x1234abcd);
+    co_await c.async_lease_revoke(chosen.id, use_awaitable);
+    auto [ec0, r0] = co_await c.async_lease_grant(0, asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec0 == error::invalid_argument);
+  }(c));
+}
+
+BOOST_AUTO_TEST_CASE(keepalive_holds_a_2s_lease_for_10s) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto l = co_await c.async_lease_grant(2, use_awaitable);
+    co_await c.async_put("/lease/held", "x", put_options{.lease = l.id}, use_awaitable);
+    {
+      auto keep = c.keep_alive(l.id, std::chrono::seconds(l.ttl));
+      co_await sleep_for(10s);
+      auto ttl = co_await c.async_lease_time_to_live(l.id, use_awaitable);
+      BOOST_TEST(ttl.ttl > 0);
+      BOOST_TEST(co_await count_keys(c, "/lease/held") == 1);
+    }  // keepalive stops here; the lease expires within its TTL
+    co_await sleep_for(3500ms);
+    auto ttl = co_await c.async_lease_time_to_live(l.id, use_awaitable);
+    BOOST_TEST(ttl.ttl == -1);
+    BOOST_TEST(co_await count_keys(c, "/lease/held") == 0);
+  }(c), 40s);
+}
+
+BOOST_AUTO_TEST_CASE(lease_revoked_with_etcdctl_is_reported_lost) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto l = co_await c.async_lease_grant(6, use_awaitable);
+    auto keep = c.keep_alive(l.id, std::chrono::seconds(l.ttl));
+    co_await sleep_for(300ms);
+    auto r = etcdctl(server(), "lease revoke " + hex(l.id));
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+    auto t0 = std::chrono::steady_clock::now();
+    auto [why] = co_await keep.async_wait_lost(asio::as_tuple(use_awaitable));
+    BOOST_TEST(why == error::lease_not_found, why.message());
+    // Found at the next renewal (TTL/3), long before the TTL would have run out.
+    BOOST_TEST((std::chrono::steady_clock::now() - t0 < 4s));
+  }(c));
+}
+
+BOOST_AUTO_TEST_CASE(keepalive_of_an_unknown_lease_is_lost_at_once) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto keep = c.keep_alive(0x7777777777);
+    auto [why] = co_await keep.async_wait_lost(asio::as_tuple(use_awaitable));
+    BOOST_TEST(why == error::lease_not_found, why.message());
+    auto [again] = co_await keep.async_wait_lost(asio::as_tuple(use_awaitable));
+    BOOST_TEST(again == error::lease_not_found);
+  }(c));
+}
+
+BOOST_AUTO_TEST_CASE(many_leases_share_one_keepalive_stream) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  double before = server().grpc_started("LeaseKeepAlive");
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    std::vector<lease_keepalive> keeps;
+    std::vector<std::int64_t> ids;
+    for (int i = 0; i < 50; ++i) {
+      auto l = co_await c.async_lease_grant(3, use_awaitable);
+      ids.push_back(l.id);
+      keeps.push_back(c.keep_alive(l.id, std::chrono::seconds(l.ttl)));
+    }
+    co_await sleep_for(5s);
+    for (auto id : ids) {
+      auto ttl = co_await c.async_lease_time_to_live(id, use_awaitable);
+      BOOST_TEST(ttl.ttl > 0);
+    }
+    for (auto id : ids) co_await c.async_lease_revoke(id, use_awaitable);
+  }(c));
+  BOOST_TEST(server().grpc_started("LeaseKeepAlive") - before == 1.0);
+}
+
+BOOST_AUTO_TEST_CASE(lease_is_lost_when_the_server_is_gone_past_its_ttl) {
+  etcd_process own;
+  asio::io_context ioc;
+  client c(ioc, options_for(own));
+  run_for(ioc, [](client& c, etcd_process& own) -> asio::awaitable<void> {
+    auto l = co_await c.async_lease_grant(3, use_awaitable);
+    auto keep = c.keep_alive(l.id, std::chrono::seconds(l.ttl));
+    co_await sleep_for(1500ms);
+    own.stop();
+    auto t0 = std::chrono::steady_clock::now();
+    auto [why] = co_await keep.async_wait_lost(asio::as_tuple(use_awaitable));
+    auto waited = std::chrono::steady_clock::now() - t0;
+    BOOST_TEST(why == error::lease_expired, why.message());
+    BOOST_TEST((waited < 3500ms));  // the local deadline decides, not the (unreachable) server
+    own.start();
+  }(c, own));
+}
+
+BOOST_AUTO_TEST_CASE(keepalive_survives_a_restart_shorter_than_the_ttl) {
+  etcd_process own;
+  asio::io_context ioc;
+  client c(ioc, options_for(own));
+  run_for(ioc, [](client& c, etcd_process& own) -> asio::awaitable<void> {
+    auto l = co_await c.async_lease_grant(8, use_awaitable);
+    auto keep = c.keep_alive(l.id, std::chrono::seconds(l.ttl));
+    auto lost = std::make_shared<error_code>();
+    keep.async_wait_lost([lost](error_code why) { *lost = why; });
+    co_await sleep_for(500ms);
+    own.stop();
+    own.start();
+    co_await sleep_for(9s);  // longer than the TTL: only renewals on the new stream keep it
+    auto ttl = co_await c.async_lease_time_to_live(l.id, use_awaitable);
+    BOOST_TEST(ttl.ttl > 0);
+    BOOST_TEST(!*lost, lost->message());
+  }(c, own), 40s);
+}

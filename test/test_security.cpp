@@ -1,0 +1,169 @@
+// TLS (server and mutual) and user/password authentication against real etcd servers.
+#define BOOST_TEST_MODULE coetcd_security
+#include "support/fixture.hpp"
+
+#include <boost/system/system_error.hpp>
+
+#include <fstream>
+
+using namespace coetcd;
+using namespace coetcd::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct certificates {
+  std::filesystem::path dir = make_temp_dir("certs");
+  tls_files files = make_certificates(dir);
+  ~certificates() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
+certificates& certs() {
+  static certificates c;
+  return c;
+}
+
+etcd_config mtls_config() {
+  etcd_config cfg;
+  cfg.tls = true;
+  cfg.client_cert_auth = true;
+  cfg.certs = certs().files;
+  return cfg;
+}
+
+asio::awaitable<error_code> try_put(client& c, std::string key) {
+  auto [ec, r] = co_await c.async_put(key, "v", asio::as_tuple(use_awaitable));
+  co_return ec;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(mutual_tls_round_trip_and_failures) {
+  etcd_process etcd(mtls_config());
+  asio::io_context ioc;
+  auto good = options_for(etcd);
+  good.tls = tls_options{certs().files.ca, certs().files.client_cert, certs().files.client_key};
+  client c(ioc, good);
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    co_await c.async_put("/tls/k", "secret", use_awaitable);
+    auto g = co_await c.async_get("/tls/k", use_awaitable);
+    BOOST_TEST(g.kvs.at(0).value == "secret");
+    auto w = co_await c.async_watch("/tls/k", use_awaitable);
+    co_await c.async_delete("/tls/k", use_awaitable);
+    auto b = co_await w.async_next(use_awaitable);
+    BOOST_TEST((b.events.at(0).type == watch_event::kind::del));
+  }(c));
+
+  // Without a client certificate the server refuses the handshake: a clear error in time.
+  auto no_cert = options_for(etcd);
+  no_cert.tls = tls_options{certs().files.ca, "", ""};
+  no_cert.request_timeout = 1500ms;
+  client c2(ioc, no_cert);
+  // A CA that did not sign the server's certificate.
+  auto wrong_ca = options_for(etcd);
+  wrong_ca.tls = tls_options{certs().files.other_ca, certs().files.client_cert, certs().files.client_key};
+  wrong_ca.request_timeout = 1500ms;
+  client c3(ioc, wrong_ca);
+  run_for(ioc, [](client& c2, client& c3) -> asio::awaitable<void> {
+    auto t0 = std::chrono::steady_clock::now();
+    auto e2 = co_await try_put(c2, "/tls/x");
+    BOOST_TEST(e2 == error::endpoints_unreachable, e2.message());
+    auto e3 = co_await try_put(c3, "/tls/x");
+    BOOST_TEST(e3 == error::endpoints_unreachable, e3.message());
+    BOOST_TEST((std::chrono::steady_clock::now() - t0 < 5s));
+  }(c2, c3));
+}
+
+BOOST_AUTO_TEST_CASE(bad_tls_files_are_named_in_the_error) {
+  asio::io_context ioc;
+  auto dir = make_temp_dir("badtls");
+  std::ofstream(dir / "garbage.pem") << "not a certificate\n";
+  struct tcase {
+    tls_options tls;
+    error expected;
+    std::string named;
+  };
+  auto& f = certs().files;
+  std::vector<tcase> cases = {
+      {{(dir / "missing.pem").string(), "", ""}, error::tls_file_unreadable, "missing.pem"},
+      {{(dir / "garbage.pem").string(), "", ""}, error::tls_file_invalid, "garbage.pem"},
+      {{f.ca, f.client_cert, (dir / "garbage.pem").string()}, error::tls_file_invalid, "garbage.pem"},
+      {{f.ca, f.client_key, f.client_key}, error::tls_file_invalid, "client-key.pem"},  // key given as cert
+      {{f.ca, f.client_cert, ""}, error::tls_file_unreadable, "key_file"},
+      {{dir.string(), "", ""}, error::tls_file_invalid, dir.filename().string()},  // a directory
+  };
+  for (auto& tc : cases) {
+    client_options o;
+    o.endpoints = {"https://127.0.0.1:2379"};
+    o.tls = tc.tls;
+    try {
+      client c(ioc, o);
+      BOOST_ERROR("bad TLS options accepted, expecting " << make_error_code(tc.expected).message());
+    } catch (const boost::system::system_error& e) {
+      BOOST_TEST(e.code() == tc.expected, e.what());
+      BOOST_TEST(std::string(e.what()).find(tc.named) != std::string::npos, e.what());
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(user_password_auth_and_reauthentication) {
+  etcd_config cfg;
+  cfg.auth_token_ttl = 1;  // simple tokens expire after a second of disuse
+  etcd_process etcd(cfg);
+  auto run = [&](const std::string& a) {
+    auto r = etcdctl(etcd, a);
+    BOOST_TEST_REQUIRE(r.exit_code == 0, a << ": " << r.output);
+  };
+  run("user add root:rootpw");
+  run("user add alice:alicepw");
+  run("role add reader");
+  run("role grant-permission --prefix=true reader read /auth/");
+  run("user grant-role alice reader");
+  run("auth enable");
+
+  asio::io_context ioc;
+  auto root = options_for(etcd);
+  root.user = "root";
+  root.password = "rootpw";
+  client c(ioc, root);
+  auto wrong = options_for(etcd);
+  wrong.user = "root";
+  wrong.password = "nope";
+  client bad(ioc, wrong);
+  auto reader = options_for(etcd);
+  reader.user = "alice";
+  reader.password = "alicepw";
+  client alice(ioc, reader);
+  auto anon = options_for(etcd);
+  client nobody(ioc, anon);
+
+  double auths_before = etcd.grpc_handled("Authenticate");
+  run_for(ioc, [](client& c, client& bad, client& alice, client& nobody) -> asio::awaitable<void> {
+    co_await c.async_put("/auth/k", "v", use_awaitable);
+    auto w = co_await c.async_watch("/auth/k", use_awaitable);
+    auto g = co_await alice.async_get("/auth/k", use_awaitable);
+    BOOST_TEST(g.kvs.at(0).value == "v");
+    auto denied = co_await try_put(alice, "/auth/k");
+    BOOST_TEST(denied == error::permission_denied, denied.message());
+    auto wrong_pw = co_await try_put(bad, "/auth/k");
+    BOOST_TEST(wrong_pw == error::auth_failed, wrong_pw.message());
+    auto [ec_w, w_bad] = co_await bad.async_watch("/auth/k", asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec_w == error::auth_failed, ec_w.message());
+    auto no_user = co_await try_put(nobody, "/auth/k");
+    BOOST_TEST(no_user == error::auth_required, no_user.message());
+
+    co_await sleep_for(2500ms);  // the token expires on the server
+    co_await c.async_put("/auth/k", "v2", use_awaitable);  // re-authenticates transparently
+    auto b = co_await w.async_next(use_awaitable);
+    BOOST_TEST(b.events.at(0).kv.value == "v2");
+    co_await c.async_delete("/auth/k", use_awaitable);
+  }(c, bad, alice, nobody));
+  // root, alice, the wrong password twice (put, watch) = 4; the expired token's re-authentication
+  // makes it 5.
+  BOOST_TEST(etcd.grpc_handled("Authenticate") - auths_before == 5.0);
+  etcdctl(etcd, "--user root:rootpw auth disable");
+}
