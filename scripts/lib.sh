@@ -1,0 +1,91 @@
+# Shared by scripts/setup, scripts/demo and scripts/test. Source it; do not run it.
+set -euo pipefail
+COETCD_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# Everything coetcd needs on Debian 12, by package name.
+COETCD_PACKAGES=(
+  cmake ninja-build g++ clang-14 libclang-rt-14-dev pkg-config openssl ca-certificates
+  libboost1.81-dev libboost-test1.81-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  golang-etcd-server-dev golang-github-gogo-protobuf-dev golang-github-grpc-ecosystem-grpc-gateway-dev
+  etcd-server etcd-client
+)
+
+log() { printf '\033[1m[coetcd]\033[0m %s\n' "$*" >&2; }
+
+# Installs whatever is missing; prints nothing when nothing is.
+install_packages() {
+  local missing=() p
+  for p in "${COETCD_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  log "installing: ${missing[*]}"
+  "${sudo[@]}" apt-get update -qq
+  # The etcd-server package would start a system etcd where init allows; policy-rc.d stops that.
+  local policy=/usr/sbin/policy-rc.d created_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
+    "${sudo[@]}" chmod +x "$policy"
+    created_policy=1
+  fi
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [ $created_policy -eq 1 ] && "${sudo[@]}" rm -f "$policy"
+  return 0
+}
+
+# build DIR COMPILER [cmake args...]: configures once, then builds with two jobs.
+build() {
+  local dir=$1 cxx=$2
+  shift 2
+  if [ ! -f "$COETCD_ROOT/$dir/build.ninja" ]; then
+    cmake -S "$COETCD_ROOT" -B "$COETCD_ROOT/$dir" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" "$@" >/dev/null
+  fi
+  # Progress lines dropped; with pipefail a failed build fails the pipeline.
+  ninja -C "$COETCD_ROOT/$dir" -j2 ${COETCD_TARGETS:-} | sed -E '/^\[[0-9]+\/[0-9]+\]/d'
+}
+
+# A TCP port on 127.0.0.1 that nothing listens on (checked, not reserved).
+free_port() {
+  local p
+  for _ in $(seq 1 200); do
+    p=$((20000 + RANDOM % 30000))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return 0; }
+  done
+  return 1
+}
+
+# start_etcd: a throwaway single-member etcd on loopback; sets ETCD_PID, ETCD_ENDPOINT, ETCD_DIR.
+start_etcd() {
+  ETCD_DIR=$(mktemp -d -t coetcd-etcd-XXXXXX)
+  local client peer
+  client=$(free_port)
+  peer=$(free_port)
+  ETCD_ENDPOINT="127.0.0.1:$client"
+  /usr/bin/etcd --name demo --data-dir "$ETCD_DIR/data" \
+    --listen-client-urls "http://$ETCD_ENDPOINT" --advertise-client-urls "http://$ETCD_ENDPOINT" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "demo=http://127.0.0.1:$peer" --logger zap --log-level warn >"$ETCD_DIR/etcd.log" 2>&1 &
+  ETCD_PID=$!
+  for _ in $(seq 1 100); do
+    if ETCDCTL_API=3 /usr/bin/etcdctl --endpoints="$ETCD_ENDPOINT" --dial-timeout=1s endpoint health >/dev/null 2>&1; then
+      log "etcd $(/usr/bin/etcd --version | head -1 | awk '{print $3}') up at $ETCD_ENDPOINT (pid $ETCD_PID)"
+      return 0
+    fi
+    kill -0 "$ETCD_PID" 2>/dev/null || { cat "$ETCD_DIR/etcd.log" >&2; return 1; }
+    sleep 0.1
+  done
+  log "etcd did not become healthy"
+  return 1
+}
+
+stop_etcd() {
+  if [ -n "${ETCD_PID:-}" ] && kill -0 "$ETCD_PID" 2>/dev/null; then
+    kill "$ETCD_PID"
+    wait "$ETCD_PID" 2>/dev/null || true
+  fi
+  [ -n "${ETCD_DIR:-}" ] && rm -rf "$ETCD_DIR"
+  ETCD_PID=
+}
