@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,6 +69,7 @@ class call_base {
 
 class watch_stream;
 class keepalive_manager;
+class lock_view;
 
 /// Parsed form of client_options::endpoints.
 struct endpoint {
@@ -124,6 +126,8 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::unique_ptr<pb::Watch::Stub> watch_;
   std::unique_ptr<pb::Auth::Stub> auth_;
   grpc::CompletionQueue cq_;
+  /// One view of each contended lock name, shared by this client's mutexes (see lock_view.hpp).
+  std::map<std::string, std::weak_ptr<lock_view>> lock_views_;
 
  private:
   void cq_loop();

@@ -1,0 +1,89 @@
+#pragma once
+
+#include <coetcd/client.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+namespace coetcd {
+
+struct session_options {
+  std::chrono::seconds ttl{60};  ///< lease TTL; etcd raises anything below 2 s to 2 s
+  std::int64_t lease = 0;        ///< adopt this existing lease instead of granting a new one
+};
+
+namespace detail {
+struct session_state;
+}  // namespace detail
+
+/// A lease kept alive in the background on the client's shared keepalive stream: the liveness
+/// that locks and leadership are held under (etcd's concurrency.Session).
+///
+/// Move-only. Destroying a session that was neither closed nor orphaned revokes its lease in the
+/// background, so keys held under it (lock keys, election proposals) vanish at once instead of
+/// after the TTL. The client must outlive its sessions.
+class session {
+ public:
+  /// Grants a lease (or adopts options.lease) and starts keeping it alive.
+  /// Handler: void(error_code, session). Errors: error::invalid_argument (ttl <= 0),
+  /// error::lease_not_found (adopted lease does not exist), transport errors.
+  template <class CompletionToken = asio::deferred_t>
+  static auto async_create(client& c, session_options options = {}, CompletionToken&& token = {}) {
+    return detail::initiate<void(error_code, session)>(
+        token, [&c](asio::any_completion_handler<void(error_code, session)> h, session_options o) {
+          start_create(c, o, std::move(h));
+        }, options);
+  }
+  template <asio::completion_token_for<void(error_code, session)> CompletionToken>
+  static auto async_create(client& c, CompletionToken&& token) {
+    return async_create(c, session_options{}, std::forward<CompletionToken>(token));
+  }
+
+  session() = default;
+  session(session&&) noexcept = default;
+  session& operator=(session&&) noexcept;
+  ~session();
+
+  std::int64_t lease() const noexcept;
+  std::chrono::seconds ttl() const noexcept;
+  client& get_client() const noexcept;
+  /// True once the lease is known to be gone (revoked, expired, not renewed in time, closed).
+  bool lost() const noexcept;
+
+  /// Completes when the session is lost. Handler: void(error_code why): error::lease_not_found
+  /// (revoked or expired on the server), error::lease_expired (not renewed before its deadline),
+  /// error::client_closed; asio::error::operation_aborted after close()/orphan(). Completes at
+  /// once (posted) when already lost. Any number may be pending. Cancellation: terminal, partial,
+  /// total abandon the wait.
+  template <class CompletionToken = asio::deferred_t>
+  auto async_wait_lost(CompletionToken&& token = {}) {
+    return detail::initiate<void(error_code)>(
+        token, [s = state_](asio::any_completion_handler<void(error_code)> h) { start_wait_lost(s, std::move(h)); });
+  }
+
+  /// Stops the keepalive and revokes the lease (its keys are deleted).
+  /// Handler: void(error_code). A lease that was already gone is not an error. Errors: transport
+  /// errors (the lease then expires after its TTL).
+  template <class CompletionToken = asio::deferred_t>
+  auto async_close(CompletionToken&& token = {}) {
+    return detail::initiate<void(error_code)>(
+        token, [s = state_](asio::any_completion_handler<void(error_code)> h) { start_close(s, std::move(h)); });
+  }
+
+  /// Stops the keepalive without revoking: the lease and its keys live until the TTL runs out.
+  void orphan();
+
+  /// Internal.
+  const std::shared_ptr<detail::session_state>& state() const noexcept { return state_; }
+  explicit session(std::shared_ptr<detail::session_state> s) noexcept : state_(std::move(s)) {}
+
+ private:
+  static void start_create(client&, session_options, asio::any_completion_handler<void(error_code, session)>);
+  static void start_wait_lost(const std::shared_ptr<detail::session_state>&,
+                              asio::any_completion_handler<void(error_code)>);
+  static void start_close(const std::shared_ptr<detail::session_state>&, asio::any_completion_handler<void(error_code)>);
+  std::shared_ptr<detail::session_state> state_;
+};
+
+}  // namespace coetcd

@@ -1,0 +1,64 @@
+// The waiters' queue of one lock name as seen by one client: one watch on the name's prefix
+// (created "from now", so etcd keeps it in its synced group) plus one Range to seed it, then kept
+// current from events. Local waiters are told when their key is the oldest: a hand-off costs the
+// previous owner's Delete and one watch notification, with no Range and no unsynced-watch tick.
+#pragma once
+
+#include "coro.hpp"
+
+#include <functional>
+#include <map>
+#include <set>
+
+namespace coetcd::detail {
+
+class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
+ public:
+  struct waiter {
+    std::string key;
+    std::int64_t rev = 0;
+    std::function<void(error_code)> done;  // {} = our key is the oldest; session_lost = key gone
+  };
+
+  lock_view_core(client& c, std::string prefix) : client_(c), prefix_(std::move(prefix)) {}
+
+  // All on the strand.
+  void start();
+  void stop();
+  std::uint64_t add(waiter w);
+  void remove(std::uint64_t id) { waiters_.erase(id); }
+
+ private:
+  asio::awaitable<void> run();
+  void apply(const watch_batch& b);
+  void evaluate();
+  void fail_all(error_code ec);
+
+  client& client_;
+  std::string prefix_;
+  watcher watcher_;
+  bool ready_ = false;
+  bool stopped_ = false;
+  std::map<std::string, std::int64_t> keys_;               // key -> create revision
+  std::set<std::pair<std::int64_t, std::string>> order_;   // by create revision
+  std::int64_t base_rev_ = 0;  // revision of the seeding Range
+  std::int64_t view_rev_ = 0;  // every change up to here is applied
+  std::map<std::uint64_t, waiter> waiters_;
+  std::uint64_t next_id_ = 0;
+};
+
+/// What mutex objects hold; the last one gone stops the view.
+class lock_view {
+ public:
+  explicit lock_view(std::shared_ptr<lock_view_core> core) : core_(std::move(core)) {}
+  ~lock_view() { core_->stop(); }
+  lock_view_core& core() { return *core_; }
+
+ private:
+  std::shared_ptr<lock_view_core> core_;
+};
+
+/// The client's view of `prefix`, created on first use. On strand.
+std::shared_ptr<lock_view> lock_view_for(client& c, const std::string& prefix);
+
+}  // namespace coetcd::detail

@@ -1,0 +1,183 @@
+#include "lock_view.hpp"
+#include "session_state.hpp"
+
+#include <coetcd/mutex.hpp>
+
+#include <cstdio>
+
+namespace coetcd::detail {
+
+struct mutex_state {
+  std::shared_ptr<session_state> session;
+  std::string name;
+  std::string prefix;  // name + "/"
+  std::string key;     // prefix + hex(lease)
+  int holds = 0;       // successful locks of this object not yet unlocked
+  std::int64_t rev = 0;
+  response_header header;
+  std::shared_ptr<lock_view> view;  // kept once contended, so hand-offs reuse the watch
+};
+
+namespace {
+
+/// Go's WithFirstCreate: the oldest key under the prefix.
+constexpr get_options first_create{.prefix = true, .limit = 1, .order = sort_order::ascend,
+                                   .target = sort_target::create_revision};
+
+/// This lock no longer uses the key: delete it unless another lock of the session still does.
+/// `rev` guards the delete when known, so a newer key is never removed.
+asio::awaitable<void> release_key(mutex_state& m, std::int64_t rev) {
+  auto& users = m.session->key_users[m.key];
+  if (--users > 0) co_return;
+  m.session->key_users.erase(m.key);
+  m.session->key_rev.erase(m.key);
+  // Cleanup runs even when the operation was cancelled: start it with a fresh cancellation state.
+  co_await asio::this_coro::reset_cancellation_state();
+  auto t = txn();
+  if (rev != 0) t.when(compare::create_revision(m.key) == rev);
+  t.then(txn_op::del(m.key));
+  co_await m.session->owner->async_txn(t, as_result);
+}
+
+/// Waits until our key is the oldest under the prefix, the key vanishes, the session ends, or the
+/// operation is cancelled.
+asio::awaitable<error_code> wait_turn(mutex_state& m, std::int64_t rev) {
+  auto& s = *m.session;
+  if (!m.view) m.view = lock_view_for(*s.owner, m.prefix);
+  struct outcome {
+    asio::steady_timer wake;
+    bool done = false;
+    error_code ec;
+  };
+  auto o = std::make_shared<outcome>(outcome{asio::steady_timer(s.impl->strand_), false, {}});
+  auto finish = [o](error_code ec) {
+    if (o->done) return;
+    o->done = true;
+    o->ec = ec;
+    o->wake.cancel();
+  };
+  auto id = m.view->core().add({m.key, rev, finish});
+  auto lid = s.listen([finish] { finish(error::session_lost); });
+  o->wake.expires_at(asio::steady_timer::time_point::max());
+  co_await o->wake.async_wait(as_result);
+  m.view->core().remove(id);
+  s.unlisten(lid);
+  // A cancelled wait never reports ownership: the canceller (a timeout, say) has moved on and
+  // would never unlock.
+  if (co_await cancellation_requested()) co_return asio::error::operation_aborted;
+  co_return o->done ? o->ec : make_error_code(asio::error::operation_aborted);
+}
+
+asio::awaitable<error_code> lock(std::shared_ptr<mutex_state> mp, bool try_only) {
+  co_await handle_cancellation_manually();
+  auto& m = *mp;
+  auto& s = *m.session;
+  if (s.lost) co_return error::session_lost;
+  if (m.holds > 0) {  // reentrant on the same object
+    ++m.holds;
+    ++s.key_users[m.key];
+    co_return error_code{};
+  }
+  ++s.key_users[m.key];
+  auto t = txn()
+               .when(compare::create_revision(m.key) == 0)
+               .then(txn_op::put(m.key, "", put_options{.lease = s.lease}))
+               .then(txn_op::get(m.prefix, first_create))
+               .otherwise(txn_op::get(m.key))
+               .otherwise(txn_op::get(m.prefix, first_create));
+  auto [ec, r] = co_await s.owner->async_txn(t, as_result);
+  if (ec) {
+    co_await release_key(m, 0);  // the txn may have been applied: remove what it may have made
+    co_return ec == error::lease_not_found ? make_error_code(error::session_lost) : ec;
+  }
+  // Then-branch: our put made the key at this revision. Else-branch: the key was already there
+  // (another lock of this session); its create revision is ours.
+  std::int64_t rev = r.header.revision;
+  if (!r.succeeded) {
+    const auto& mine = r.responses.at(0).get().kvs;
+    rev = mine.empty() ? 0 : mine.front().create_revision;
+  }
+  const auto& oldest = r.responses.at(1).get().kvs;
+  bool owner = rev != 0 && (oldest.empty() || oldest.front().create_revision == rev);
+  if (!owner) {
+    if (try_only) {
+      co_await release_key(m, rev);
+      co_return error::locked;
+    }
+    if (co_await cancellation_requested()) ec = asio::error::operation_aborted;
+    else if (rev == 0) ec = error::session_lost;
+    else ec = co_await wait_turn(m, rev);
+    if (ec) {
+      co_await release_key(m, rev);
+      co_return ec;
+    }
+  }
+  m.holds = 1;
+  m.rev = rev;
+  m.header = r.header;
+  s.key_rev[m.key] = rev;
+  co_return error_code{};
+}
+
+asio::awaitable<error_code> unlock(std::shared_ptr<mutex_state> mp) {
+  auto& m = *mp;
+  auto& s = *m.session;
+  if (m.holds == 0) co_return error::not_locked;
+  --m.holds;
+  auto& users = s.key_users[m.key];
+  bool stale = s.key_rev[m.key] != m.rev;  // our key was lost and re-created by a newer lock
+  if (--users > 0) co_return stale ? make_error_code(error::session_lost) : error_code();
+  s.key_users.erase(m.key);
+  s.key_rev.erase(m.key);
+  auto [ec, r] = co_await s.owner->async_txn(
+      txn().when(compare::create_revision(m.key) == m.rev).then(txn_op::del(m.key)), as_result);
+  if (ec) co_return ec;
+  co_return r.succeeded ? error_code() : make_error_code(error::session_lost);
+}
+
+std::string lease_hex(std::int64_t id) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(id));
+  return buf;
+}
+
+}  // namespace
+}  // namespace coetcd::detail
+
+namespace coetcd {
+
+mutex::mutex(session& s, std::string_view name) : state_(std::make_shared<detail::mutex_state>()) {
+  if (name.empty()) throw boost::system::system_error(make_error_code(error::empty_key), "coetcd: mutex name");
+  if (!s.state()) throw boost::system::system_error(make_error_code(error::session_lost), "coetcd: mutex session");
+  state_->session = s.state();
+  state_->name = std::string(name);
+  state_->prefix = state_->name + "/";
+  state_->key = state_->prefix + detail::lease_hex(s.lease());
+}
+
+mutex::~mutex() {
+  if (!state_ || state_->holds == 0) return;
+  // Still held: release in the background so the key does not outlive its user.
+  auto m = state_;
+  asio::co_spawn(m->session->impl->strand_, [](std::shared_ptr<detail::mutex_state> m) -> asio::awaitable<void> {
+    while (m->holds > 0) co_await detail::unlock(m);
+  }(m), asio::detached);
+}
+
+void mutex::start_lock(const std::shared_ptr<detail::mutex_state>& m, bool try_only,
+                       asio::any_completion_handler<void(error_code)> h) {
+  detail::spawn_op(m->session->impl, detail::lock(m, try_only), std::move(h));
+}
+
+void mutex::start_unlock(const std::shared_ptr<detail::mutex_state>& m, asio::any_completion_handler<void(error_code)> h) {
+  detail::spawn_op(m->session->impl, detail::unlock(m), std::move(h));
+}
+
+const std::string& mutex::name() const noexcept { return state_->name; }
+const std::string& mutex::key() const noexcept { return state_->key; }
+bool mutex::held() const noexcept { return state_->holds > 0; }
+std::int64_t mutex::fencing_token() const noexcept { return state_->holds > 0 ? state_->rev : 0; }
+const response_header& mutex::header() const noexcept { return state_->header; }
+compare mutex::is_owner() const { return compare::create_revision(state_->key) == state_->rev; }
+
+}  // namespace coetcd

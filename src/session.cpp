@@ -1,0 +1,145 @@
+#include "session_state.hpp"
+
+namespace coetcd::detail {
+
+void session_state::finish(error_code reason, error_code for_waiters) {
+  if (lost) return;
+  lost = true;
+  why = reason;
+  for (auto& [id, h] : std::exchange(waiters, {})) impl->complete(std::move(h), for_waiters);
+  for (auto& [id, fn] : std::exchange(listeners, {})) fn();
+}
+
+std::uint64_t session_state::listen(std::function<void()> fn) {
+  auto id = next_id++;
+  listeners.emplace(id, std::move(fn));
+  return id;
+}
+
+namespace {
+
+asio::awaitable<std::tuple<error_code, session>> create(client& c, session_options o) {
+  if (o.ttl.count() <= 0) co_return std::make_tuple(make_error_code(error::invalid_argument), session());
+  std::int64_t id = o.lease;
+  std::int64_t ttl = o.ttl.count();
+  if (id != 0) {
+    auto [ec, r] = co_await c.async_lease_time_to_live(id, as_result);
+    if (ec) co_return std::make_tuple(ec, session());
+    if (r.ttl < 0) co_return std::make_tuple(make_error_code(error::lease_not_found), session());
+    ttl = r.granted_ttl;
+  } else {
+    auto [ec, g] = co_await c.async_lease_grant(ttl, as_result);
+    if (ec) co_return std::make_tuple(ec, session());
+    id = g.id;
+    ttl = g.ttl;
+  }
+  auto s = std::make_shared<session_state>();
+  s->owner = &c;
+  s->impl = c.impl();
+  s->lease = id;
+  s->ttl = std::chrono::seconds(ttl);
+  s->keep = c.keep_alive(id, s->ttl);
+  s->keep.async_wait_lost(asio::bind_executor(s->impl->strand_, [w = std::weak_ptr<session_state>(s)](error_code ec) {
+    auto s = w.lock();
+    if (!s || ec == asio::error::operation_aborted) return;  // stopped by close()/orphan()
+    s->finish(ec, ec);
+  }));
+  co_return std::make_tuple(error_code{}, session(std::move(s)));
+}
+
+/// Stops renewing; revokes too unless orphaning. Pending waits see operation_aborted, locks
+/// waiting under the session fail with session_lost.
+void end_session(const std::shared_ptr<session_state>& s) {
+  s->ended = true;
+  s->keep.stop();
+  s->finish(error::session_lost, asio::error::operation_aborted);
+}
+
+}  // namespace
+}  // namespace coetcd::detail
+
+namespace coetcd {
+
+void session::start_create(client& c, session_options o, asio::any_completion_handler<void(error_code, session)> h) {
+  auto impl = c.impl();
+  auto slot = asio::get_associated_cancellation_slot(h);
+  asio::co_spawn(impl->strand_, detail::create(c, o),
+                 asio::bind_cancellation_slot(slot, [impl, h = std::move(h)](std::exception_ptr e,
+                                                                             std::tuple<error_code, session> r) mutable {
+                   if (e) return impl->complete(std::move(h), detail::exception_to_error(e), session());
+                   impl->complete(std::move(h), std::get<0>(r), std::move(std::get<1>(r)));
+                 }));
+}
+
+session& session::operator=(session&& other) noexcept {
+  if (this != &other) {
+    session dying(std::move(*this));
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+session::~session() {
+  if (!state_) return;
+  auto s = state_;
+  // Revoke in the background so keys held under the session vanish now, not after the TTL.
+  asio::dispatch(s->impl->strand_, [s] {
+    if (s->ended) return;
+    detail::end_session(s);
+    detail::start_lease_revoke(s->impl, s->lease, asio::any_completion_handler<void(error_code, response_header)>(
+                                                      [](error_code, response_header) {}));
+  });
+}
+
+std::int64_t session::lease() const noexcept { return state_ ? state_->lease : 0; }
+std::chrono::seconds session::ttl() const noexcept { return state_ ? state_->ttl : std::chrono::seconds(0); }
+client& session::get_client() const noexcept { return *state_->owner; }
+bool session::lost() const noexcept { return !state_ || state_->lost; }
+
+void session::start_wait_lost(const std::shared_ptr<detail::session_state>& s,
+                              asio::any_completion_handler<void(error_code)> h) {
+  if (!s) {
+    asio::dispatch(asio::append(std::move(h), make_error_code(error::session_lost)));
+    return;
+  }
+  asio::dispatch(s->impl->strand_, [s, h = std::move(h)]() mutable {
+    if (s->lost) return s->impl->complete(std::move(h), s->ended ? make_error_code(asio::error::operation_aborted) : s->why);
+    auto id = s->next_id++;
+    auto slot = asio::get_associated_cancellation_slot(h);
+    s->waiters.emplace(id, std::move(h));
+    if (slot.is_connected()) {
+      slot.assign([w = std::weak_ptr<detail::session_state>(s), id](asio::cancellation_type) {
+        auto s = w.lock();
+        if (!s) return;
+        asio::dispatch(s->impl->strand_, [s, id] {
+          auto it = s->waiters.find(id);
+          if (it == s->waiters.end()) return;
+          auto h = std::move(it->second);
+          s->waiters.erase(it);
+          s->impl->complete(std::move(h), asio::error::operation_aborted);
+        });
+      });
+    }
+  });
+}
+
+void session::start_close(const std::shared_ptr<detail::session_state>& s,
+                          asio::any_completion_handler<void(error_code)> h) {
+  if (!s) {
+    asio::dispatch(asio::append(std::move(h), make_error_code(error::session_lost)));
+    return;
+  }
+  detail::spawn_op(s->impl, [](std::shared_ptr<detail::session_state> s) -> asio::awaitable<error_code> {
+    detail::end_session(s);
+    auto [ec, hdr] = co_await s->owner->async_lease_revoke(s->lease, detail::as_result);
+    co_return ec == error::lease_not_found ? error_code() : ec;  // already gone: the same outcome
+  }(s), std::move(h));
+}
+
+void session::orphan() {
+  if (!state_) return;
+  auto s = state_;
+  asio::dispatch(s->impl->strand_, [s] { detail::end_session(s); });
+}
+
+}  // namespace coetcd

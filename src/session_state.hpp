@@ -1,0 +1,35 @@
+#pragma once
+
+#include "coro.hpp"
+
+#include <coetcd/session.hpp>
+
+#include <functional>
+#include <map>
+
+namespace coetcd::detail {
+
+struct session_state : std::enable_shared_from_this<session_state> {
+  client* owner = nullptr;  // the user's client; outlives the session by contract
+  std::shared_ptr<client_impl> impl;
+  std::int64_t lease = 0;
+  std::chrono::seconds ttl{0};
+  lease_keepalive keep;
+  bool lost = false;   // the lease is gone (or the session was closed/orphaned)
+  bool ended = false;  // closed or orphaned by the user
+  error_code why;
+  std::map<std::uint64_t, asio::any_completion_handler<void(error_code)>> waiters;
+  std::map<std::uint64_t, std::function<void()>> listeners;  // told once when the session ends
+  std::uint64_t next_id = 0;
+  /// Locks of this session per key (holders and waiters): the key is ours to delete at zero.
+  std::map<std::string, int> key_users;
+  /// Create revision of each such key when it was last acquired: older ones are stale.
+  std::map<std::string, std::int64_t> key_rev;
+
+  // All on the strand.
+  void finish(error_code reason, error_code for_waiters);
+  std::uint64_t listen(std::function<void()> fn);
+  void unlisten(std::uint64_t id) { listeners.erase(id); }
+};
+
+}  // namespace coetcd::detail

@@ -1,0 +1,301 @@
+// Sessions and the distributed mutex against a real etcd, including etcdctl interop.
+#define BOOST_TEST_MODULE coetcd_mutex
+#include "support/fixture.hpp"
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+
+#include <sstream>
+
+using namespace coetcd;
+using namespace coetcd::test;
+using namespace std::chrono_literals;
+using namespace boost::asio::experimental::awaitable_operators;
+
+BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
+
+namespace {
+std::string hex(std::int64_t id) {
+  std::ostringstream s;
+  s << std::hex << id;
+  return s.str();
+}
+
+/// Asserts that nothing is left under a lock name's prefix once the test is done.
+asio::awaitable<void> expect_no_keys(client& c, std::string name) {
+  BOOST_TEST(co_await count_keys(c, name + "/") == 0, "keys left under " << name << "/");
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(session_grants_keeps_and_revokes) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, session_options{.ttl = 5s}, use_awaitable);
+    BOOST_TEST(s.lease() != 0);
+    BOOST_TEST(s.ttl().count() == 5);
+    co_await sleep_for(6s);  // longer than the TTL: kept alive
+    auto ttl = co_await c.async_lease_time_to_live(s.lease(), use_awaitable);
+    BOOST_TEST(ttl.ttl > 0);
+    BOOST_TEST(!s.lost());
+    co_await s.async_close(use_awaitable);
+    BOOST_TEST(s.lost());
+    auto gone = co_await c.async_lease_time_to_live(s.lease(), use_awaitable);
+    BOOST_TEST(gone.ttl == -1);
+
+    auto [e0, s0] = co_await session::async_create(c, session_options{.ttl = 0s}, asio::as_tuple(use_awaitable));
+    BOOST_TEST(e0 == error::invalid_argument);
+    auto [e1, s1] = co_await session::async_create(c, session_options{.lease = 0x5151}, asio::as_tuple(use_awaitable));
+    BOOST_TEST(e1 == error::lease_not_found, e1.message());
+    auto l = co_await c.async_lease_grant(30, use_awaitable);
+    auto adopted = co_await session::async_create(c, session_options{.lease = l.id}, use_awaitable);
+    BOOST_TEST(adopted.lease() == l.id);
+    BOOST_TEST(adopted.ttl().count() == 30);
+    std::int64_t id = adopted.lease();
+    adopted = session();  // destroying revokes in the background
+    co_await sleep_for(300ms);
+    auto revoked = co_await c.async_lease_time_to_live(id, use_awaitable);
+    BOOST_TEST(revoked.ttl == -1);
+  }(c));
+}
+
+BOOST_AUTO_TEST_CASE(session_reports_an_externally_revoked_lease) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, session_options{.ttl = 6s}, use_awaitable);
+    auto r = etcdctl(server(), "lease revoke " + hex(s.lease()));
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+    auto [why] = co_await s.async_wait_lost(asio::as_tuple(use_awaitable));
+    BOOST_TEST(why == error::lease_not_found, why.message());
+    BOOST_TEST(s.lost());
+  }(c));
+}
+
+BOOST_AUTO_TEST_CASE(key_layout_matches_go_and_etcdctl) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    mutex m(s, "layout");
+    BOOST_TEST(m.key() == "layout/" + hex(s.lease()));
+    mutex slashed(s, "/pfx/");
+    BOOST_TEST(slashed.key() == "/pfx//" + hex(s.lease()));
+    co_await m.async_lock(use_awaitable);
+    auto g = co_await c.async_get(m.key(), use_awaitable);
+    BOOST_TEST_REQUIRE(g.kvs.size() == 1u);
+    BOOST_TEST(g.kvs[0].lease == s.lease());
+    BOOST_TEST(g.kvs[0].value.empty());
+    BOOST_TEST(m.fencing_token() == g.kvs[0].create_revision);
+    co_await m.async_unlock(use_awaitable);
+    co_await expect_no_keys(c, "layout");
+    BOOST_CHECK_THROW(mutex(s, ""), boost::system::system_error);
+  }(c));
+}
+
+BOOST_AUTO_TEST_CASE(mutual_exclusion_fifo_and_fencing_with_100_waiters_over_3_clients) {
+  asio::io_context ioc;
+  client c1(ioc, options_for(server())), c2(ioc, options_for(server())), c3(ioc, options_for(server()));
+  struct shared {
+    bool inside = false;
+    int counter = 0;
+    int overlaps = 0;
+    std::int64_t last_token = 0;
+    int order_violations = 0;
+    int errors = 0;
+    int finished = 0;
+  };
+  auto st = std::make_shared<shared>();
+  constexpr int workers = 100, rounds = 20;
+  auto worker = [](client& c, std::shared_ptr<shared> st) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    mutex m(s, "excl");
+    for (int i = 0; i < rounds; ++i) {
+      auto [ec] = co_await m.async_lock(asio::as_tuple(use_awaitable));
+      if (ec) {
+        ++st->errors;
+        continue;
+      }
+      if (st->inside) ++st->overlaps;
+      st->inside = true;
+      if (m.fencing_token() <= st->last_token) ++st->order_violations;
+      st->last_token = m.fencing_token();
+      int seen = st->counter;
+      co_await sleep_for(std::chrono::microseconds(100));  // let others run while we hold it
+      st->counter = seen + 1;
+      st->inside = false;
+      co_await m.async_unlock(use_awaitable);
+    }
+    co_await s.async_close(use_awaitable);
+    ++st->finished;
+  };
+  run_for(ioc, [](client& c1, client& c2, client& c3, std::shared_ptr<shared> st, auto worker) -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    client* clients[] = {&c1, &c2, &c3};
+    for (int w = 0; w < workers; ++w) asio::co_spawn(ex, worker(*clients[w % 3], st), asio::detached);
+    while (st->finished < workers) co_await sleep_for(20ms);
+    co_await expect_no_keys(c1, "excl");
+  }(c1, c2, c3, st, worker), 180s);
+  BOOST_TEST(st->errors == 0);
+  BOOST_TEST(st->overlaps == 0);
+  BOOST_TEST(st->counter == workers * rounds);
+  // Acquisitions happen in create-revision order: every token is larger than the previous one.
+  BOOST_TEST(st->order_violations == 0);
+}
+
+BOOST_AUTO_TEST_CASE(coetcd_and_etcdctl_lock_exclude_each_other) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    mutex m(s, "interop");
+    co_await m.async_lock(use_awaitable);
+    // While we hold it, etcdctl cannot get it.
+    auto blocked = run_command("timeout 2 env ETCDCTL_API=3 etcdctl --endpoints=" + server().client_url() +
+                               " lock interop echo ETCDCTL-GOT-IT");
+    BOOST_TEST(blocked.output.find("ETCDCTL-GOT-IT") == std::string::npos, blocked.output);
+    BOOST_TEST(blocked.exit_code != 0);
+    co_await m.async_unlock(use_awaitable);
+    auto free = etcdctl(server(), "lock interop echo ETCDCTL-GOT-IT");
+    BOOST_TEST(free.output.find("ETCDCTL-GOT-IT") != std::string::npos, free.output);
+
+    // etcdctl holds it for 3 s; we cannot try_lock it, and our lock waits until it is released.
+    auto holder = std::async(std::launch::async, [] {
+      return etcdctl(server(), "lock interop sleep 3");
+    });
+    for (int i = 0; i < 100 && co_await count_keys(c, "interop/") == 0; ++i) co_await sleep_for(20ms);
+    auto [busy] = co_await m.async_try_lock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(busy == error::locked, busy.message());
+    auto t0 = std::chrono::steady_clock::now();
+    co_await m.async_lock(use_awaitable);
+    auto waited = std::chrono::steady_clock::now() - t0;
+    BOOST_TEST((waited > 1500ms));
+    BOOST_TEST(holder.get().exit_code == 0);
+    co_await m.async_unlock(use_awaitable);
+    co_await expect_no_keys(c, "interop");
+  }(c));
+}
+
+BOOST_AUTO_TEST_CASE(try_lock_cancel_and_timeout_leave_no_key) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto holder_s = co_await session::async_create(c, use_awaitable);
+    auto other_s = co_await session::async_create(c, use_awaitable);
+    mutex holder(holder_s, "busy"), other(other_s, "busy");
+    co_await holder.async_lock(use_awaitable);
+    auto [e1] = co_await other.async_try_lock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(e1 == error::locked);
+    BOOST_TEST(co_await count_keys(c, "busy/") == 1);
+    // A lock that times out (|| timer) deletes its waiter key before it completes.
+    auto r = co_await (other.async_lock(use_awaitable) || sleep_for(300ms));
+    BOOST_TEST(r.index() == 1u);
+    BOOST_TEST(!other.held());
+    BOOST_TEST(co_await count_keys(c, "busy/") == 1);
+    // An explicit cancellation signal: operation_aborted, and no key left either.
+    asio::cancellation_signal sig;
+    auto result = std::make_shared<std::optional<error_code>>();
+    other.async_lock(asio::bind_cancellation_slot(sig.slot(), [result](error_code ec) { *result = ec; }));
+    co_await sleep_for(200ms);
+    sig.emit(asio::cancellation_type::terminal);
+    for (int i = 0; i < 100 && !result->has_value(); ++i) co_await sleep_for(10ms);
+    BOOST_TEST_REQUIRE(result->has_value());
+    BOOST_TEST(**result == asio::error::operation_aborted);
+    BOOST_TEST(co_await count_keys(c, "busy/") == 1);
+    co_await holder.async_unlock(use_awaitable);
+    co_await other.async_lock(use_awaitable);  // still usable after the cancellations
+    co_await other.async_unlock(use_awaitable);
+    co_await expect_no_keys(c, "busy");
+  }(c));
+}
+
+BOOST_AUTO_TEST_CASE(session_loss_fails_waiters_and_hands_over) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s1 = co_await session::async_create(c, use_awaitable);
+    auto s2 = co_await session::async_create(c, use_awaitable);
+    auto s3 = co_await session::async_create(c, use_awaitable);
+    mutex m1(s1, "loss"), m2(s2, "loss"), m3(s3, "loss");
+    co_await m1.async_lock(use_awaitable);
+    // A waiter whose session is closed fails promptly with session_lost.
+    auto r2 = std::make_shared<std::optional<error_code>>();
+    m2.async_lock([r2](error_code ec) { *r2 = ec; });
+    auto r3 = std::make_shared<std::optional<error_code>>();
+    m3.async_lock([r3](error_code ec) { *r3 = ec; });
+    co_await sleep_for(200ms);
+    co_await s2.async_close(use_awaitable);
+    for (int i = 0; i < 100 && !r2->has_value(); ++i) co_await sleep_for(10ms);
+    BOOST_TEST_REQUIRE(r2->has_value());
+    BOOST_TEST(**r2 == error::session_lost, (*r2)->message());
+    // The holder's lease revoked from outside: the next waiter gets the lock.
+    auto rev = etcdctl(server(), "lease revoke " + hex(s1.lease()));
+    BOOST_TEST_REQUIRE(rev.exit_code == 0, rev.output);
+    for (int i = 0; i < 200 && !r3->has_value(); ++i) co_await sleep_for(10ms);
+    BOOST_TEST_REQUIRE(r3->has_value());
+    BOOST_TEST(!**r3, (*r3)->message());
+    BOOST_TEST(m3.held());
+    // The old holder's guarded write fails: it no longer owns the lock.
+    auto w = co_await c.async_txn(txn().when(m1.is_owner()).then(txn_op::put("loss-data", "stale")), use_awaitable);
+    BOOST_TEST(!w.succeeded);
+    auto ok = co_await c.async_txn(txn().when(m3.is_owner()).then(txn_op::put("loss-data", "fresh")), use_awaitable);
+    BOOST_TEST(ok.succeeded);
+    BOOST_TEST(m3.fencing_token() > m1.fencing_token());
+    auto [ul] = co_await m1.async_unlock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(ul == error::session_lost, ul.message());
+    co_await m3.async_unlock(use_awaitable);
+    co_await c.async_delete("loss-data", use_awaitable);
+    // A lost session refuses new locks.
+    auto [e] = co_await m1.async_lock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(e == error::session_lost);
+    co_await expect_no_keys(c, "loss");
+  }(c));
+}
+
+BOOST_AUTO_TEST_CASE(reentrancy_stale_unlock_and_unlock_when_not_held) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    mutex a(s, "re"), b(s, "re");
+    auto [nl] = co_await a.async_unlock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(nl == error::not_locked);
+    co_await a.async_lock(use_awaitable);
+    co_await b.async_lock(use_awaitable);  // same session: succeeds at once, counted
+    co_await a.async_lock(use_awaitable);  // same object again
+    BOOST_TEST(a.fencing_token() == b.fencing_token());
+    co_await a.async_unlock(use_awaitable);
+    co_await a.async_unlock(use_awaitable);
+    BOOST_TEST(co_await count_keys(c, "re/") == 1);  // b still holds it
+    co_await b.async_unlock(use_awaitable);
+    BOOST_TEST(co_await count_keys(c, "re/") == 0);
+
+    // Stale unlock: our key was deleted and re-created by a newer lock of the same session.
+    co_await a.async_lock(use_awaitable);
+    auto old_token = a.fencing_token();
+    co_await c.async_delete(a.key(), use_awaitable);
+    co_await b.async_lock(use_awaitable);
+    BOOST_TEST(b.fencing_token() > old_token);
+    auto [stale] = co_await a.async_unlock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(stale == error::session_lost, stale.message());
+    BOOST_TEST(co_await count_keys(c, "re/") == 1);  // b's newer key survived
+    co_await b.async_unlock(use_awaitable);
+    co_await expect_no_keys(c, "re");
+  }(c));
+}
+
+BOOST_AUTO_TEST_CASE(a_name_that_prefixes_another_does_not_interfere) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s1 = co_await session::async_create(c, use_awaitable);
+    auto s2 = co_await session::async_create(c, use_awaitable);
+    mutex lock(s1, "lock"), lock_a(s2, "lockA");
+    co_await lock.async_lock(use_awaitable);
+    co_await lock_a.async_try_lock(use_awaitable);  // would fail if "lock" covered "lockA"
+    BOOST_TEST(lock_a.held());
+    co_await lock_a.async_unlock(use_awaitable);
+    co_await lock.async_unlock(use_awaitable);
+    co_await expect_no_keys(c, "lock");
+    co_await expect_no_keys(c, "lockA");
+  }(c));
+}
