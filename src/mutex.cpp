@@ -1,9 +1,7 @@
-#include "lock_view.hpp"
-#include "session_state.hpp"
+#include "queue_ops.hpp"
 
 #include <coetcd/mutex.hpp>
 
-#include <cstdio>
 
 namespace coetcd::detail {
 
@@ -20,10 +18,6 @@ struct mutex_state {
 
 namespace {
 
-/// Go's WithFirstCreate: the oldest key under the prefix.
-constexpr get_options first_create{.prefix = true, .limit = 1, .order = sort_order::ascend,
-                                   .target = sort_target::create_revision};
-
 /// This lock no longer uses the key: delete it unless another lock of the session still does.
 /// `rev` guards the delete when known, so a newer key is never removed.
 asio::awaitable<void> release_key(mutex_state& m, std::int64_t rev) {
@@ -31,41 +25,7 @@ asio::awaitable<void> release_key(mutex_state& m, std::int64_t rev) {
   if (--users > 0) co_return;
   m.session->key_users.erase(m.key);
   m.session->key_rev.erase(m.key);
-  // Cleanup runs even when the operation was cancelled: start it with a fresh cancellation state.
-  co_await asio::this_coro::reset_cancellation_state();
-  auto t = txn();
-  if (rev != 0) t.when(compare::create_revision(m.key) == rev);
-  t.then(txn_op::del(m.key));
-  co_await m.session->owner->async_txn(t, as_result);
-}
-
-/// Waits until our key is the oldest under the prefix, the key vanishes, the session ends, or the
-/// operation is cancelled.
-asio::awaitable<error_code> wait_turn(mutex_state& m, std::int64_t rev) {
-  auto& s = *m.session;
-  if (!m.view) m.view = lock_view_for(*s.owner, m.prefix);
-  struct outcome {
-    asio::steady_timer wake;
-    bool done = false;
-    error_code ec;
-  };
-  auto o = std::make_shared<outcome>(outcome{asio::steady_timer(s.impl->strand_), false, {}});
-  auto finish = [o](error_code ec) {
-    if (o->done) return;
-    o->done = true;
-    o->ec = ec;
-    o->wake.cancel();
-  };
-  auto id = m.view->core().add({m.key, rev, finish});
-  auto lid = s.listen([finish] { finish(error::session_lost); });
-  o->wake.expires_at(asio::steady_timer::time_point::max());
-  co_await o->wake.async_wait(as_result);
-  m.view->core().remove(id);
-  s.unlisten(lid);
-  // A cancelled wait never reports ownership: the canceller (a timeout, say) has moved on and
-  // would never unlock.
-  if (co_await cancellation_requested()) co_return asio::error::operation_aborted;
-  co_return o->done ? o->ec : make_error_code(asio::error::operation_aborted);
+  co_await delete_key(*m.session, m.key, rev);
 }
 
 asio::awaitable<error_code> lock(std::shared_ptr<mutex_state> mp, bool try_only) {
@@ -79,43 +39,26 @@ asio::awaitable<error_code> lock(std::shared_ptr<mutex_state> mp, bool try_only)
     co_return error_code{};
   }
   ++s.key_users[m.key];
-  auto t = txn()
-               .when(compare::create_revision(m.key) == 0)
-               .then(txn_op::put(m.key, "", put_options{.lease = s.lease}))
-               .then(txn_op::get(m.prefix, first_create))
-               .otherwise(txn_op::get(m.key))
-               .otherwise(txn_op::get(m.prefix, first_create));
-  auto [ec, r] = co_await s.owner->async_txn(t, as_result);
-  if (ec) {
+  auto a = co_await acquire(s, m.prefix, m.key, "");
+  if (a.ec) {
     co_await release_key(m, 0);  // the txn may have been applied: remove what it may have made
-    co_return ec == error::lease_not_found ? make_error_code(error::session_lost) : ec;
+    co_return a.ec;
   }
-  // Then-branch: our put made the key at this revision. Else-branch: the key was already there
-  // (another lock of this session); its create revision is ours.
-  std::int64_t rev = r.header.revision;
-  if (!r.succeeded) {
-    const auto& mine = r.responses.at(0).get().kvs;
-    rev = mine.empty() ? 0 : mine.front().create_revision;
-  }
-  const auto& oldest = r.responses.at(1).get().kvs;
-  bool owner = rev != 0 && (oldest.empty() || oldest.front().create_revision == rev);
-  if (!owner) {
-    if (try_only) {
-      co_await release_key(m, rev);
-      co_return error::locked;
-    }
-    if (co_await cancellation_requested()) ec = asio::error::operation_aborted;
-    else if (rev == 0) ec = error::session_lost;
-    else ec = co_await wait_turn(m, rev);
+  if (!a.owner) {
+    error_code ec;
+    if (try_only) ec = error::locked;
+    else if (co_await cancellation_requested()) ec = asio::error::operation_aborted;
+    else if (a.rev == 0) ec = error::session_lost;
+    else ec = co_await wait_turn(s, m.view, m.prefix, m.key, a.rev);
     if (ec) {
-      co_await release_key(m, rev);
+      co_await release_key(m, a.rev);
       co_return ec;
     }
   }
   m.holds = 1;
-  m.rev = rev;
-  m.header = r.header;
-  s.key_rev[m.key] = rev;
+  m.rev = a.rev;
+  m.header = a.txn.header;
+  s.key_rev[m.key] = a.rev;
   co_return error_code{};
 }
 
@@ -133,12 +76,6 @@ asio::awaitable<error_code> unlock(std::shared_ptr<mutex_state> mp) {
       txn().when(compare::create_revision(m.key) == m.rev).then(txn_op::del(m.key)), as_result);
   if (ec) co_return ec;
   co_return r.succeeded ? error_code() : make_error_code(error::session_lost);
-}
-
-std::string lease_hex(std::int64_t id) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(id));
-  return buf;
 }
 
 }  // namespace
@@ -171,6 +108,11 @@ void mutex::start_lock(const std::shared_ptr<detail::mutex_state>& m, bool try_o
 
 void mutex::start_unlock(const std::shared_ptr<detail::mutex_state>& m, asio::any_completion_handler<void(error_code)> h) {
   detail::spawn_op(m->session->impl, detail::unlock(m), std::move(h));
+}
+
+void mutex::start_wait_lost(const std::shared_ptr<detail::mutex_state>& m,
+                            asio::any_completion_handler<void(error_code)> h) {
+  detail::wait_session_lost(m->session, std::move(h));
 }
 
 const std::string& mutex::name() const noexcept { return state_->name; }

@@ -58,6 +58,36 @@ void end_session(const std::shared_ptr<session_state>& s) {
 }  // namespace
 }  // namespace coetcd::detail
 
+namespace coetcd::detail {
+
+void wait_session_lost(const std::shared_ptr<session_state>& s, asio::any_completion_handler<void(error_code)> h) {
+  if (!s) {
+    asio::dispatch(asio::append(std::move(h), make_error_code(error::session_lost)));
+    return;
+  }
+  asio::dispatch(s->impl->strand_, [s, h = std::move(h)]() mutable {
+    if (s->lost) return s->impl->complete(std::move(h), s->ended ? make_error_code(asio::error::operation_aborted) : s->why);
+    auto id = s->next_id++;
+    auto slot = asio::get_associated_cancellation_slot(h);
+    s->waiters.emplace(id, std::move(h));
+    if (slot.is_connected()) {
+      slot.assign([w = std::weak_ptr<session_state>(s), id](asio::cancellation_type) {
+        auto s = w.lock();
+        if (!s) return;
+        asio::dispatch(s->impl->strand_, [s, id] {
+          auto it = s->waiters.find(id);
+          if (it == s->waiters.end()) return;
+          auto h = std::move(it->second);
+          s->waiters.erase(it);
+          s->impl->complete(std::move(h), asio::error::operation_aborted);
+        });
+      });
+    }
+  });
+}
+
+}  // namespace coetcd::detail
+
 namespace coetcd {
 
 void session::start_create(client& c, session_options o, asio::any_completion_handler<void(error_code, session)> h) {
@@ -98,29 +128,7 @@ bool session::lost() const noexcept { return !state_ || state_->lost; }
 
 void session::start_wait_lost(const std::shared_ptr<detail::session_state>& s,
                               asio::any_completion_handler<void(error_code)> h) {
-  if (!s) {
-    asio::dispatch(asio::append(std::move(h), make_error_code(error::session_lost)));
-    return;
-  }
-  asio::dispatch(s->impl->strand_, [s, h = std::move(h)]() mutable {
-    if (s->lost) return s->impl->complete(std::move(h), s->ended ? make_error_code(asio::error::operation_aborted) : s->why);
-    auto id = s->next_id++;
-    auto slot = asio::get_associated_cancellation_slot(h);
-    s->waiters.emplace(id, std::move(h));
-    if (slot.is_connected()) {
-      slot.assign([w = std::weak_ptr<detail::session_state>(s), id](asio::cancellation_type) {
-        auto s = w.lock();
-        if (!s) return;
-        asio::dispatch(s->impl->strand_, [s, id] {
-          auto it = s->waiters.find(id);
-          if (it == s->waiters.end()) return;
-          auto h = std::move(it->second);
-          s->waiters.erase(it);
-          s->impl->complete(std::move(h), asio::error::operation_aborted);
-        });
-      });
-    }
-  });
+  detail::wait_session_lost(s, std::move(h));
 }
 
 void session::start_close(const std::shared_ptr<detail::session_state>& s,

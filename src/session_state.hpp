@@ -32,4 +32,7 @@ struct session_state : std::enable_shared_from_this<session_state> {
   void unlisten(std::uint64_t id) { listeners.erase(id); }
 };
 
+/// session::async_wait_lost's body, shared with the types that hold a session.
+void wait_session_lost(const std::shared_ptr<session_state>& s, asio::any_completion_handler<void(error_code)> h);
+
 }  // namespace coetcd::detail

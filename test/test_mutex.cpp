@@ -299,3 +299,94 @@ BOOST_AUTO_TEST_CASE(a_name_that_prefixes_another_does_not_interfere) {
     co_await expect_no_keys(c, "lockA");
   }(c));
 }
+
+BOOST_AUTO_TEST_CASE(with_lock_returns_rethrows_and_always_unlocks) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    mutex m(s, "wl");
+    int v = co_await with_lock(m, [&]() -> asio::awaitable<int> {
+      BOOST_TEST(m.held());
+      co_return 42;
+    });
+    BOOST_TEST(v == 42);
+    BOOST_TEST(!m.held());
+    BOOST_TEST(co_await count_keys(c, "wl/") == 0);
+
+    bool thrown = false;
+    try {
+      co_await with_lock(m, []() -> asio::awaitable<void> {
+        throw std::runtime_error("body failed");
+        co_return;
+      });
+    } catch (const std::runtime_error&) {
+      thrown = true;
+    }
+    BOOST_TEST(thrown);
+    BOOST_TEST(co_await count_keys(c, "wl/") == 0);
+
+    // Past max_hold the body is cancelled and with_lock says why.
+    auto t0 = std::chrono::steady_clock::now();
+    error_code why;
+    try {
+      co_await with_lock(m, []() -> asio::awaitable<void> { co_await sleep_for(10s); },
+                         with_lock_options{.max_hold = 300ms});
+    } catch (const boost::system::system_error& e) {
+      why = e.code();
+    }
+    BOOST_TEST(why == error::max_hold_exceeded, why.message());
+    BOOST_TEST((std::chrono::steady_clock::now() - t0 < 3s));
+    BOOST_TEST(co_await count_keys(c, "wl/") == 0);
+  }(c));
+}
+
+BOOST_AUTO_TEST_CASE(with_lock_body_is_cancelled_when_the_holders_lease_is_revoked) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto holder_s = co_await session::async_create(c, session_options{.ttl = 3s}, use_awaitable);
+    auto next_s = co_await session::async_create(c, use_awaitable);
+    mutex holder(holder_s, "wl-lost"), next(next_s, "wl-lost");
+    auto outcome = std::make_shared<std::optional<error_code>>();
+    auto body_cancelled = std::make_shared<bool>(false);
+    asio::co_spawn(
+        co_await asio::this_coro::executor,
+        [](mutex& m, std::shared_ptr<bool> body_cancelled) -> asio::awaitable<void> {
+          co_await with_lock(m, [body_cancelled]() -> asio::awaitable<void> {
+            try {
+              co_await sleep_for(30s);
+            } catch (const boost::system::system_error&) {
+              *body_cancelled = true;
+              throw;
+            }
+          });
+        }(holder, body_cancelled),
+        [outcome](std::exception_ptr e) {
+          try {
+            if (e) std::rethrow_exception(e);
+            *outcome = error_code();
+          } catch (const boost::system::system_error& se) {
+            *outcome = se.code();
+          }
+        });
+    co_await sleep_for(300ms);
+    BOOST_TEST(holder.held());
+    auto waiter = std::make_shared<std::optional<error_code>>();
+    next.async_lock([waiter](error_code ec) { *waiter = ec; });
+    auto r = etcdctl(server(), "lease revoke " + [](std::int64_t id) {
+      std::ostringstream s;
+      s << std::hex << id;
+      return s.str();
+    }(holder_s.lease()));
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+    for (int i = 0; i < 300 && !(outcome->has_value() && waiter->has_value()); ++i) co_await sleep_for(10ms);
+    BOOST_TEST_REQUIRE(waiter->has_value());
+    BOOST_TEST(!**waiter);  // the next waiter acquired
+    BOOST_TEST_REQUIRE(outcome->has_value());
+    BOOST_TEST(**outcome == error::session_lost, (*outcome)->message());
+    BOOST_TEST(*body_cancelled);
+    co_await next.async_unlock(use_awaitable);
+    co_await expect_no_keys(c, "wl-lost");
+  }(c));
+}

@@ -43,6 +43,7 @@ enum class error {
   session_lost,           ///< the session's lease is gone; locks and leadership held under it too
   locked,                 ///< try_lock found the mutex held by someone else
   not_locked,             ///< unlock of a mutex this object does not hold
+  max_hold_exceeded,      ///< with_lock: the body ran longer than the allowed hold time
   not_leader,             ///< proclaim/resign by a candidate that is not the leader
   no_leader,              ///< an election currently has no leader
 };

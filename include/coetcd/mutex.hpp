@@ -64,6 +64,14 @@ class mutex {
         token, [s = state_](asio::any_completion_handler<void(error_code)> h) { start_unlock(s, std::move(h)); });
   }
 
+  /// Completes when the session the lock is held under is lost (or closed/orphaned): from then on
+  /// the lock cannot be trusted. Handler: void(error_code why), as session::async_wait_lost.
+  template <class CompletionToken = asio::deferred_t>
+  auto async_wait_lost(CompletionToken&& token = {}) {
+    return detail::initiate<void(error_code)>(
+        token, [s = state_](asio::any_completion_handler<void(error_code)> h) { start_wait_lost(s, std::move(h)); });
+  }
+
   /// The lock's name, e.g. "jobs/build".
   const std::string& name() const noexcept;
   /// Our key: name + "/" + hex(lease).
@@ -83,6 +91,8 @@ class mutex {
   static void start_lock(const std::shared_ptr<detail::mutex_state>&, bool try_only,
                          asio::any_completion_handler<void(error_code)>);
   static void start_unlock(const std::shared_ptr<detail::mutex_state>&, asio::any_completion_handler<void(error_code)>);
+  static void start_wait_lost(const std::shared_ptr<detail::mutex_state>&,
+                              asio::any_completion_handler<void(error_code)>);
   std::shared_ptr<detail::mutex_state> state_;
 };
 

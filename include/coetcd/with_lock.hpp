@@ -1,0 +1,86 @@
+#pragma once
+
+#include <coetcd/mutex.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <chrono>
+#include <exception>
+#include <optional>
+#include <type_traits>
+#include <variant>
+
+namespace coetcd {
+
+struct with_lock_options {
+  /// Longest the body may hold the lock; zero: no limit. Past it the body is cancelled.
+  std::chrono::steady_clock::duration max_hold{};
+};
+
+namespace detail {
+template <class T>
+struct body_outcome {
+  std::exception_ptr error;
+  std::optional<std::conditional_t<std::is_void_v<T>, std::monostate, T>> value;
+};
+
+// Asio's || waits for the first operation that succeeds, so a body that throws must not be an
+// operation that fails: its exception travels as a value.
+template <class T>
+asio::awaitable<body_outcome<T>> capture_outcome(asio::awaitable<T> a) {
+  body_outcome<T> out;
+  try {
+    if constexpr (std::is_void_v<T>) {
+      co_await std::move(a);
+      out.value.emplace();
+    } else {
+      out.value.emplace(co_await std::move(a));
+    }
+  } catch (...) {
+    out.error = std::current_exception();
+  }
+  co_return out;
+}
+}  // namespace detail
+
+/// Runs `body()` (which returns asio::awaitable<T>) while holding `m`, and returns what it returns.
+///
+/// The body is cancelled (terminal cancellation on its awaits) if the session is lost or
+/// options.max_hold passes; with_lock then throws boost::system::system_error with
+/// error::session_lost or error::max_hold_exceeded. The lock is released on every way out —
+/// normal return, exception from the body, cancellation of with_lock itself — before with_lock
+/// completes. Errors of async_lock are thrown as system_error.
+template <class Body>
+auto with_lock(mutex& m, Body body, with_lock_options options = {}) -> std::invoke_result_t<Body&> {
+  using namespace asio::experimental::awaitable_operators;
+  using value_type = typename std::invoke_result_t<Body&>::value_type;
+  co_await m.async_lock(asio::use_awaitable);
+  asio::steady_timer limit(co_await asio::this_coro::executor);
+  if (options.max_hold.count() > 0) limit.expires_after(options.max_hold);
+  else limit.expires_at(asio::steady_timer::time_point::max());
+
+  auto raced = co_await (detail::capture_outcome(body()) || m.async_wait_lost(asio::as_tuple(asio::use_awaitable)) ||
+                         limit.async_wait(asio::as_tuple(asio::use_awaitable)));
+
+  // Release even if with_lock itself was cancelled: a fresh cancellation state for the unlock.
+  co_await asio::this_coro::reset_cancellation_state();
+  co_await asio::this_coro::throw_if_cancelled(false);
+  auto [unlock_error] = co_await m.async_unlock(asio::as_tuple(asio::use_awaitable));
+  (void)unlock_error;  // after a loss the key is already gone; nothing else to do
+  co_await asio::this_coro::throw_if_cancelled(true);
+
+  if (raced.index() == 1) throw boost::system::system_error(make_error_code(error::session_lost), "coetcd::with_lock");
+  if (raced.index() == 2)
+    throw boost::system::system_error(make_error_code(error::max_hold_exceeded), "coetcd::with_lock");
+  auto& outcome = std::get<0>(raced);
+  if (outcome.error) std::rethrow_exception(outcome.error);
+  if constexpr (!std::is_void_v<value_type>) co_return std::move(*outcome.value);
+}
+
+}  // namespace coetcd

@@ -1,0 +1,313 @@
+#include "queue_ops.hpp"
+
+#include <coetcd/election.hpp>
+#include <coetcd/election_observer.hpp>
+
+#include <deque>
+#include <map>
+#include <set>
+
+namespace coetcd::detail {
+
+struct election_state {
+  std::shared_ptr<session_state> session;
+  std::string name;
+  std::string prefix;  // name + "/"
+  std::string key;     // prefix + hex(lease)
+  bool leader = false;
+  std::int64_t rev = 0;
+  response_header header;
+  std::shared_ptr<lock_view> view;
+};
+
+constexpr get_options first_create{.prefix = true, .limit = 1, .order = sort_order::ascend,
+                                   .target = sort_target::create_revision};
+
+namespace {
+
+/// Puts `value` on our key while it is still the one we campaigned with.
+asio::awaitable<error_code> put_value(election_state& e, const std::string& value) {
+  auto [ec, r] = co_await e.session->owner->async_txn(
+      txn()
+          .when(compare::create_revision(e.key) == e.rev)
+          .then(txn_op::put(e.key, value, put_options{.lease = e.session->lease})),
+      as_result);
+  if (ec) co_return ec;
+  if (!r.succeeded) co_return error::not_leader;
+  e.header = r.header;
+  co_return error_code{};
+}
+
+asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::string value) {
+  co_await handle_cancellation_manually();
+  auto& e = *ep;
+  auto& s = *e.session;
+  if (s.lost) co_return error::session_lost;
+  if (e.leader) co_return co_await put_value(e, value);
+  auto a = co_await acquire(s, e.prefix, e.key, value);
+  if (a.ec) {
+    co_await delete_key(s, e.key, 0);  // the txn may have been applied
+    co_return a.ec;
+  }
+  e.rev = a.rev;
+  error_code ec;
+  if (!a.txn.succeeded && a.rev != 0) {
+    // Our key was there already (an earlier campaign of this session): make it say `value`.
+    const auto& mine = a.txn.responses.at(0).get().kvs;
+    if (mine.empty() || mine.front().value != value) ec = co_await put_value(e, value);
+  }
+  if (!ec && !a.owner) {
+    if (co_await cancellation_requested()) ec = asio::error::operation_aborted;
+    else if (a.rev == 0) ec = error::session_lost;
+    else ec = co_await wait_turn(s, e.view, e.prefix, e.key, a.rev);
+  }
+  if (ec) {
+    co_await delete_key(s, e.key, a.rev);
+    e.rev = 0;
+    co_return ec == error::not_leader ? make_error_code(error::session_lost) : ec;
+  }
+  e.leader = true;
+  e.header = a.txn.header;
+  co_return error_code{};
+}
+
+asio::awaitable<error_code> proclaim(std::shared_ptr<election_state> ep, std::string value) {
+  auto& e = *ep;
+  if (!e.leader) co_return error::not_leader;
+  auto ec = co_await put_value(e, value);
+  if (ec == error::not_leader) e.leader = false;
+  co_return ec;
+}
+
+asio::awaitable<error_code> resign(std::shared_ptr<election_state> ep) {
+  auto& e = *ep;
+  if (!e.leader) co_return error_code{};
+  auto [ec, r] = co_await e.session->owner->async_txn(
+      txn().when(compare::create_revision(e.key) == e.rev).then(txn_op::del(e.key)), as_result);
+  if (ec) co_return ec;  // still leader: the caller may retry
+  e.leader = false;
+  e.header = r.header;
+  co_return error_code{};
+}
+
+}  // namespace
+
+// ---- observer ----
+
+/// The candidates of one election as seen through one watch (seeded by one Range), reporting
+/// each change of the oldest candidate's key or value.
+class observer_core : public std::enable_shared_from_this<observer_core> {
+ public:
+  observer_core(client& c, std::string prefix) : client_(c), prefix_(std::move(prefix)) {}
+
+  void start() {
+    asio::co_spawn(client_.impl()->strand_, run(), [self = shared_from_this()](std::exception_ptr e) {
+      if (e) self->end(exception_to_error(e));
+    });
+  }
+  void stop() {
+    stopped_ = true;
+    watcher_.cancel();
+  }
+  void next(asio::any_completion_handler<void(error_code, std::optional<key_value>)> h);
+  const strand_type& strand() const { return client_.impl()->strand_; }
+
+ private:
+  asio::awaitable<void> run();
+  void apply(const watch_batch& b);
+  void report();
+  void end(error_code ec);
+  void deliver();
+
+  client& client_;
+  std::string prefix_;
+  watcher watcher_;
+  bool stopped_ = false;
+  std::int64_t base_rev_ = 0;
+  std::map<std::string, key_value> candidates_;
+  std::set<std::pair<std::int64_t, std::string>> order_;
+  bool reported_any_ = false;
+  std::optional<std::pair<std::string, std::int64_t>> last_;  // key and mod revision reported
+  std::deque<std::optional<key_value>> ready_;
+  error_code final_;
+  std::optional<asio::any_completion_handler<void(error_code, std::optional<key_value>)>> waiter_;
+  std::uint64_t wait_seq_ = 0;
+};
+
+asio::awaitable<void> observer_core::run() {
+  auto self = shared_from_this();
+  while (!stopped_) {
+    candidates_.clear();
+    order_.clear();
+    auto [ec, w] = co_await client_.async_watch(prefix_, watch_options{.prefix = true}, as_result);
+    if (!ec && !stopped_) {
+      watcher_ = std::move(w);
+      auto [ec2, r] = co_await client_.async_get(prefix_, get_options{.prefix = true}, as_result);
+      ec = ec2;
+      if (!ec) {
+        base_rev_ = r.header.revision;
+        for (auto& kv : r.kvs) {
+          order_.emplace(kv.create_revision, kv.key);
+          candidates_.emplace(kv.key, kv);
+        }
+        report();
+        while (!stopped_) {
+          auto [ec3, b] = co_await watcher_.async_next(as_result);
+          if (ec3) {
+            ec = ec3;
+            break;
+          }
+          apply(b);
+          report();
+        }
+      }
+    }
+    if (stopped_) break;
+    if (ec == error::client_closed) {
+      end(ec);
+      break;
+    }
+    asio::steady_timer pause(client_.impl()->strand_, std::chrono::milliseconds(100));
+    co_await pause.async_wait(as_result);
+  }
+  watcher_ = watcher();
+}
+
+void observer_core::apply(const watch_batch& b) {
+  for (const auto& e : b.events) {
+    if (e.kv.mod_revision <= base_rev_) continue;
+    if (e.type == watch_event::kind::put) {
+      auto [it, inserted] = candidates_.insert_or_assign(e.kv.key, e.kv);
+      if (inserted) order_.emplace(e.kv.create_revision, e.kv.key);
+    } else if (auto it = candidates_.find(e.kv.key); it != candidates_.end()) {
+      order_.erase({it->second.create_revision, it->first});
+      candidates_.erase(it);
+    }
+  }
+}
+
+void observer_core::report() {
+  std::optional<std::pair<std::string, std::int64_t>> now;
+  if (!order_.empty()) {
+    const auto& leader = candidates_.at(order_.begin()->second);
+    now.emplace(leader.key, leader.mod_revision);
+  }
+  if (reported_any_ && now == last_) return;
+  reported_any_ = true;
+  last_ = now;
+  if (now) ready_.push_back(candidates_.at(now->first));
+  else ready_.push_back(std::nullopt);
+  deliver();
+}
+
+void observer_core::end(error_code ec) {
+  final_ = ec;
+  deliver();
+}
+
+void observer_core::deliver() {
+  if (!waiter_) return;
+  if (ready_.empty() && !final_) return;
+  auto h = std::move(*waiter_);
+  waiter_.reset();
+  if (!ready_.empty()) {
+    auto v = std::move(ready_.front());
+    ready_.pop_front();
+    return client_.impl()->complete(std::move(h), error_code{}, std::move(v));
+  }
+  client_.impl()->complete(std::move(h), final_, std::optional<key_value>());
+}
+
+void observer_core::next(asio::any_completion_handler<void(error_code, std::optional<key_value>)> h) {
+  if (waiter_) return client_.impl()->complete(std::move(h), asio::error::already_started, std::optional<key_value>());
+  auto slot = asio::get_associated_cancellation_slot(h);
+  waiter_.emplace(std::move(h));
+  auto seq = ++wait_seq_;
+  if (slot.is_connected()) {
+    slot.assign([w = weak_from_this(), seq, s = client_.impl()->strand_](asio::cancellation_type) {
+      asio::dispatch(s, [w, seq] {
+        auto self = w.lock();
+        if (!self || !self->waiter_ || self->wait_seq_ != seq) return;
+        auto h = std::move(*self->waiter_);
+        self->waiter_.reset();
+        self->client_.impl()->complete(std::move(h), asio::error::operation_aborted, std::optional<key_value>());
+      });
+    });
+  }
+  deliver();
+}
+
+}  // namespace coetcd::detail
+
+namespace coetcd {
+
+election::election(session& s, std::string_view name) : state_(std::make_shared<detail::election_state>()) {
+  if (name.empty()) throw boost::system::system_error(make_error_code(error::empty_key), "coetcd: election name");
+  if (!s.state()) throw boost::system::system_error(make_error_code(error::session_lost), "coetcd: election session");
+  state_->session = s.state();
+  state_->name = std::string(name);
+  state_->prefix = state_->name + "/";
+  state_->key = state_->prefix + detail::lease_hex(s.lease());
+}
+
+election::~election() = default;
+
+void election::start_campaign(const std::shared_ptr<detail::election_state>& e, std::string v,
+                              asio::any_completion_handler<void(error_code)> h) {
+  detail::spawn_op(e->session->impl, detail::campaign(e, std::move(v)), std::move(h));
+}
+
+void election::start_proclaim(const std::shared_ptr<detail::election_state>& e, std::string v,
+                              asio::any_completion_handler<void(error_code)> h) {
+  detail::spawn_op(e->session->impl, detail::proclaim(e, std::move(v)), std::move(h));
+}
+
+void election::start_resign(const std::shared_ptr<detail::election_state>& e,
+                            asio::any_completion_handler<void(error_code)> h) {
+  detail::spawn_op(e->session->impl, detail::resign(e), std::move(h));
+}
+
+void election::start_leader(const std::shared_ptr<detail::election_state>& e,
+                            asio::any_completion_handler<void(error_code, key_value)> h) {
+  auto impl = e->session->impl;
+  auto slot = asio::get_associated_cancellation_slot(h);
+  asio::co_spawn(
+      impl->strand_,
+      [](std::shared_ptr<detail::election_state> e) -> asio::awaitable<std::tuple<error_code, key_value>> {
+        auto [ec, r] = co_await e->session->owner->async_get(e->prefix, detail::first_create, detail::as_result);
+        if (ec) co_return std::make_tuple(ec, key_value());
+        if (r.kvs.empty()) co_return std::make_tuple(make_error_code(error::no_leader), key_value());
+        co_return std::make_tuple(error_code(), std::move(r.kvs.front()));
+      }(e),
+      asio::bind_cancellation_slot(slot, [impl, h = std::move(h)](std::exception_ptr ex,
+                                                                  std::tuple<error_code, key_value> r) mutable {
+        if (ex) return impl->complete(std::move(h), detail::exception_to_error(ex), key_value());
+        impl->complete(std::move(h), std::get<0>(r), std::move(std::get<1>(r)));
+      }));
+}
+
+const std::string& election::name() const noexcept { return state_->name; }
+const std::string& election::key() const noexcept { return state_->key; }
+bool election::is_leader() const noexcept { return state_->leader; }
+std::int64_t election::revision() const noexcept { return state_->leader ? state_->rev : 0; }
+const response_header& election::header() const noexcept { return state_->header; }
+
+election_observer::election_observer(client& c, std::string_view name) {
+  if (name.empty()) throw boost::system::system_error(make_error_code(error::empty_key), "coetcd: election name");
+  core_ = std::make_shared<detail::observer_core>(c, std::string(name) + "/");
+  auto core = core_;
+  asio::dispatch(c.impl()->strand_, [core] { core->start(); });
+}
+
+election_observer::~election_observer() {
+  if (!core_) return;
+  auto core = core_;
+  asio::dispatch(core->strand(), [core] { core->stop(); });
+}
+
+void election_observer::start_next(const std::shared_ptr<detail::observer_core>& c,
+                                   asio::any_completion_handler<void(error_code, std::optional<key_value>)> h) {
+  asio::dispatch(c->strand(), [c, h = std::move(h)]() mutable { c->next(std::move(h)); });
+}
+
+}  // namespace coetcd

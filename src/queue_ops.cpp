@@ -1,0 +1,81 @@
+#include "queue_ops.hpp"
+
+#include <cstdio>
+
+namespace coetcd::detail {
+namespace {
+
+/// Go's WithFirstCreate: the oldest key under the prefix.
+constexpr get_options first_create{.prefix = true, .limit = 1, .order = sort_order::ascend,
+                                   .target = sort_target::create_revision};
+
+}  // namespace
+
+asio::awaitable<acquire_result> acquire(session_state& s, const std::string& prefix, const std::string& key,
+                                        const std::string& value) {
+  acquire_result out;
+  auto t = txn()
+               .when(compare::create_revision(key) == 0)
+               .then(txn_op::put(key, value, put_options{.lease = s.lease}))
+               .then(txn_op::get(prefix, first_create))
+               .otherwise(txn_op::get(key))
+               .otherwise(txn_op::get(prefix, first_create));
+  auto [ec, r] = co_await s.owner->async_txn(t, as_result);
+  // A revoked lease refuses the put: for a lock or a campaign that is the session being lost.
+  out.ec = ec == error::lease_not_found ? make_error_code(error::session_lost) : ec;
+  if (ec) co_return out;
+  // Then-branch: our put made the key at this revision. Else-branch: the key was already there
+  // (another lock or campaign of this session); its create revision is ours.
+  out.rev = r.header.revision;
+  if (!r.succeeded) {
+    const auto& mine = r.responses.at(0).get().kvs;
+    out.rev = mine.empty() ? 0 : mine.front().create_revision;
+  }
+  const auto& oldest = r.responses.at(1).get().kvs;
+  out.owner = out.rev != 0 && (oldest.empty() || oldest.front().create_revision == out.rev);
+  out.txn = std::move(r);
+  co_return out;
+}
+
+asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_view>& view, const std::string& prefix,
+                                      const std::string& key, std::int64_t rev) {
+  if (!view) view = lock_view_for(*s.owner, prefix);
+  struct outcome {
+    asio::steady_timer wake;
+    bool done = false;
+    error_code ec;
+  };
+  auto o = std::make_shared<outcome>(outcome{asio::steady_timer(s.impl->strand_), false, {}});
+  auto finish = [o](error_code ec) {
+    if (o->done) return;
+    o->done = true;
+    o->ec = ec;
+    o->wake.cancel();
+  };
+  auto id = view->core().add({key, rev, finish});
+  auto lid = s.listen([finish] { finish(error::session_lost); });
+  o->wake.expires_at(asio::steady_timer::time_point::max());
+  co_await o->wake.async_wait(as_result);
+  view->core().remove(id);
+  s.unlisten(lid);
+  // A cancelled wait never reports ownership: the canceller (a timeout, say) has moved on and
+  // would never release it.
+  if (co_await cancellation_requested()) co_return asio::error::operation_aborted;
+  co_return o->done ? o->ec : make_error_code(asio::error::operation_aborted);
+}
+
+asio::awaitable<void> delete_key(session_state& s, const std::string& key, std::int64_t rev) {
+  co_await asio::this_coro::reset_cancellation_state();
+  auto t = txn();
+  if (rev != 0) t.when(compare::create_revision(key) == rev);
+  t.then(txn_op::del(key));
+  co_await s.owner->async_txn(t, as_result);
+}
+
+std::string lease_hex(std::int64_t id) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(id));
+  return buf;
+}
+
+}  // namespace coetcd::detail

@@ -1,0 +1,147 @@
+// Leader election and observation against a real etcd, including etcdctl interop.
+#define BOOST_TEST_MODULE coetcd_election
+#include "support/fixture.hpp"
+
+using namespace coetcd;
+using namespace coetcd::test;
+using namespace std::chrono_literals;
+
+BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
+
+namespace {
+asio::awaitable<std::optional<key_value>> next_leader(election_observer& o) {
+  co_return co_await o.async_next(use_awaitable);
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(staggered_candidates_lead_in_order_and_observers_see_it) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    election_observer watch(c, "elect-order");
+    auto first = co_await next_leader(watch);
+    BOOST_TEST(!first.has_value());  // nobody yet
+
+    auto sa = co_await session::async_create(c, use_awaitable);
+    auto sb = co_await session::async_create(c, use_awaitable);
+    auto sc = co_await session::async_create(c, use_awaitable);
+    election a(sa, "elect-order"), b(sb, "elect-order"), cc(sc, "elect-order");
+    auto [no] = co_await a.async_resign(asio::as_tuple(use_awaitable));
+    BOOST_TEST(!no);  // resign without leading is a no-op
+    auto [nl, none] = co_await a.async_leader(asio::as_tuple(use_awaitable));
+    BOOST_TEST(nl == error::no_leader);
+
+    co_await a.async_campaign("alpha", use_awaitable);
+    BOOST_TEST(a.is_leader());
+    auto done = std::make_shared<std::vector<std::string>>();
+    b.async_campaign("beta", [done](error_code ec) { done->push_back(ec ? ec.message() : "beta"); });
+    co_await sleep_for(100ms);
+    cc.async_campaign("gamma", [done](error_code ec) { done->push_back(ec ? ec.message() : "gamma"); });
+    co_await sleep_for(300ms);
+    BOOST_TEST(done->empty());  // both wait behind alpha
+    auto [pe] = co_await b.async_proclaim("not yet", asio::as_tuple(use_awaitable));
+    BOOST_TEST(pe == error::not_leader);
+
+    auto l = co_await a.async_leader(use_awaitable);
+    BOOST_TEST(l.value == "alpha");
+    BOOST_TEST(l.key == a.key());
+    co_await a.async_proclaim("alpha-2", use_awaitable);
+    co_await a.async_resign(use_awaitable);
+    BOOST_TEST(!a.is_leader());
+    for (int i = 0; i < 100 && done->size() < 1; ++i) co_await sleep_for(10ms);
+    BOOST_TEST_REQUIRE(done->size() == 1u);
+    BOOST_TEST(done->at(0) == "beta");
+    co_await b.async_resign(use_awaitable);
+    for (int i = 0; i < 100 && done->size() < 2; ++i) co_await sleep_for(10ms);
+    BOOST_TEST_REQUIRE(done->size() == 2u);
+    BOOST_TEST(done->at(1) == "gamma");
+    BOOST_TEST(cc.is_leader());
+    co_await cc.async_resign(use_awaitable);
+
+    // The observer saw every leader state, in order.
+    std::vector<std::string> seen;
+    for (int i = 0; i < 5; ++i) {
+      auto v = co_await next_leader(watch);
+      seen.push_back(v ? v->value : "<none>");
+    }
+    std::vector<std::string> expected = {"alpha", "alpha-2", "beta", "gamma", "<none>"};
+    BOOST_TEST(seen == expected, boost::test_tools::per_element());
+    BOOST_TEST(co_await count_keys(c, "elect-order/") == 0);
+  }(c));
+}
+
+BOOST_AUTO_TEST_CASE(session_loss_of_the_leader_elects_the_next) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s1 = co_await session::async_create(c, session_options{.ttl = 3s}, use_awaitable);
+    auto s2 = co_await session::async_create(c, use_awaitable);
+    election e1(s1, "elect-loss"), e2(s2, "elect-loss");
+    co_await e1.async_campaign("one", use_awaitable);
+    auto got = std::make_shared<std::optional<error_code>>();
+    e2.async_campaign("two", [got](error_code ec) { *got = ec; });
+    co_await sleep_for(200ms);
+    s1.orphan();  // the leader's process "dies": its lease expires after the TTL
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 600 && !got->has_value(); ++i) co_await sleep_for(10ms);
+    BOOST_TEST_REQUIRE(got->has_value());
+    BOOST_TEST(!**got);
+    BOOST_TEST(e2.is_leader());
+    BOOST_TEST((std::chrono::steady_clock::now() - t0 > 1s));  // not before the lease ran out
+    co_await e2.async_resign(use_awaitable);
+    // Cancelling a waiting campaign removes the proposal.
+    auto s3 = co_await session::async_create(c, use_awaitable);
+    election e3(s3, "elect-loss");
+    co_await e2.async_campaign("two again", use_awaitable);
+    asio::cancellation_signal sig;
+    auto r3 = std::make_shared<std::optional<error_code>>();
+    e3.async_campaign("three", asio::bind_cancellation_slot(sig.slot(), [r3](error_code ec) { *r3 = ec; }));
+    co_await sleep_for(200ms);
+    BOOST_TEST(co_await count_keys(c, "elect-loss/") == 2);
+    sig.emit(asio::cancellation_type::terminal);
+    for (int i = 0; i < 100 && !r3->has_value(); ++i) co_await sleep_for(10ms);
+    BOOST_TEST_REQUIRE(r3->has_value());
+    BOOST_TEST(**r3 == asio::error::operation_aborted);
+    BOOST_TEST(co_await count_keys(c, "elect-loss/") == 1);
+    co_await e2.async_resign(use_awaitable);
+    BOOST_TEST(co_await count_keys(c, "elect-loss/") == 0);
+  }(c));
+}
+
+BOOST_AUTO_TEST_CASE(etcdctl_elect_and_coetcd_see_each_other) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    election e(s, "elect-interop");
+    co_await e.async_campaign("coetcd-leader", use_awaitable);
+    auto listen = run_command("timeout 2 env ETCDCTL_API=3 etcdctl --endpoints=" + server().client_url() +
+                              " elect -l elect-interop");
+    BOOST_TEST(listen.output.find("coetcd-leader") != std::string::npos, listen.output);
+    BOOST_TEST(listen.output.find(e.key()) != std::string::npos, listen.output);
+    co_await e.async_resign(use_awaitable);
+
+    election_observer watch(c, "elect-interop");
+    auto empty = co_await next_leader(watch);
+    BOOST_TEST(!empty.has_value());
+    auto candidate = std::async(std::launch::async, [] {
+      return run_command("timeout 3 env ETCDCTL_API=3 etcdctl --endpoints=" + server().client_url() +
+                         " elect elect-interop etcdctl-proposal");
+    });
+    auto leader = co_await next_leader(watch);
+    BOOST_TEST_REQUIRE(leader.has_value());
+    BOOST_TEST(leader->value == "etcdctl-proposal");
+    BOOST_TEST(leader->key.rfind("elect-interop/", 0) == 0u);
+    // While etcdctl leads, our campaign waits; it wins once etcdctl exits and its lease is revoked.
+    auto t0 = std::chrono::steady_clock::now();
+    co_await e.async_campaign("after-etcdctl", use_awaitable);
+    BOOST_TEST((std::chrono::steady_clock::now() - t0 > 1s));
+    candidate.get();
+    auto next = co_await next_leader(watch);  // etcdctl's leadership ended...
+    if (!next) next = co_await next_leader(watch);
+    BOOST_TEST_REQUIRE(next.has_value());
+    BOOST_TEST(next->value == "after-etcdctl");  // ...and ours began
+    co_await e.async_resign(use_awaitable);
+    BOOST_TEST(co_await count_keys(c, "elect-interop/") == 0);
+  }(c));
+}
