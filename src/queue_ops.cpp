@@ -52,10 +52,12 @@ asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_vie
     o->ec = ec;
     o->wake.cancel();
   };
+  // Arm the timer before registering: add() may decide at once, and a cancel() that comes
+  // before the wait starts would be lost.
+  o->wake.expires_at(asio::steady_timer::time_point::max());
   auto id = view->core().add({key, rev, finish});
   auto lid = s.listen([finish] { finish(error::session_lost); });
-  o->wake.expires_at(asio::steady_timer::time_point::max());
-  co_await o->wake.async_wait(as_result);
+  if (!o->done) co_await o->wake.async_wait(as_result);
   view->core().remove(id);
   s.unlisten(lid);
   // A cancelled wait never reports ownership: the canceller (a timeout, say) has moved on and

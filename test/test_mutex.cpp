@@ -390,3 +390,31 @@ BOOST_AUTO_TEST_CASE(with_lock_body_is_cancelled_when_the_holders_lease_is_revok
     co_await expect_no_keys(c, "wl-lost");
   }(c));
 }
+
+// Regression: with two sessions taking turns, a waiter is often granted the moment it registers
+// (the view already saw the previous owner's delete); that grant must not be lost.
+BOOST_AUTO_TEST_CASE(two_sessions_alternating_never_stall) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  auto done = std::make_shared<int>(0);
+  auto total = std::make_shared<int>(0);
+  auto worker = [](client& c, std::shared_ptr<int> done, std::shared_ptr<int> total) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    mutex m(s, "alternate");
+    for (int i = 0; i < 300; ++i) {
+      co_await m.async_lock(use_awaitable);
+      ++*total;
+      co_await m.async_unlock(use_awaitable);
+    }
+    co_await s.async_close(use_awaitable);
+    ++*done;
+  };
+  run_for(ioc, [](client& c, std::shared_ptr<int> done, std::shared_ptr<int> total, auto worker) -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    asio::co_spawn(ex, worker(c, done, total), asio::detached);
+    asio::co_spawn(ex, worker(c, done, total), asio::detached);
+    while (*done < 2) co_await sleep_for(10ms);
+    co_await expect_no_keys(c, "alternate");
+  }(c, done, total, worker), 60s);
+  BOOST_TEST(*total == 600);
+}
