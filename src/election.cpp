@@ -4,8 +4,6 @@
 #include <coetcd/election_observer.hpp>
 
 #include <deque>
-#include <map>
-#include <set>
 
 namespace coetcd::detail {
 
@@ -94,38 +92,33 @@ asio::awaitable<error_code> resign(std::shared_ptr<election_state> ep) {
 
 // ---- observer ----
 
-/// The candidates of one election as seen through one watch (seeded by one Range), reporting
-/// each change of the oldest candidate's key or value.
+/// Reports each change of the oldest candidate's key or value, as seen by the name's shared view.
 class observer_core : public std::enable_shared_from_this<observer_core> {
  public:
   observer_core(client& c, std::string prefix) : client_(c), prefix_(std::move(prefix)) {}
 
   void start() {
-    asio::co_spawn(client_.impl()->strand_, run(), [self = shared_from_this()](std::exception_ptr e) {
-      if (e) self->end(exception_to_error(e));
+    view_ = lock_view_for(client_, prefix_);
+    listener_ = view_->core().listen([w = weak_from_this()](error_code ec) {
+      if (auto self = w.lock()) ec ? self->end(ec) : self->report();
     });
   }
   void stop() {
-    stopped_ = true;
-    watcher_.cancel();
+    if (view_) view_->core().unlisten(listener_);
+    view_.reset();
   }
   void next(asio::any_completion_handler<void(error_code, std::optional<key_value>)> h);
   const strand_type& strand() const { return client_.impl()->strand_; }
 
  private:
-  asio::awaitable<void> run();
-  void apply(const watch_batch& b);
   void report();
   void end(error_code ec);
   void deliver();
 
   client& client_;
   std::string prefix_;
-  watcher watcher_;
-  bool stopped_ = false;
-  std::int64_t base_rev_ = 0;
-  std::map<std::string, key_value> candidates_;
-  std::set<std::pair<std::int64_t, std::string>> order_;
+  std::shared_ptr<lock_view> view_;
+  std::uint64_t listener_ = 0;
   bool reported_any_ = false;
   std::optional<std::pair<std::string, std::int64_t>> last_;  // key and mod revision reported
   std::deque<std::optional<key_value>> ready_;
@@ -134,68 +127,14 @@ class observer_core : public std::enable_shared_from_this<observer_core> {
   std::uint64_t wait_seq_ = 0;
 };
 
-asio::awaitable<void> observer_core::run() {
-  auto self = shared_from_this();
-  while (!stopped_) {
-    candidates_.clear();
-    order_.clear();
-    auto [ec, w] = co_await client_.async_watch(prefix_, watch_options{.prefix = true}, as_result);
-    if (!ec && !stopped_) {
-      watcher_ = std::move(w);
-      auto [ec2, r] = co_await client_.async_get(prefix_, get_options{.prefix = true}, as_result);
-      ec = ec2;
-      if (!ec) {
-        base_rev_ = r.header.revision;
-        for (auto& kv : r.kvs) {
-          order_.emplace(kv.create_revision, kv.key);
-          candidates_.emplace(kv.key, kv);
-        }
-        report();
-        while (!stopped_) {
-          auto [ec3, b] = co_await watcher_.async_next(as_result);
-          if (ec3) {
-            ec = ec3;
-            break;
-          }
-          apply(b);
-          report();
-        }
-      }
-    }
-    if (stopped_) break;
-    if (ec == error::client_closed) {
-      end(ec);
-      break;
-    }
-    asio::steady_timer pause(client_.impl()->strand_, std::chrono::milliseconds(100));
-    co_await pause.async_wait(as_result);
-  }
-  watcher_ = watcher();
-}
-
-void observer_core::apply(const watch_batch& b) {
-  for (const auto& e : b.events) {
-    if (e.kv.mod_revision <= base_rev_) continue;
-    if (e.type == watch_event::kind::put) {
-      auto [it, inserted] = candidates_.insert_or_assign(e.kv.key, e.kv);
-      if (inserted) order_.emplace(e.kv.create_revision, e.kv.key);
-    } else if (auto it = candidates_.find(e.kv.key); it != candidates_.end()) {
-      order_.erase({it->second.create_revision, it->first});
-      candidates_.erase(it);
-    }
-  }
-}
-
 void observer_core::report() {
+  const key_value* leader = view_ ? view_->core().oldest() : nullptr;
   std::optional<std::pair<std::string, std::int64_t>> now;
-  if (!order_.empty()) {
-    const auto& leader = candidates_.at(order_.begin()->second);
-    now.emplace(leader.key, leader.mod_revision);
-  }
+  if (leader) now.emplace(leader->key, leader->mod_revision);
   if (reported_any_ && now == last_) return;
   reported_any_ = true;
   last_ = now;
-  if (now) ready_.push_back(candidates_.at(now->first));
+  if (leader) ready_.push_back(*leader);
   else ready_.push_back(std::nullopt);
   deliver();
 }

@@ -16,8 +16,19 @@ void lock_view_core::stop() {
 std::uint64_t lock_view_core::add(waiter w) {
   auto id = next_id_++;
   waiters_.emplace(id, std::move(w));
-  if (ready_) evaluate();
+  if (ready_) changed();
   return id;
+}
+
+std::uint64_t lock_view_core::listen(std::function<void(error_code)> fn) {
+  auto id = next_id_++;
+  if (ready_) fn({});
+  listeners_.emplace(id, std::move(fn));
+  return id;
+}
+
+const key_value* lock_view_core::oldest() const {
+  return order_.empty() ? nullptr : &keys_.at(order_.begin()->second);
 }
 
 asio::awaitable<void> lock_view_core::run() {
@@ -31,16 +42,16 @@ asio::awaitable<void> lock_view_core::run() {
     auto [ec, w] = co_await client_.async_watch(prefix_, watch_options{.prefix = true}, as_result);
     if (!ec && !stopped_) {
       watcher_ = std::move(w);
-      auto [ec2, r] = co_await client_.async_get(prefix_, get_options{.prefix = true, .keys_only = true}, as_result);
+      auto [ec2, r] = co_await client_.async_get(prefix_, get_options{.prefix = true}, as_result);
       ec = ec2;
       if (!ec) {
         base_rev_ = view_rev_ = r.header.revision;
-        for (const auto& kv : r.kvs) {
-          keys_[kv.key] = kv.create_revision;
+        for (auto& kv : r.kvs) {
           order_.emplace(kv.create_revision, kv.key);
+          keys_.emplace(kv.key, std::move(kv));
         }
         ready_ = true;
-        evaluate();
+        changed();
         while (!stopped_) {
           auto [ec3, b] = co_await watcher_.async_next(as_result);
           if (ec3) {
@@ -48,7 +59,7 @@ asio::awaitable<void> lock_view_core::run() {
             break;
           }
           apply(b);
-          evaluate();
+          changed();
         }
       }
     }
@@ -69,22 +80,22 @@ void lock_view_core::apply(const watch_batch& b) {
   for (const auto& e : b.events) {
     if (e.kv.mod_revision <= base_rev_) continue;  // already in the seeding Range
     if (e.type == watch_event::kind::put) {
-      if (keys_.emplace(e.kv.key, e.kv.create_revision).second) order_.emplace(e.kv.create_revision, e.kv.key);
+      if (keys_.insert_or_assign(e.kv.key, e.kv).second) order_.emplace(e.kv.create_revision, e.kv.key);
     } else if (auto it = keys_.find(e.kv.key); it != keys_.end()) {
-      order_.erase({it->second, it->first});
+      order_.erase({it->second.create_revision, it->first});
       keys_.erase(it);
     }
   }
   view_rev_ = std::max(view_rev_, b.header.revision);
 }
 
-void lock_view_core::evaluate() {
+void lock_view_core::changed() {
   std::int64_t oldest = order_.empty() ? 0 : order_.begin()->first;
   std::vector<std::pair<std::function<void(error_code)>, error_code>> ready;
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     auto& w = it->second;
     auto k = keys_.find(w.key);
-    bool present = k != keys_.end() && k->second == w.rev;
+    bool present = k != keys_.end() && k->second.create_revision == w.rev;
     if (present && oldest == w.rev) {
       ready.emplace_back(std::move(w.done), error_code{});
     } else if (!present && view_rev_ >= w.rev) {
@@ -96,10 +107,12 @@ void lock_view_core::evaluate() {
     it = waiters_.erase(it);
   }
   for (auto& [fn, ec] : ready) fn(ec);
+  for (auto& [id, fn] : std::map(listeners_)) fn({});
 }
 
 void lock_view_core::fail_all(error_code ec) {
   for (auto& [id, w] : std::exchange(waiters_, {})) w.done(ec);
+  for (auto& [id, fn] : std::exchange(listeners_, {})) fn(ec);
 }
 
 std::shared_ptr<lock_view> lock_view_for(client& c, const std::string& prefix) {

@@ -1,7 +1,8 @@
-// The waiters' queue of one lock name as seen by one client: one watch on the name's prefix
+// The queue of one lock or election name as seen by one client: one watch on the name's prefix
 // (created "from now", so etcd keeps it in its synced group) plus one Range to seed it, then kept
 // current from events. Local waiters are told when their key is the oldest: a hand-off costs the
 // previous owner's Delete and one watch notification, with no Range and no unsynced-watch tick.
+// Listeners (election observers) are told after every change.
 #pragma once
 
 #include "coro.hpp"
@@ -27,11 +28,16 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   void stop();
   std::uint64_t add(waiter w);
   void remove(std::uint64_t id) { waiters_.erase(id); }
+  /// `fn({})` after every change of the view (at once if it is ready), `fn(ec)` when it ends.
+  std::uint64_t listen(std::function<void(error_code)> fn);
+  void unlisten(std::uint64_t id) { listeners_.erase(id); }
+  /// The key with the oldest create revision, if any.
+  const key_value* oldest() const;
 
  private:
   asio::awaitable<void> run();
   void apply(const watch_batch& b);
-  void evaluate();
+  void changed();
   void fail_all(error_code ec);
 
   client& client_;
@@ -39,11 +45,12 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   watcher watcher_;
   bool ready_ = false;
   bool stopped_ = false;
-  std::map<std::string, std::int64_t> keys_;               // key -> create revision
+  std::map<std::string, key_value> keys_;
   std::set<std::pair<std::int64_t, std::string>> order_;   // by create revision
   std::int64_t base_rev_ = 0;  // revision of the seeding Range
   std::int64_t view_rev_ = 0;  // every change up to here is applied
   std::map<std::uint64_t, waiter> waiters_;
+  std::map<std::uint64_t, std::function<void(error_code)>> listeners_;
   std::uint64_t next_id_ = 0;
 };
 

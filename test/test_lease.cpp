@@ -2,21 +2,11 @@
 #define BOOST_TEST_MODULE coetcd_lease
 #include "support/fixture.hpp"
 
-#include <sstream>
-
 using namespace coetcd;
 using namespace coetcd::test;
 using namespace std::chrono_literals;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
-
-namespace {
-std::string hex(std::int64_t id) {
-  std::ostringstream s;
-  s << std::hex << id;
-  return s.str();
-}
-}  // namespace
 
 BOOST_AUTO_TEST_CASE(grant_ttl_list_revoke) {
   asio::io_context ioc;

@@ -4,8 +4,6 @@
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
-#include <sstream>
-
 using namespace coetcd;
 using namespace coetcd::test;
 using namespace std::chrono_literals;
@@ -14,11 +12,6 @@ using namespace boost::asio::experimental::awaitable_operators;
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
 namespace {
-std::string hex(std::int64_t id) {
-  std::ostringstream s;
-  s << std::hex << id;
-  return s.str();
-}
 
 /// Asserts that nothing is left under a lock name's prefix once the test is done.
 asio::awaitable<void> expect_no_keys(client& c, std::string name) {
@@ -374,11 +367,7 @@ BOOST_AUTO_TEST_CASE(with_lock_body_is_cancelled_when_the_holders_lease_is_revok
     BOOST_TEST(holder.held());
     auto waiter = std::make_shared<std::optional<error_code>>();
     next.async_lock([waiter](error_code ec) { *waiter = ec; });
-    auto r = etcdctl(server(), "lease revoke " + [](std::int64_t id) {
-      std::ostringstream s;
-      s << std::hex << id;
-      return s.str();
-    }(holder_s.lease()));
+    auto r = etcdctl(server(), "lease revoke " + hex(holder_s.lease()));
     BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
     for (int i = 0; i < 300 && !(outcome->has_value() && waiter->has_value()); ++i) co_await sleep_for(10ms);
     BOOST_TEST_REQUIRE(waiter->has_value());

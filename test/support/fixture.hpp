@@ -7,6 +7,7 @@
 #include <coetcd.hpp>
 
 #include <memory>
+#include <sstream>
 
 namespace coetcd::test {
 
@@ -26,6 +27,13 @@ inline client_options options_for(const etcd_process& e) {
   o.endpoints = {e.endpoint()};
   o.request_timeout = std::chrono::seconds(5);
   return o;
+}
+
+/// A lease id as etcdctl prints and takes it.
+inline std::string hex(std::int64_t id) {
+  std::ostringstream s;
+  s << std::hex << id;
+  return s.str();
 }
 
 /// Keys remaining under a prefix.
