@@ -8,6 +8,7 @@ void session_state::finish(error_code reason, error_code for_waiters) {
   why = reason;
   for (auto& [id, h] : std::exchange(waiters, {})) impl->complete(std::move(h), for_waiters);
   for (auto& [id, fn] : std::exchange(listeners, {})) fn();
+  loss_signal.emit(asio::cancellation_type::terminal);
 }
 
 std::uint64_t session_state::listen(std::function<void()> fn) {
@@ -125,6 +126,9 @@ std::int64_t session::lease() const noexcept { return state_ ? state_->lease : 0
 std::chrono::seconds session::ttl() const noexcept { return state_ ? state_->ttl : std::chrono::seconds(0); }
 client& session::get_client() const noexcept { return *state_->owner; }
 bool session::lost() const noexcept { return !state_ || state_->lost; }
+asio::cancellation_slot session::loss_slot() const noexcept {
+  return state_ ? state_->loss_signal.slot() : asio::cancellation_slot();
+}
 
 void session::start_wait_lost(const std::shared_ptr<detail::session_state>& s,
                               asio::any_completion_handler<void(error_code)> h) {

@@ -20,6 +20,7 @@ struct session_state : std::enable_shared_from_this<session_state> {
   error_code why;
   std::map<std::uint64_t, asio::any_completion_handler<void(error_code)>> waiters;
   std::map<std::uint64_t, std::function<void()>> listeners;  // told once when the session ends
+  asio::cancellation_signal loss_signal;                      // session::loss_slot()
   std::uint64_t next_id = 0;
   /// Locks of this session per key (holders and waiters): the key is ours to delete at zero.
   std::map<std::string, int> key_users;

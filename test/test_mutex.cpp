@@ -64,6 +64,24 @@ BOOST_AUTO_TEST_CASE(session_reports_an_externally_revoked_lease) {
   }(c));
 }
 
+BOOST_AUTO_TEST_CASE(loss_slot_cancels_a_bound_operation_when_the_session_is_lost) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, session_options{.ttl = 3s}, use_awaitable);
+    asio::steady_timer long_work(co_await asio::this_coro::executor, 60s);
+    auto result = std::make_shared<std::optional<error_code>>();
+    long_work.async_wait(asio::bind_cancellation_slot(s.loss_slot(), [result](error_code ec) { *result = ec; }));
+    co_await sleep_for(200ms);
+    BOOST_TEST(!result->has_value());  // not cancelled while the session lives
+    auto r = etcdctl(server(), "lease revoke " + hex(s.lease()));
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+    for (int i = 0; i < 300 && !result->has_value(); ++i) co_await sleep_for(10ms);
+    BOOST_TEST_REQUIRE(result->has_value());
+    BOOST_TEST(**result == asio::error::operation_aborted);
+  }(c));
+}
+
 BOOST_AUTO_TEST_CASE(key_layout_matches_go_and_etcdctl) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));

@@ -2,6 +2,8 @@
 
 #include <coetcd/client.hpp>
 
+#include <boost/asio/cancellation_signal.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -73,6 +75,14 @@ class session {
 
   /// Stops the keepalive without revoking: the lease and its keys live until the TTL runs out.
   void orphan();
+
+  /// A cancellation slot that emits terminal cancellation when the session is lost (or closed or
+  /// orphaned): bind an operation to it to stop that operation with the session, e.g.
+  /// `sock.async_read_some(buf, asio::bind_cancellation_slot(s.loss_slot(), use_awaitable))`.
+  /// Like any Asio slot it holds one handler: binding another operation replaces the first. For
+  /// several operations, race them against async_wait_lost() (`||`) or use with_lock. Use it from
+  /// the client's executor; the session must outlive the bound operation.
+  asio::cancellation_slot loss_slot() const noexcept;
 
   /// Internal.
   const std::shared_ptr<detail::session_state>& state() const noexcept { return state_; }
