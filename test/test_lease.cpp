@@ -122,7 +122,9 @@ BOOST_AUTO_TEST_CASE(lease_is_lost_when_the_server_is_gone_past_its_ttl) {
     auto [why] = co_await keep.async_wait_lost(asio::as_tuple(use_awaitable));
     auto waited = std::chrono::steady_clock::now() - t0;
     BOOST_TEST(why == error::lease_expired, why.message());
-    BOOST_TEST((waited < 3500ms));  // the local deadline decides, not the (unreachable) server
+    // The local deadline decides (TTL 3 s after the last answered renewal); without it this would
+    // wait for the unreachable server forever.
+    BOOST_TEST((waited < 4500ms));
     own.start();
   }(c, own));
 }
