@@ -361,17 +361,22 @@ BOOST_AUTO_TEST_CASE(with_lock_body_is_cancelled_when_the_holders_lease_is_revok
     mutex holder(holder_s, "wl-lost"), next(next_s, "wl-lost");
     auto outcome = std::make_shared<std::optional<error_code>>();
     auto body_cancelled = std::make_shared<bool>(false);
+    // The executor is fetched in its own statement: with a co_await in the co_spawn call, g++ 12
+    // destroys the [outcome] closure twice and frees `outcome` under our feet (seen by valgrind).
+    auto ex = co_await asio::this_coro::executor;
     asio::co_spawn(
-        co_await asio::this_coro::executor,
+        ex,
         [](mutex& m, std::shared_ptr<bool> body_cancelled) -> asio::awaitable<void> {
-          co_await with_lock(m, [body_cancelled]() -> asio::awaitable<void> {
+          // Named, not written inside the co_await: g++ 12 destroys such closures twice (README).
+          auto body = [body_cancelled]() -> asio::awaitable<void> {
             try {
               co_await sleep_for(30s);
             } catch (const boost::system::system_error&) {
               *body_cancelled = true;
               throw;
             }
-          });
+          };
+          co_await with_lock(m, std::move(body));
         }(holder, body_cancelled),
         [outcome](std::exception_ptr e) {
           try {

@@ -56,6 +56,9 @@ asio::awaitable<body_outcome<T>> capture_outcome(asio::awaitable<T> a) {
 /// error::session_lost or error::max_hold_exceeded. The lock is released on every way out —
 /// normal return, exception from the body, cancellation of with_lock itself — before with_lock
 /// completes. Errors of async_lock are thrown as system_error.
+///
+/// g++ 12: a lambda with by-value captures written inside the `co_await with_lock(...)` expression
+/// is destroyed twice by the compiler; name it first and pass it with std::move (see README).
 template <class Body>
 auto with_lock(mutex& m, Body body, with_lock_options options = {}) -> std::invoke_result_t<Body&> {
   using namespace asio::experimental::awaitable_operators;
