@@ -15,9 +15,29 @@ void lock_view_core::stop() {
 
 std::uint64_t lock_view_core::add(waiter w) {
   auto id = next_id_++;
+  by_rev_.emplace(w.rev, id);
+  // A key the view has not seen yet may still arrive; its absence only means loss once the
+  // view has caught up with the key's revision.
+  unconfirmed_.emplace(w.rev, id);
   waiters_.emplace(id, std::move(w));
   if (ready_) changed();
   return id;
+}
+
+void lock_view_core::remove(std::uint64_t id) {
+  if (auto it = waiters_.find(id); it != waiters_.end()) forget(it);
+}
+
+void lock_view_core::forget(std::map<std::uint64_t, waiter>::iterator it) {
+  auto [id, w] = std::pair(it->first, it->second.rev);
+  for (auto [b, e] = by_rev_.equal_range(w); b != e; ++b) {
+    if (b->second == id) {
+      by_rev_.erase(b);
+      break;
+    }
+  }
+  unconfirmed_.erase({w, id});
+  waiters_.erase(it);
 }
 
 std::uint64_t lock_view_core::listen(std::function<void(error_code)> fn) {
@@ -51,7 +71,7 @@ asio::awaitable<void> lock_view_core::run() {
           keys_.emplace(kv.key, std::move(kv));
         }
         ready_ = true;
-        changed();
+        changed(true);
         while (!stopped_) {
           auto [ec3, b] = co_await watcher_.async_next(as_result);
           if (ec3) {
@@ -82,6 +102,7 @@ void lock_view_core::apply(const watch_batch& b) {
     if (e.type == watch_event::kind::put) {
       if (keys_.insert_or_assign(e.kv.key, e.kv).second) order_.emplace(e.kv.create_revision, e.kv.key);
     } else if (auto it = keys_.find(e.kv.key); it != keys_.end()) {
+      gone_revs_.push_back(it->second.create_revision);
       order_.erase({it->second.create_revision, it->first});
       keys_.erase(it);
     }
@@ -89,28 +110,49 @@ void lock_view_core::apply(const watch_batch& b) {
   view_rev_ = std::max(view_rev_, b.header.revision);
 }
 
-void lock_view_core::changed() {
-  std::int64_t oldest = order_.empty() ? 0 : order_.begin()->first;
+void lock_view_core::changed(bool check_all) {
   std::vector<std::pair<std::function<void(error_code)>, error_code>> ready;
-  for (auto it = waiters_.begin(); it != waiters_.end();) {
-    auto& w = it->second;
+  auto present = [&](const waiter& w) {
     auto k = keys_.find(w.key);
-    bool present = k != keys_.end() && k->second.create_revision == w.rev;
-    if (present && oldest == w.rev) {
-      ready.emplace_back(std::move(w.done), error_code{});
-    } else if (!present && view_rev_ >= w.rev) {
-      ready.emplace_back(std::move(w.done), error::session_lost);  // our key is gone
-    } else {
-      ++it;
-      continue;
+    return k != keys_.end() && k->second.create_revision == w.rev;
+  };
+  auto settle = [&](std::map<std::uint64_t, waiter>::iterator it, error_code ec) {
+    ready.emplace_back(std::move(it->second.done), ec);
+    forget(it);
+  };
+  // Waiters whose key is gone: our key was deleted (lease expired, revoked, deleted by hand).
+  std::vector<std::uint64_t> lost;
+  if (check_all) {
+    for (auto& [id, w] : waiters_)
+      if (view_rev_ >= w.rev && !present(w)) lost.push_back(id);
+  } else {
+    for (auto rev : gone_revs_)
+      for (auto [b, e] = by_rev_.equal_range(rev); b != e; ++b) lost.push_back(b->second);
+    for (auto it = unconfirmed_.begin(); it != unconfirmed_.end() && it->first <= view_rev_;) {
+      auto w = waiters_.find(it->second);
+      it = unconfirmed_.erase(it);
+      if (w != waiters_.end() && !present(w->second)) lost.push_back(w->first);
     }
-    it = waiters_.erase(it);
+  }
+  gone_revs_.clear();
+  for (auto id : lost)
+    if (auto it = waiters_.find(id); it != waiters_.end()) settle(it, error::session_lost);
+  // The owner: the waiters (one session may wait more than once) holding the oldest key.
+  if (!order_.empty()) {
+    auto oldest = order_.begin()->first;
+    std::vector<std::uint64_t> owners;
+    for (auto [b, e] = by_rev_.equal_range(oldest); b != e; ++b) owners.push_back(b->second);
+    for (auto id : owners)
+      if (auto it = waiters_.find(id); it != waiters_.end() && present(it->second)) settle(it, {});
   }
   for (auto& [fn, ec] : ready) fn(ec);
-  for (auto& [id, fn] : std::map(listeners_)) fn({});
+  if (!listeners_.empty())
+    for (auto& [id, fn] : std::map(listeners_)) fn({});
 }
 
 void lock_view_core::fail_all(error_code ec) {
+  by_rev_.clear();
+  unconfirmed_.clear();
   for (auto& [id, w] : std::exchange(waiters_, {})) w.done(ec);
   for (auto& [id, fn] : std::exchange(listeners_, {})) fn(ec);
 }

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <vector>
 
 namespace coetcd::detail {
 
@@ -27,7 +28,7 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   void start();
   void stop();
   std::uint64_t add(waiter w);
-  void remove(std::uint64_t id) { waiters_.erase(id); }
+  void remove(std::uint64_t id);
   /// `fn({})` after every change of the view (at once if it is ready), `fn(ec)` when it ends.
   std::uint64_t listen(std::function<void(error_code)> fn);
   void unlisten(std::uint64_t id) { listeners_.erase(id); }
@@ -37,7 +38,11 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
  private:
   asio::awaitable<void> run();
   void apply(const watch_batch& b);
-  void changed();
+  // Tells the waiters whose turn came or whose key vanished, then the listeners. After a
+  // reseed every waiter is checked; otherwise only those the last batch can concern, so a
+  // hand-off costs O(log waiters), not O(waiters).
+  void changed(bool check_all = false);
+  void forget(std::map<std::uint64_t, waiter>::iterator it);
   void fail_all(error_code ec);
 
   client& client_;
@@ -50,6 +55,9 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   std::int64_t base_rev_ = 0;  // revision of the seeding Range
   std::int64_t view_rev_ = 0;  // every change up to here is applied
   std::map<std::uint64_t, waiter> waiters_;
+  std::multimap<std::int64_t, std::uint64_t> by_rev_;          // waiters by their key's create revision
+  std::set<std::pair<std::int64_t, std::uint64_t>> unconfirmed_;  // rev beyond the view when added
+  std::vector<std::int64_t> gone_revs_;                         // create revisions deleted by the last batch
   std::map<std::uint64_t, std::function<void(error_code)>> listeners_;
   std::uint64_t next_id_ = 0;
 };
