@@ -1,0 +1,447 @@
+// coetcd-bench: lock contention on a real etcd. N workers (coroutines on one io_context), each
+// with its own session unless --share-session, spread over K lock names and M clients, take the
+// lock, run a critical section (a yield, or --hold), and release it, until --duration or --count.
+//
+// Modes: mutex (async_lock/unlock), try_lock (retry at once when held), election
+// (campaign/resign), txn (the raw floor: one put-if-absent txn + one delete per operation, no
+// waiting, retried at once when taken), delete_chain (the hand-off floor: one worker deleting
+// single keys one after another; each delete counts as an "acquisition").
+//
+// Correctness check: each lock has a counter read before and written after the yield inside the
+// critical section, and an overlap flag; a lost update or an overlap between sessions is a
+// violation. --json prints one JSON object; otherwise a readable summary. Progress goes to stderr.
+#include "bench_support.hpp"
+
+#include <coetcd.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/program_options.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <map>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace asio = boost::asio;
+namespace po = boost::program_options;
+using asio::use_awaitable;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct config {
+  std::vector<std::string> endpoints;
+  std::string mode = "mutex";
+  int workers = 1, locks = 1, clients = 1;
+  std::chrono::microseconds duration{5'000'000};
+  std::int64_t count = 0;  // stop after this many acquisitions (0: run for `duration`)
+  std::chrono::microseconds hold{0};
+  std::chrono::seconds ttl{60};
+  bool share_session = false;
+  bool json = false;
+  std::string prefix;
+};
+
+struct lock_slot {
+  std::string name;
+  int inside = 0;
+  const void* holder = nullptr;  // the session inside, for the overlap check
+  std::int64_t counter = 0;
+};
+
+struct run_state {
+  config cfg;
+  bench::histogram wait;
+  std::vector<lock_slot> slots;
+  clock_type::time_point start, end;
+  clock_type::duration paused{};  // untimed set-up inside the run (delete_chain's puts)
+  bool started = false;
+  int ready = 0, running = 0;
+  std::int64_t acquisitions = 0, attempts = 0, errors = 0, violations = 0;
+  std::string first_error;
+
+  bool done() const {
+    return clock_type::now() >= end || (cfg.count > 0 && acquisitions >= cfg.count);
+  }
+  void fail(const std::string& what) {
+    if (errors++ == 0) first_error = what;
+  }
+};
+
+std::string hex(std::int64_t v) {
+  char b[20];
+  std::snprintf(b, sizeof b, "%" PRIx64, static_cast<std::uint64_t>(v));
+  return b;
+}
+
+asio::awaitable<void> sleep(std::chrono::microseconds d) {
+  asio::steady_timer t(co_await asio::this_coro::executor, d);
+  co_await t.async_wait(use_awaitable);
+}
+
+// The critical section: read the counter, yield (or hold), write it back. Any other session
+// inside at the same time, or an update lost to one, is a violation.
+asio::awaitable<void> critical_section(run_state& st, lock_slot& slot, const void* who) {
+  if (slot.inside > 0 && slot.holder != who) ++st.violations;
+  ++slot.inside;
+  slot.holder = who;
+  auto seen = slot.counter;
+  if (st.cfg.hold.count() > 0) co_await sleep(st.cfg.hold);
+  else co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
+  if (slot.counter != seen && !st.cfg.share_session) ++st.violations;
+  slot.counter = seen + 1;
+  --slot.inside;
+}
+
+void record_acquisition(run_state& st, clock_type::time_point t0) {
+  ++st.acquisitions;
+  st.wait.record(std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - t0).count());
+}
+
+asio::awaitable<void> wait_for_start(run_state& st) {
+  ++st.ready;
+  while (!st.started) co_await sleep(std::chrono::milliseconds(5));
+}
+
+asio::awaitable<void> mutex_loop(run_state& st, coetcd::session& s, lock_slot& slot, bool try_only) {
+  coetcd::mutex m(s, slot.name);
+  co_await wait_for_start(st);
+  while (!st.done()) {
+    auto t0 = clock_type::now();
+    boost::system::error_code ec;
+    if (try_only) {
+      // try_lock never waits: when the lock is held, yield and try again.
+      for (;;) {
+        ++st.attempts;
+        std::tie(ec) = co_await m.async_try_lock(asio::as_tuple(use_awaitable));
+        if (ec != coetcd::error::locked || st.done()) break;
+        co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
+      }
+      if (ec == coetcd::error::locked) break;  // time ran out while retrying
+    } else {
+      ++st.attempts;
+      std::tie(ec) = co_await m.async_lock(asio::as_tuple(use_awaitable));
+    }
+    if (ec) {
+      st.fail("lock: " + ec.message());
+      break;
+    }
+    record_acquisition(st, t0);
+    co_await critical_section(st, slot, &s);
+    auto [uec] = co_await m.async_unlock(asio::as_tuple(use_awaitable));
+    if (uec) {
+      st.fail("unlock: " + uec.message());
+      break;
+    }
+  }
+}
+
+asio::awaitable<void> election_loop(run_state& st, coetcd::session& s, lock_slot& slot) {
+  coetcd::election e(s, slot.name);
+  co_await wait_for_start(st);
+  while (!st.done()) {
+    auto t0 = clock_type::now();
+    ++st.attempts;
+    auto [ec] = co_await e.async_campaign("bench", asio::as_tuple(use_awaitable));
+    if (ec) {
+      st.fail("campaign: " + ec.message());
+      break;
+    }
+    record_acquisition(st, t0);
+    co_await critical_section(st, slot, &s);
+    auto [rec] = co_await e.async_resign(asio::as_tuple(use_awaitable));
+    if (rec) {
+      st.fail("resign: " + rec.message());
+      break;
+    }
+  }
+}
+
+// The floor a lock can be measured against: take a shared key with one put-if-absent txn
+// (under the session's lease), delete it after the critical section. Nobody waits; a taken
+// key is retried at once.
+asio::awaitable<void> txn_loop(run_state& st, coetcd::client& c, coetcd::session& s, lock_slot& slot) {
+  std::string key = slot.name + "/txn";
+  coetcd::txn take;
+  take.when(coetcd::compare::version(key) == 0).then(coetcd::txn_op::put(key, "", {.lease = s.lease()}));
+  co_await wait_for_start(st);
+  while (!st.done()) {
+    auto t0 = clock_type::now();
+    bool taken = false;
+    while (!taken && !st.done()) {
+      ++st.attempts;
+      auto [ec, r] = co_await c.async_txn(take, asio::as_tuple(use_awaitable));
+      if (ec) {
+        st.fail("txn: " + ec.message());
+        co_return;
+      }
+      taken = r.succeeded;
+      if (!taken) co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
+    }
+    if (!taken) break;
+    record_acquisition(st, t0);
+    co_await critical_section(st, slot, &s);
+    auto [dec, dr] = co_await c.async_delete(key, asio::as_tuple(use_awaitable));
+    if (dec) {
+      st.fail("delete: " + dec.message());
+      co_return;
+    }
+  }
+}
+
+// The hand-off floor: single-key deletes in a serial chain (the keys are put beforehand, untimed).
+asio::awaitable<void> delete_chain_loop(run_state& st, coetcd::client& c) {
+  co_await wait_for_start(st);
+  std::string base = st.cfg.prefix + "chain/";
+  std::int64_t n = 0;
+  while (!st.done()) {
+    std::vector<std::string> keys;
+    for (int i = 0; i < 100; ++i) keys.push_back(base + std::to_string(n++));
+    auto pause_start = clock_type::now();
+    for (auto& k : keys) {
+      auto [ec, r] = co_await c.async_put(k, "", asio::as_tuple(use_awaitable));
+      if (ec) {
+        st.fail("put: " + ec.message());
+        co_return;
+      }
+    }
+    st.end += clock_type::now() - pause_start;  // puts are not part of the measurement
+    st.paused += clock_type::now() - pause_start;
+    for (auto& k : keys) {
+      if (st.done()) break;
+      auto t0 = clock_type::now();
+      auto [ec, r] = co_await c.async_delete(k, asio::as_tuple(use_awaitable));
+      if (ec) {
+        st.fail("delete: " + ec.message());
+        co_return;
+      }
+      record_acquisition(st, t0);
+    }
+  }
+  co_await c.async_delete(base, coetcd::delete_options{.prefix = true}, asio::as_tuple(use_awaitable));
+}
+
+asio::awaitable<void> worker(run_state& st, coetcd::client& c, std::shared_ptr<coetcd::session> s, lock_slot& slot) {
+  if (!s) {
+    auto [ec, made] = co_await coetcd::session::async_create(c, coetcd::session_options{.ttl = st.cfg.ttl},
+                                                             asio::as_tuple(use_awaitable));
+    if (ec) {
+      st.fail("session: " + ec.message());
+      ++st.ready;
+      --st.running;
+      co_return;
+    }
+    s = std::make_shared<coetcd::session>(std::move(made));
+  }
+  const auto& mode = st.cfg.mode;
+  if (mode == "mutex" || mode == "try_lock") co_await mutex_loop(st, *s, slot, mode == "try_lock");
+  else if (mode == "election") co_await election_loop(st, *s, slot);
+  else if (mode == "txn") co_await txn_loop(st, c, *s, slot);
+  if (s.use_count() == 1) co_await s->async_close(asio::as_tuple(use_awaitable));
+  --st.running;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (static_cast<unsigned char>(ch) < 0x20) continue;
+    out += ch;
+  }
+  return out + "\"";
+}
+
+config parse_args(int argc, char** argv) {
+  config cfg;
+  std::string endpoints = "127.0.0.1:2379", duration = "5s", hold = "0s";
+  int ttl = 60;
+  po::options_description desc(
+      "coetcd-bench: lock contention on etcd with coetcd\n"
+      "Usage: coetcd-bench [options]\nOptions");
+  desc.add_options()
+      ("help,h", "this text")
+      ("endpoints", po::value(&endpoints), "comma-separated host:port list (default 127.0.0.1:2379)")
+      ("mode", po::value(&cfg.mode), "mutex | try_lock | election | txn | delete_chain (default mutex)")
+      ("workers", po::value(&cfg.workers), "concurrent workers (default 1)")
+      ("locks", po::value(&cfg.locks), "lock names; worker i uses lock i % locks (default 1)")
+      ("clients", po::value(&cfg.clients), "clients (connections); worker i uses client i % clients (default 1)")
+      ("duration", po::value(&duration), "measured run time, e.g. 5s, 500ms, 2m (default 5s)")
+      ("count", po::value(&cfg.count), "stop after this many acquisitions instead")
+      ("hold", po::value(&hold), "time inside the critical section (default: one yield)")
+      ("ttl", po::value(&ttl), "session TTL in seconds (default 60)")
+      ("share-session", po::bool_switch(&cfg.share_session),
+       "one session per client shared by its workers (they do not exclude each other, as in Go)")
+      ("prefix", po::value(&cfg.prefix), "key prefix (default /coetcd-bench/<pid>/)")
+      ("json", po::bool_switch(&cfg.json), "print one JSON object");
+  po::variables_map vm;
+  po::store(po::parse_command_line(argc, argv, desc), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    std::exit(0);
+  }
+  std::stringstream ss(endpoints);
+  for (std::string e; std::getline(ss, e, ',');)
+    if (!e.empty()) cfg.endpoints.push_back(e);
+  cfg.duration = bench::parse_duration(duration);
+  cfg.hold = bench::parse_duration(hold);
+  cfg.ttl = std::chrono::seconds(ttl);
+  if (cfg.prefix.empty()) cfg.prefix = "/coetcd-bench/" + std::to_string(::getpid()) + "/";
+  const std::vector<std::string> modes{"mutex", "try_lock", "election", "txn", "delete_chain"};
+  if (std::find(modes.begin(), modes.end(), cfg.mode) == modes.end())
+    throw std::invalid_argument("unknown --mode '" + cfg.mode + "'");
+  if (cfg.workers < 1 || cfg.locks < 1 || cfg.clients < 1 || cfg.endpoints.empty())
+    throw std::invalid_argument("--workers, --locks, --clients must be >= 1 and --endpoints non-empty");
+  if (cfg.mode == "delete_chain") cfg.workers = cfg.locks = 1;
+  return cfg;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  run_state st;
+  try {
+    st.cfg = parse_args(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "coetcd-bench: %s (see --help)\n", e.what());
+    return 2;
+  }
+  auto& cfg = st.cfg;
+  asio::io_context ioc;
+  coetcd::client_options o;
+  o.endpoints = cfg.endpoints;
+  std::vector<std::unique_ptr<coetcd::client>> clients;
+  for (int i = 0; i < cfg.clients; ++i) clients.push_back(std::make_unique<coetcd::client>(ioc, o));
+  for (int k = 0; k < cfg.locks; ++k) st.slots.push_back(lock_slot{cfg.prefix + "lock-" + std::to_string(k)});
+
+  std::map<std::string, double> rpc_before, rpc_after;
+  double cpu_before = 0, cpu_after = 0;
+  std::int64_t leftover = -1;
+
+  asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+    // Shared sessions first (one per client), then every worker creates its own if needed and
+    // reports ready; the clock starts when all are.
+    std::vector<std::shared_ptr<coetcd::session>> shared(cfg.clients);
+    if (cfg.share_session)
+      for (int i = 0; i < cfg.clients; ++i)
+        shared[i] = std::make_shared<coetcd::session>(co_await coetcd::session::async_create(
+            *clients[i], coetcd::session_options{.ttl = cfg.ttl}, use_awaitable));
+    st.running = cfg.workers;
+    if (cfg.mode == "delete_chain") {
+      asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+        co_await delete_chain_loop(st, *clients[0]);
+        --st.running;
+      }, asio::detached);
+    } else {
+      for (int i = 0; i < cfg.workers; ++i)
+        asio::co_spawn(ioc, worker(st, *clients[i % cfg.clients], shared[i % cfg.clients], st.slots[i % cfg.locks]),
+                       asio::detached);
+    }
+    shared.clear();
+    auto ramp = clock_type::now();
+    while (st.ready < cfg.workers) co_await sleep(std::chrono::milliseconds(5));
+    if (!cfg.json || cfg.workers >= 100)
+      std::fprintf(stderr, "coetcd-bench: %d workers ready in %.2f s; measuring\n", cfg.workers,
+                   std::chrono::duration<double>(clock_type::now() - ramp).count());
+    try {
+      rpc_before = bench::grpc_messages_received(cfg.endpoints.front());
+    } catch (const std::exception&) {
+    }
+    cpu_before = bench::cpu_seconds();
+    st.start = clock_type::now();
+    st.end = st.start + cfg.duration;
+    if (cfg.count > 0) st.end = st.start + std::chrono::hours(24);
+    st.started = true;
+    auto next_progress = st.start + std::chrono::seconds(10);
+    while (st.running > 0) {
+      co_await sleep(std::chrono::milliseconds(20));
+      if (clock_type::now() >= next_progress) {
+        std::fprintf(stderr, "coetcd-bench: %.0f s, %" PRId64 " acquisitions\n",
+                     std::chrono::duration<double>(clock_type::now() - st.start).count(), st.acquisitions);
+        next_progress += std::chrono::seconds(10);
+      }
+    }
+    st.end = std::min(st.end, clock_type::now());
+    cpu_after = bench::cpu_seconds();
+    try {
+      rpc_after = bench::grpc_messages_received(cfg.endpoints.front());
+    } catch (const std::exception&) {
+    }
+    // Sessions are closed (leases revoked): nothing may remain under the prefix.
+    auto [ec, r] = co_await clients[0]->async_get(cfg.prefix, coetcd::get_options{.prefix = true, .count_only = true},
+                                                  asio::as_tuple(use_awaitable));
+    if (!ec) leftover = r.count;
+    for (auto& c : clients) c->close();
+  }, [&](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      st.fail(std::string("setup: ") + x.what());
+    }
+    for (auto& c : clients) c->close();
+  });
+  ioc.run();
+
+  double elapsed = std::chrono::duration<double>(st.end - st.start - st.paused).count();
+  double acq = double(st.acquisitions);
+  auto per_acq = [&](const char* method) {
+    if (acq == 0 || rpc_after.empty()) return -1.0;
+    return (rpc_after[method] - rpc_before[method]) / acq;
+  };
+  double rpcs = -1;
+  if (acq > 0 && !rpc_after.empty()) {
+    rpcs = 0;
+    for (auto& [m, v] : rpc_after) rpcs += v - rpc_before[m];
+    rpcs /= acq;
+  }
+  // Counters must add up to the acquisitions (a lost update shows as a shortfall).
+  std::int64_t counted = 0;
+  for (auto& s : st.slots) counted += s.counter;
+  if (cfg.mode != "delete_chain" && counted != st.acquisitions && !cfg.share_session)
+    st.violations += std::llabs(st.acquisitions - counted);
+
+  double ops_per_s = elapsed > 0 ? acq / elapsed : 0;
+  double cpu_per_1000 = acq > 0 ? (cpu_after - cpu_before) / acq * 1000 : 0;
+  auto ms = [](double us) { return us / 1000.0; };
+  if (cfg.json) {
+    std::printf(
+        "{\"impl\":\"coetcd\",\"mode\":%s,\"workers\":%d,\"locks\":%d,\"clients\":%d,\"seconds\":%.3f,"
+        "\"acquisitions\":%" PRId64 ",\"attempts\":%" PRId64 ",\"acquisitions_per_s\":%.1f,"
+        "\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"mean_ms\":%.3f,"
+        "\"cpu_s_per_1000\":%.4f,\"peak_rss_mb\":%.1f,\"rpcs_per_acq\":%.2f,\"txn_per_acq\":%.2f,"
+        "\"range_per_acq\":%.2f,\"delete_per_acq\":%.2f,\"watch_msgs_per_acq\":%.2f,"
+        "\"violations\":%" PRId64 ",\"errors\":%" PRId64 ",\"leftover_keys\":%" PRId64 ",\"first_error\":%s}\n",
+        json_string(cfg.mode).c_str(), cfg.workers, cfg.locks, cfg.clients, elapsed, st.acquisitions, st.attempts,
+        ops_per_s, ms(st.wait.quantile(0.5)), ms(st.wait.quantile(0.9)), ms(st.wait.quantile(0.99)),
+        ms(double(st.wait.max())), ms(st.wait.mean()), cpu_per_1000, bench::peak_rss_mb(), rpcs, per_acq("Txn"),
+        per_acq("Range"), per_acq("DeleteRange"), per_acq("Watch"), st.violations, st.errors, leftover,
+        json_string(st.first_error).c_str());
+  } else {
+    std::printf("coetcd %s: %d workers, %d locks, %d clients, %.1f s\n", cfg.mode.c_str(), cfg.workers, cfg.locks,
+                cfg.clients, elapsed);
+    std::printf("  acquisitions      %" PRId64 " (%.0f/s, %" PRId64 " attempts)\n", st.acquisitions, ops_per_s,
+                st.attempts);
+    std::printf("  wait ms           p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", ms(st.wait.quantile(0.5)),
+                ms(st.wait.quantile(0.9)), ms(st.wait.quantile(0.99)), ms(double(st.wait.max())));
+    std::printf("  client CPU        %.3f s per 1000 acquisitions\n", cpu_per_1000);
+    std::printf("  peak RSS          %.1f MB\n", bench::peak_rss_mb());
+    std::printf("  RPCs/acquisition  %.2f (Txn %.2f, Range %.2f, DeleteRange %.2f, Watch msgs %.2f)\n", rpcs,
+                per_acq("Txn"), per_acq("Range"), per_acq("DeleteRange"), per_acq("Watch"));
+    std::printf("  violations        %" PRId64 "\n  errors            %" PRId64 "%s%s\n  keys left         %" PRId64 "\n",
+                st.violations, st.errors, st.first_error.empty() ? "" : " first: ", st.first_error.c_str(), leftover);
+  }
+  return st.violations == 0 && st.errors == 0 && leftover <= 0 ? 0 : 1;
+}

@@ -1,0 +1,575 @@
+// go-bench: the coetcd-bench workloads on etcd's own Go client (clientv3 and
+// clientv3/concurrency from Debian's golang-etcd-server-dev, built in GOPATH mode), with the
+// same flags, the same critical-section check, the same histogram and the same JSON fields, so
+// benchmarks/run can put both side by side.
+//
+// Modes: mutex (concurrency.Mutex Lock/Unlock), election (concurrency.Election
+// Campaign/Resign), txn (one put-if-absent txn + one delete, retried at once when taken),
+// delete_chain (serial single-key deletes). etcd 3.4's concurrency.Mutex has no TryLock, so
+// try_lock is reported as unsupported.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/bits"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.etcd.io/etcd/clientv3"
+	"go.etcd.io/etcd/clientv3/concurrency"
+)
+
+// histogram mirrors benchmarks/bench_support.hpp: exact below 128 µs, then 64 buckets per
+// power of two.
+type histogram struct {
+	mu     sync.Mutex
+	counts []uint64
+	total  uint64
+	max    uint64
+	sum    uint64
+}
+
+func bucketIndex(v uint64) int {
+	if v < 128 {
+		return int(v)
+	}
+	msb := 63 - bits.LeadingZeros64(v)
+	shift := msb - 6
+	return 128 + (shift-1)*64 + int((v>>uint(shift))-64)
+}
+
+func bucketMidpoint(i int) float64 {
+	if i < 128 {
+		return float64(i)
+	}
+	shift := uint((i-128)/64 + 1)
+	low := (uint64((i-128)%64) + 64) << shift
+	return float64(low) + float64((uint64(1)<<shift)-1)/2
+}
+
+func (h *histogram) record(us uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	i := bucketIndex(us)
+	for len(h.counts) <= i {
+		h.counts = append(h.counts, 0)
+	}
+	h.counts[i]++
+	h.total++
+	h.sum += us
+	if us > h.max {
+		h.max = us
+	}
+}
+
+func (h *histogram) quantile(q float64) float64 {
+	if h.total == 0 {
+		return 0
+	}
+	rank := uint64(q*float64(h.total-1)) + 1
+	var seen uint64
+	for i, c := range h.counts {
+		seen += c
+		if seen >= rank {
+			m := bucketMidpoint(i)
+			if m > float64(h.max) {
+				return float64(h.max)
+			}
+			return m
+		}
+	}
+	return float64(h.max)
+}
+
+type lockSlot struct {
+	name    string
+	mu      sync.Mutex
+	inside  int
+	holder  *concurrency.Session
+	counter int64
+}
+
+type config struct {
+	endpoints    []string
+	mode         string
+	workers      int
+	locks        int
+	clients      int
+	duration     time.Duration
+	count        int64
+	hold         time.Duration
+	ttl          int
+	shareSession bool
+	json         bool
+	prefix       string
+}
+
+type runState struct {
+	cfg          config
+	wait         histogram
+	slots        []*lockSlot
+	end          time.Time
+	acquisitions int64
+	attempts     int64
+	errs         int64
+	violations   int64
+	firstError   atomic.Value
+}
+
+func (st *runState) done() bool {
+	if st.cfg.count > 0 && atomic.LoadInt64(&st.acquisitions) >= st.cfg.count {
+		return true
+	}
+	return time.Now().After(st.end)
+}
+
+func (st *runState) fail(what string, err error) {
+	if atomic.AddInt64(&st.errs, 1) == 1 {
+		st.firstError.Store(what + ": " + err.Error())
+	}
+}
+
+func (st *runState) recordAcquisition(t0 time.Time) {
+	atomic.AddInt64(&st.acquisitions, 1)
+	st.wait.record(uint64(time.Since(t0).Microseconds()))
+}
+
+// criticalSection: read the counter, yield (or hold), write it back; another session inside at
+// the same time, or an update lost to one, is a violation.
+func (st *runState) criticalSection(slot *lockSlot, who *concurrency.Session) {
+	slot.mu.Lock()
+	if slot.inside > 0 && slot.holder != who {
+		atomic.AddInt64(&st.violations, 1)
+	}
+	slot.inside++
+	slot.holder = who
+	seen := slot.counter
+	slot.mu.Unlock()
+	if st.cfg.hold > 0 {
+		time.Sleep(st.cfg.hold)
+	} else {
+		runtime.Gosched()
+	}
+	slot.mu.Lock()
+	if slot.counter != seen && !st.cfg.shareSession {
+		atomic.AddInt64(&st.violations, 1)
+	}
+	slot.counter = seen + 1
+	slot.inside--
+	slot.mu.Unlock()
+}
+
+func mutexLoop(st *runState, s *concurrency.Session, slot *lockSlot) {
+	m := concurrency.NewMutex(s, slot.name)
+	ctx := context.Background()
+	for !st.done() {
+		t0 := time.Now()
+		atomic.AddInt64(&st.attempts, 1)
+		if err := m.Lock(ctx); err != nil {
+			st.fail("lock", err)
+			return
+		}
+		st.recordAcquisition(t0)
+		st.criticalSection(slot, s)
+		if err := m.Unlock(ctx); err != nil {
+			st.fail("unlock", err)
+			return
+		}
+	}
+}
+
+func electionLoop(st *runState, s *concurrency.Session, slot *lockSlot) {
+	e := concurrency.NewElection(s, slot.name)
+	ctx := context.Background()
+	for !st.done() {
+		t0 := time.Now()
+		atomic.AddInt64(&st.attempts, 1)
+		if err := e.Campaign(ctx, "bench"); err != nil {
+			st.fail("campaign", err)
+			return
+		}
+		st.recordAcquisition(t0)
+		st.criticalSection(slot, s)
+		if err := e.Resign(ctx); err != nil {
+			st.fail("resign", err)
+			return
+		}
+	}
+}
+
+func txnLoop(st *runState, c *clientv3.Client, s *concurrency.Session, slot *lockSlot) {
+	key := slot.name + "/txn"
+	ctx := context.Background()
+	for !st.done() {
+		t0 := time.Now()
+		taken := false
+		for !taken && !st.done() {
+			atomic.AddInt64(&st.attempts, 1)
+			r, err := c.Txn(ctx).If(clientv3.Compare(clientv3.Version(key), "=", 0)).
+				Then(clientv3.OpPut(key, "", clientv3.WithLease(s.Lease()))).Commit()
+			if err != nil {
+				st.fail("txn", err)
+				return
+			}
+			taken = r.Succeeded
+			if !taken {
+				runtime.Gosched()
+			}
+		}
+		if !taken {
+			return
+		}
+		st.recordAcquisition(t0)
+		st.criticalSection(slot, s)
+		if _, err := c.Delete(ctx, key); err != nil {
+			st.fail("delete", err)
+			return
+		}
+	}
+}
+
+func deleteChainLoop(st *runState, c *clientv3.Client, paused *time.Duration) {
+	ctx := context.Background()
+	base := st.cfg.prefix + "chain/"
+	n := 0
+	for !st.done() {
+		keys := make([]string, 0, 100)
+		for i := 0; i < 100; i++ {
+			keys = append(keys, base+strconv.Itoa(n))
+			n++
+		}
+		pauseStart := time.Now()
+		for _, k := range keys {
+			if _, err := c.Put(ctx, k, ""); err != nil {
+				st.fail("put", err)
+				return
+			}
+		}
+		p := time.Since(pauseStart)
+		st.end = st.end.Add(p)
+		*paused += p
+		for _, k := range keys {
+			if st.done() {
+				break
+			}
+			t0 := time.Now()
+			if _, err := c.Delete(ctx, k); err != nil {
+				st.fail("delete", err)
+				return
+			}
+			st.recordAcquisition(t0)
+		}
+	}
+	c.Delete(ctx, base, clientv3.WithPrefix())
+}
+
+// grpcMessagesReceived: grpc_server_msg_received_total per method from etcd's /metrics.
+func grpcMessagesReceived(endpoint string) map[string]float64 {
+	if !strings.Contains(endpoint, "://") {
+		endpoint = "http://" + endpoint
+	}
+	resp, err := http.Get(endpoint + "/metrics")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "grpc_server_msg_received_total{") {
+			continue
+		}
+		i := strings.Index(line, `grpc_method="`)
+		sp := strings.LastIndex(line, " ")
+		if i < 0 || sp < 0 {
+			continue
+		}
+		i += len(`grpc_method="`)
+		method := line[i : i+strings.Index(line[i:], `"`)]
+		v, _ := strconv.ParseFloat(line[sp+1:], 64)
+		out[method] += v
+	}
+	return out
+}
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+}
+
+func peakRSSMB() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Maxrss) / 1024
+}
+
+// parseDuration accepts what coetcd-bench accepts: "5s", "250ms", "2m", "90" (seconds).
+func parseDuration(s string) (time.Duration, error) {
+	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		return time.Duration(v * float64(time.Second)), nil
+	}
+	return time.ParseDuration(s)
+}
+
+func parseArgs() (config, error) {
+	var cfg config
+	var endpoints, duration, hold string
+	flag.StringVar(&endpoints, "endpoints", "127.0.0.1:2379", "comma-separated host:port list")
+	flag.StringVar(&cfg.mode, "mode", "mutex", "mutex | election | txn | delete_chain")
+	flag.IntVar(&cfg.workers, "workers", 1, "concurrent workers")
+	flag.IntVar(&cfg.locks, "locks", 1, "lock names; worker i uses lock i % locks")
+	flag.IntVar(&cfg.clients, "clients", 1, "clients; worker i uses client i % clients")
+	flag.StringVar(&duration, "duration", "5s", "measured run time")
+	flag.Int64Var(&cfg.count, "count", 0, "stop after this many acquisitions instead")
+	flag.StringVar(&hold, "hold", "0s", "time inside the critical section (default: one yield)")
+	flag.IntVar(&cfg.ttl, "ttl", 60, "session TTL in seconds")
+	flag.BoolVar(&cfg.shareSession, "share-session", false, "one session per client shared by its workers")
+	flag.StringVar(&cfg.prefix, "prefix", "", "key prefix (default /coetcd-bench/go-<pid>/)")
+	flag.BoolVar(&cfg.json, "json", false, "print one JSON object")
+	flag.Parse()
+	for _, e := range strings.Split(endpoints, ",") {
+		if e != "" {
+			cfg.endpoints = append(cfg.endpoints, e)
+		}
+	}
+	var err error
+	if cfg.duration, err = parseDuration(duration); err != nil {
+		return cfg, fmt.Errorf("bad --duration %q", duration)
+	}
+	if cfg.hold, err = parseDuration(hold); err != nil {
+		return cfg, fmt.Errorf("bad --hold %q", hold)
+	}
+	if cfg.prefix == "" {
+		cfg.prefix = fmt.Sprintf("/coetcd-bench/go-%d/", os.Getpid())
+	}
+	switch cfg.mode {
+	case "mutex", "election", "txn", "delete_chain":
+	case "try_lock":
+		return cfg, errors.New("try_lock: etcd 3.4's concurrency.Mutex has no TryLock")
+	default:
+		return cfg, fmt.Errorf("unknown --mode %q", cfg.mode)
+	}
+	if cfg.workers < 1 || cfg.locks < 1 || cfg.clients < 1 || len(cfg.endpoints) == 0 {
+		return cfg, errors.New("--workers, --locks, --clients must be >= 1 and --endpoints non-empty")
+	}
+	if cfg.mode == "delete_chain" {
+		cfg.workers, cfg.locks = 1, 1
+	}
+	return cfg, nil
+}
+
+func main() {
+	cfg, err := parseArgs()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "go-bench: %v\n", err)
+		os.Exit(2)
+	}
+	st := &runState{cfg: cfg}
+	st.firstError.Store("")
+	clients := make([]*clientv3.Client, cfg.clients)
+	for i := range clients {
+		c, err := clientv3.New(clientv3.Config{Endpoints: cfg.endpoints, DialTimeout: 5 * time.Second})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "go-bench: client: %v\n", err)
+			os.Exit(1)
+		}
+		clients[i] = c
+	}
+	for k := 0; k < cfg.locks; k++ {
+		st.slots = append(st.slots, &lockSlot{name: cfg.prefix + "lock-" + strconv.Itoa(k)})
+	}
+
+	// Sessions first (as coetcd-bench does); the clock starts when every worker has one.
+	shared := make([]*concurrency.Session, cfg.clients)
+	if cfg.shareSession {
+		for i := range shared {
+			s, err := concurrency.NewSession(clients[i], concurrency.WithTTL(cfg.ttl))
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "go-bench: session: %v\n", err)
+				os.Exit(1)
+			}
+			shared[i] = s
+		}
+	}
+	ramp := time.Now()
+	sessions := make([]*concurrency.Session, cfg.workers)
+	var wg sync.WaitGroup
+	if cfg.mode != "delete_chain" {
+		for i := 0; i < cfg.workers; i++ {
+			if cfg.shareSession {
+				sessions[i] = shared[i%cfg.clients]
+				continue
+			}
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				s, err := concurrency.NewSession(clients[i%cfg.clients], concurrency.WithTTL(cfg.ttl))
+				if err != nil {
+					st.fail("session", err)
+					return
+				}
+				sessions[i] = s
+			}(i)
+		}
+		wg.Wait()
+	}
+	if !cfg.json || cfg.workers >= 100 {
+		fmt.Fprintf(os.Stderr, "go-bench: %d workers ready in %.2f s; measuring\n", cfg.workers, time.Since(ramp).Seconds())
+	}
+	before := grpcMessagesReceived(cfg.endpoints[0])
+	cpuBefore := cpuSeconds()
+	start := time.Now()
+	st.end = start.Add(cfg.duration)
+	if cfg.count > 0 {
+		st.end = start.Add(24 * time.Hour)
+	}
+	var paused time.Duration
+	if cfg.mode == "delete_chain" {
+		wg.Add(1)
+		go func() { defer wg.Done(); deleteChainLoop(st, clients[0], &paused) }()
+	}
+	for i := 0; i < cfg.workers && cfg.mode != "delete_chain"; i++ {
+		s := sessions[i]
+		if s == nil {
+			continue
+		}
+		wg.Add(1)
+		go func(i int, s *concurrency.Session) {
+			defer wg.Done()
+			slot := st.slots[i%cfg.locks]
+			switch cfg.mode {
+			case "mutex":
+				mutexLoop(st, s, slot)
+			case "election":
+				electionLoop(st, s, slot)
+			case "txn":
+				txnLoop(st, clients[i%cfg.clients], s, slot)
+			}
+		}(i, s)
+	}
+	stopProgress := make(chan struct{})
+	go func() {
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopProgress:
+				return
+			case <-t.C:
+				fmt.Fprintf(os.Stderr, "go-bench: %.0f s, %d acquisitions\n", time.Since(start).Seconds(),
+					atomic.LoadInt64(&st.acquisitions))
+			}
+		}
+	}()
+	wg.Wait()
+	close(stopProgress)
+	end := time.Now()
+	if end.After(st.end) {
+		end = st.end
+	}
+	cpuAfter := cpuSeconds()
+	after := grpcMessagesReceived(cfg.endpoints[0])
+
+	closed := map[*concurrency.Session]bool{}
+	for _, s := range append(sessions, shared...) {
+		if s != nil && !closed[s] {
+			closed[s] = true
+			s.Close()
+		}
+	}
+	leftover := int64(-1)
+	if r, err := clients[0].Get(context.Background(), cfg.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
+		leftover = r.Count
+	}
+	for _, c := range clients {
+		c.Close()
+	}
+
+	elapsed := end.Sub(start).Seconds() - paused.Seconds()
+	acq := float64(st.acquisitions)
+	var counted int64
+	for _, s := range st.slots {
+		counted += s.counter
+	}
+	if cfg.mode != "delete_chain" && counted != st.acquisitions && !cfg.shareSession {
+		d := counted - st.acquisitions
+		if d < 0 {
+			d = -d
+		}
+		st.violations += d
+	}
+	perAcq := func(method string) float64 {
+		if acq == 0 || after == nil {
+			return -1
+		}
+		return (after[method] - before[method]) / acq
+	}
+	rpcs := -1.0
+	if acq > 0 && after != nil {
+		rpcs = 0
+		for m, v := range after {
+			rpcs += v - before[m]
+		}
+		rpcs /= acq
+	}
+	opsPerS, cpuPer1000 := 0.0, 0.0
+	if elapsed > 0 {
+		opsPerS = acq / elapsed
+	}
+	if acq > 0 {
+		cpuPer1000 = (cpuAfter - cpuBefore) / acq * 1000
+	}
+	ms := func(us float64) float64 { return us / 1000 }
+	firstError := st.firstError.Load().(string)
+	if cfg.json {
+		out := map[string]interface{}{
+			"impl": "go", "mode": cfg.mode, "workers": cfg.workers, "locks": cfg.locks, "clients": cfg.clients,
+			"seconds": elapsed, "acquisitions": st.acquisitions, "attempts": st.attempts,
+			"acquisitions_per_s": opsPerS, "p50_ms": ms(st.wait.quantile(0.5)), "p90_ms": ms(st.wait.quantile(0.9)),
+			"p99_ms": ms(st.wait.quantile(0.99)), "max_ms": ms(float64(st.wait.max)),
+			"mean_ms":        ms(float64(st.wait.sum) / float64(max64(1, st.wait.total))),
+			"cpu_s_per_1000": cpuPer1000, "peak_rss_mb": peakRSSMB(), "rpcs_per_acq": rpcs,
+			"txn_per_acq": perAcq("Txn"), "range_per_acq": perAcq("Range"), "delete_per_acq": perAcq("DeleteRange"),
+			"watch_msgs_per_acq": perAcq("Watch"), "violations": st.violations, "errors": st.errs,
+			"leftover_keys": leftover, "first_error": firstError,
+		}
+		b, _ := json.Marshal(out)
+		fmt.Println(string(b))
+	} else {
+		fmt.Printf("go %s: %d workers, %d locks, %d clients, %.1f s\n", cfg.mode, cfg.workers, cfg.locks, cfg.clients, elapsed)
+		fmt.Printf("  acquisitions      %d (%.0f/s, %d attempts)\n", st.acquisitions, opsPerS, st.attempts)
+		fmt.Printf("  wait ms           p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", ms(st.wait.quantile(0.5)),
+			ms(st.wait.quantile(0.9)), ms(st.wait.quantile(0.99)), ms(float64(st.wait.max)))
+		fmt.Printf("  client CPU        %.3f s per 1000 acquisitions\n", cpuPer1000)
+		fmt.Printf("  peak RSS          %.1f MB\n", peakRSSMB())
+		fmt.Printf("  RPCs/acquisition  %.2f (Txn %.2f, Range %.2f, DeleteRange %.2f, Watch msgs %.2f)\n", rpcs,
+			perAcq("Txn"), perAcq("Range"), perAcq("DeleteRange"), perAcq("Watch"))
+		fmt.Printf("  violations        %d\n  errors            %d %s\n  keys left         %d\n", st.violations,
+			st.errs, firstError, leftover)
+	}
+	if st.violations != 0 || st.errs != 0 || leftover > 0 {
+		os.Exit(1)
+	}
+}
+
+func max64(a, b uint64) uint64 {
+	if a > b {
+		return a
+	}
+	return b
+}

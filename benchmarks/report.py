@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Turns the JSON lines of one benchmarks/run into a Markdown table with ratios and targets,
+and a gnuplot PNG of throughput and p99 wait against the number of waiters on one lock.
+
+usage: report.py RESULTS.jsonl OUT.md OUT.png "setting description"
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+raw, out_md, out_png, setting = sys.argv[1:5]
+cells = [json.loads(line) for line in open(raw) if line.strip()]
+
+
+def find(impl, mode, workers=1, locks=1):
+    for c in cells:
+        if c["impl"] == impl and c["mode"] == mode and c["workers"] == workers and c["locks"] == locks:
+            return c
+    return None
+
+
+def num(c, field, fmt="{:.0f}"):
+    return fmt.format(c[field]) if c and c.get(field, -1) >= 0 else "–"
+
+
+def ratio(a, b, field="acquisitions_per_s"):
+    if not a or not b or not b[field]:
+        return None
+    return a[field] / b[field]
+
+
+def fmt_ratio(r):
+    return "–" if r is None else f"{r:.2f}×"
+
+
+floor_c = find("coetcd", "delete_chain")
+floor_g = find("go", "delete_chain")
+rows = [(1, 1), (2, 1), (10, 1), (100, 1), (1000, 1), (100, 10), (100, 100), (1000, 1000)]
+
+lines = [
+    "# Lock contention: coetcd vs etcd's Go concurrency.Mutex",
+    "",
+    f"One run of `benchmarks/run` ({setting}). Every cell runs against the same local etcd,",
+    "one after another. Workers each have their own session; worker *i* uses lock *i* mod *locks*.",
+    "The *txn floor* is one put-if-absent txn plus one delete per acquisition, retried at once when",
+    "taken (no waiting, no watch), on coetcd's client. Wait = from asking for the lock to holding it.",
+    "",
+    "| workers | locks | coetcd acq/s | Go acq/s | coetcd/Go | txn floor acq/s | coetcd/floor "
+    "| coetcd p99 ms | Go p99 ms | coetcd RSS MB | Go RSS MB | coetcd RPCs/acq | Go RPCs/acq "
+    "| coetcd Range/acq | Go Range/acq | coetcd CPU s/1000 | Go CPU s/1000 | violations |",
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+]
+for w, k in rows:
+    c, g, t = find("coetcd", "mutex", w, k), find("go", "mutex", w, k), find("coetcd", "txn", w, k)
+    viol = "/".join(str(x["violations"] + x["errors"]) if x else "–" for x in (c, g, t))
+    lines.append(
+        f"| {w} | {k} | {num(c, 'acquisitions_per_s')} | {num(g, 'acquisitions_per_s')} | {fmt_ratio(ratio(c, g))} "
+        f"| {num(t, 'acquisitions_per_s')} | {fmt_ratio(ratio(c, t))} "
+        f"| {num(c, 'p99_ms', '{:.1f}')} | {num(g, 'p99_ms', '{:.1f}')} "
+        f"| {num(c, 'peak_rss_mb', '{:.1f}')} | {num(g, 'peak_rss_mb', '{:.1f}')} "
+        f"| {num(c, 'rpcs_per_acq', '{:.2f}')} | {num(g, 'rpcs_per_acq', '{:.2f}')} "
+        f"| {num(c, 'range_per_acq', '{:.2f}')} | {num(g, 'range_per_acq', '{:.2f}')} "
+        f"| {num(c, 'cpu_s_per_1000', '{:.2f}')} | {num(g, 'cpu_s_per_1000', '{:.2f}')} | {viol} |"
+    )
+lines += [
+    "",
+    "violations = overlaps or lost updates + errors, for coetcd / Go / txn floor (all must be 0).",
+    "",
+    "**Hand-off floor** (a serial chain of single-key deletes, one commit each): "
+    f"{num(floor_c, 'acquisitions_per_s')} deletes/s on coetcd's client "
+    f"(p50 {num(floor_c, 'p50_ms', '{:.2f}')} ms), {num(floor_g, 'acquisitions_per_s')} on Go's.",
+    "",
+    "## Targets",
+    "",
+    "| target | measured | |",
+    "|---|---:|---|",
+]
+
+
+def target(name, value, goal, text=None):
+    ok = value is not None and value >= goal
+    shown = text if text is not None else fmt_ratio(value)
+    lines.append(f"| {name} | {shown} | {'met' if ok else 'MISSED'} |")
+
+
+target("1 uncontended worker ≥ 0.95 × txn floor", ratio(find("coetcd", "mutex"), find("coetcd", "txn")), 0.95)
+target("10 waiters, 1 lock: ≥ 10 × Go", ratio(find("coetcd", "mutex", 10), find("go", "mutex", 10)), 10)
+target("100 waiters, 1 lock: ≥ 2.5 × Go", ratio(find("coetcd", "mutex", 100), find("go", "mutex", 100)), 2.5)
+target("1000 waiters, 1 lock: ≥ 4 × Go", ratio(find("coetcd", "mutex", 1000), find("go", "mutex", 1000)), 4)
+target("1000 waiters, 1 lock: ≥ 0.8 × hand-off floor", ratio(find("coetcd", "mutex", 1000), floor_c), 0.8)
+target("100 workers, 10 locks: ≥ 5 × Go", ratio(find("coetcd", "mutex", 100, 10), find("go", "mutex", 100, 10)), 5)
+target("1000 workers, 1000 locks: ≥ 1.05 × Go",
+       ratio(find("coetcd", "mutex", 1000, 1000), find("go", "mutex", 1000, 1000)), 1.05)
+ranges = [c["range_per_acq"] for c in cells if c["impl"] == "coetcd" and c["mode"] == "mutex"]
+target("no Range RPC per hand-off", 1.0 if ranges and max(ranges) < 0.01 else 0.0, 1.0,
+       f"max {max(ranges):.3f} Range/acq" if ranges else "–")
+c1000, g1000 = find("coetcd", "mutex", 1000), find("go", "mutex", 1000)
+rss = g1000["peak_rss_mb"] / c1000["peak_rss_mb"] if c1000 and g1000 else None
+target("peak RSS, 1000 waiters ≤ 1/3 of Go", rss, 3.0,
+       f"{c1000['peak_rss_mb']:.1f} vs {g1000['peak_rss_mb']:.1f} MB (Go/coetcd {rss:.2f}×)" if rss else "–")
+lines += ["", "![throughput and p99 wait vs waiters](latest.png)", ""]
+open(out_md, "w").write("\n".join(lines))
+
+# The plot: waiters on one lock on the x axis.
+with tempfile.TemporaryDirectory() as tmp:
+    data = os.path.join(tmp, "one_lock.dat")
+    with open(data, "w") as f:
+        for w in (1, 2, 10, 100, 1000):
+            vals = []
+            for impl, mode in (("coetcd", "mutex"), ("go", "mutex"), ("coetcd", "txn")):
+                c = find(impl, mode, w)
+                vals += [c["acquisitions_per_s"], c["p99_ms"]] if c else ["NaN", "NaN"]
+            f.write(f"{w} " + " ".join(str(v) for v in vals) + "\n")
+    floor = floor_c["acquisitions_per_s"] if floor_c else "NaN"
+    script = f"""
+set terminal pngcairo size 1100,460 font ',10'
+set output '{out_png}'
+set multiplot layout 1,2 title 'One lock, N waiters ({setting})'
+set logscale x
+set xlabel 'waiters on one lock'
+set key top right
+set grid
+set ylabel 'acquisitions/s'
+set yrange [0:*]
+plot '{data}' u 1:2 w lp lw 2 t 'coetcd mutex', '' u 1:4 w lp lw 2 t 'Go concurrency.Mutex', \\
+     '' u 1:6 w lp lw 2 dt 2 t 'txn floor (no waiting)', {floor} w l dt 3 lc rgb 'gray' t 'hand-off floor (delete chain)'
+set ylabel 'p99 lock wait, ms'
+set logscale y
+set yrange [*:*]
+set key top left
+plot '{data}' u 1:3 w lp lw 2 t 'coetcd mutex', '' u 1:5 w lp lw 2 t 'Go concurrency.Mutex', \\
+     '' u 1:7 w lp lw 2 dt 2 t 'txn floor (no waiting)'
+unset multiplot
+"""
+    gp = os.path.join(tmp, "plot.gp")
+    open(gp, "w").write(script)
+    subprocess.run(["gnuplot", gp], check=True)
