@@ -1,0 +1,188 @@
+// The `coetcd` command-line tool against a real etcd: key commands, lock with a command (its
+// environment and exit code), exclusion against `etcdctl lock` both ways, --try/--timeout, loss
+// of the lock while the command runs, elect/listen, and clear errors for bad input.
+#define BOOST_TEST_MODULE coetcd_cli
+#include "support/child_process.hpp"
+#include "support/fixture.hpp"
+
+#include <regex>
+
+using namespace coetcd;
+using namespace coetcd::test;
+using namespace std::chrono_literals;
+
+BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
+
+namespace {
+
+// The tool with COETCD_ENDPOINTS pointing at the test server (so the env variable path is used);
+// exec'd, so signals sent to a background child reach the tool itself.
+std::string cli(const std::string& args) {
+  return "exec env COETCD_ENDPOINTS=" + server().endpoint() + " " COETCD_CLI_PATH " " + args;
+}
+
+// Counted by etcdctl, not by the tool under test.
+std::int64_t keys_under(const std::string& prefix) {
+  auto r = etcdctl(server(), "get --prefix --keys-only " + prefix);
+  if (r.exit_code != 0) return -1;
+  std::int64_t n = 0;
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty()) ++n;
+  return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(put_get_del_round_trip) {
+  auto put = run_command(cli("put cli/a 'hello world'"));
+  BOOST_TEST(put.exit_code == 0, put.output);
+  BOOST_TEST(put.output == "OK\n");
+  run_command(cli("put cli/b two"));
+  auto get = run_command(cli("get cli/ --prefix"));
+  BOOST_TEST(get.exit_code == 0);
+  BOOST_TEST(get.output == "cli/a\nhello world\ncli/b\ntwo\n");
+  auto one = run_command(cli("get cli/b"));
+  BOOST_TEST(one.output == "cli/b\ntwo\n");
+  auto del = run_command(cli("del cli/ --prefix"));
+  BOOST_TEST(del.output == "2\n");
+  BOOST_TEST(keys_under("cli/") == 0);
+}
+
+BOOST_AUTO_TEST_CASE(flags_work_after_the_command_and_from_the_environment) {
+  // --endpoints after the subcommand overrides COETCD_ENDPOINTS.
+  auto r = run_command("COETCD_ENDPOINTS=127.0.0.1:1 " COETCD_CLI_PATH " put cli-flags/x 1 --endpoints " +
+                       server().endpoint());
+  BOOST_TEST(r.exit_code == 0, r.output);
+  auto bad = run_command("COETCD_ENDPOINTS=127.0.0.1:1 COETCD_DIAL_TIMEOUT=1 " COETCD_CLI_PATH " get cli-flags/x");
+  BOOST_TEST(bad.exit_code == 1);
+  BOOST_TEST(bad.output.find("no etcd endpoint could be reached") != std::string::npos, bad.output);
+  run_command(cli("del cli-flags/x"));
+}
+
+BOOST_AUTO_TEST_CASE(lock_runs_the_command_with_key_and_fencing_token_and_passes_its_exit_code) {
+  auto r = run_command(cli("lock cli-run -- sh -c 'echo \"key=$ETCD_LOCK_KEY rev=$ETCD_LOCK_REV\"; exit 7'"));
+  BOOST_TEST(r.exit_code == 7, r.output);
+  std::smatch m;
+  static const std::regex shape("^(cli-run/[0-9a-f]+)\nkey=(cli-run/[0-9a-f]+) rev=([0-9]+)\n$");
+  BOOST_TEST_REQUIRE(std::regex_match(r.output, m, shape), r.output);
+  BOOST_TEST(m[1] == m[2]);  // the printed key is the one in the environment
+  BOOST_TEST(std::stoll(m[3]) > 0);
+  BOOST_TEST(keys_under("cli-run/") == 0);  // released after the command
+
+  auto ok = run_command(cli("lock cli-run -- true"));
+  BOOST_TEST(ok.exit_code == 0, ok.output);
+  auto missing = run_command(cli("lock cli-run -- /nonexistent/program"));
+  BOOST_TEST(missing.exit_code == 127, missing.output);
+  BOOST_TEST(missing.output.find("cannot run '/nonexistent/program'") != std::string::npos, missing.output);
+  BOOST_TEST(keys_under("cli-run/") == 0);
+}
+
+BOOST_AUTO_TEST_CASE(coetcd_lock_and_etcdctl_lock_exclude_each_other) {
+  // etcdctl holds: coetcd cannot take it (--try exits 3, --timeout exits 4), then can once released.
+  child_process holder("ETCDCTL_API=3 etcdctl --endpoints=" + server().endpoint() + " lock cli-x");
+  BOOST_TEST_REQUIRE(holder.wait_for_output("cli-x/", 10s), holder.output());
+  auto tried = run_command(cli("lock --try cli-x -- true"));
+  BOOST_TEST(tried.exit_code == 3, tried.output);
+  BOOST_TEST(tried.output.find("held by another session") != std::string::npos, tried.output);
+  auto t0 = std::chrono::steady_clock::now();
+  auto waited = run_command(cli("lock cli-x --timeout 1 -- true"));
+  BOOST_TEST(waited.exit_code == 4, waited.output);
+  BOOST_TEST((std::chrono::steady_clock::now() - t0 < 5s));
+  BOOST_TEST(keys_under("cli-x/") == 1);  // only etcdctl's key: ours were removed
+  holder.signal(SIGINT);
+  BOOST_TEST_REQUIRE(holder.wait(10s).has_value());
+  auto after = run_command(cli("lock cli-x -- true"));
+  BOOST_TEST(after.exit_code == 0, after.output);
+
+  // coetcd holds: etcdctl waits (and is stopped by `timeout`) until coetcd releases.
+  child_process ours(cli("lock cli-x"));
+  BOOST_TEST_REQUIRE(ours.wait_for_output("cli-x/", 10s), ours.output());
+  auto blocked = run_command("timeout 2 env ETCDCTL_API=3 etcdctl --endpoints=" + server().endpoint() +
+                             " lock cli-x echo got-it");
+  BOOST_TEST(blocked.exit_code == 124, blocked.output);
+  BOOST_TEST(blocked.output.find("got-it") == std::string::npos);
+  ours.signal(SIGTERM);
+  auto code = ours.wait(10s);
+  BOOST_TEST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 0, ours.output());  // SIGTERM: release and exit cleanly
+  auto now_free = run_command("timeout 10 env ETCDCTL_API=3 etcdctl --endpoints=" + server().endpoint() +
+                              " lock cli-x echo got-it");
+  BOOST_TEST(now_free.output.find("got-it") != std::string::npos, now_free.output);
+  BOOST_TEST(keys_under("cli-x/") == 0);
+}
+
+BOOST_AUTO_TEST_CASE(losing_the_lock_stops_the_command_and_exits_5) {
+  child_process holder(cli("lock --ttl 3 cli-lost -- sh -c 'trap \"echo got-term; exit 0\" TERM; sleep 30 & wait'"));
+  BOOST_TEST_REQUIRE(holder.wait_for_output("cli-lost/", 10s), holder.output());
+  std::smatch m;
+  auto out = holder.output();
+  static const std::regex key("cli-lost/([0-9a-f]+)");
+  BOOST_TEST_REQUIRE(std::regex_search(out, m, key));
+  auto r = etcdctl(server(), "lease revoke " + m[1].str());
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+  auto code = holder.wait(15s);
+  BOOST_TEST_REQUIRE(code.has_value(), holder.output());
+  BOOST_TEST(*code == 5, holder.output());
+  BOOST_TEST(holder.output().find("lost 'cli-lost/") != std::string::npos, holder.output());
+  BOOST_TEST(holder.output().find("got-term") != std::string::npos, holder.output());
+}
+
+BOOST_AUTO_TEST_CASE(elect_leads_until_terminated_and_listen_sees_it) {
+  child_process listener(cli("elect --listen cli-e"));
+  child_process leader(cli("elect cli-e first"));
+  BOOST_TEST_REQUIRE(leader.wait_for_output("first", 10s), leader.output());
+  BOOST_TEST(std::regex_search(leader.output(), std::regex("^cli-e/[0-9a-f]+\nfirst\n")), leader.output());
+  BOOST_TEST_REQUIRE(listener.wait_for_output("first", 10s), listener.output());
+  child_process second(cli("elect cli-e second"));
+  std::this_thread::sleep_for(500ms);
+  BOOST_TEST(second.output().empty());  // waits behind the leader
+  leader.signal(SIGTERM);
+  BOOST_TEST(leader.wait(10s).value_or(-1) == 0, leader.output());
+  BOOST_TEST_REQUIRE(second.wait_for_output("second", 10s), second.output());
+  BOOST_TEST(listener.wait_for_output("second", 10s), listener.output());
+  second.signal(SIGTERM);
+  BOOST_TEST(second.wait(10s).value_or(-1) == 0);
+  listener.signal(SIGTERM);
+  BOOST_TEST(listener.wait(10s).value_or(-1) == 0);
+  BOOST_TEST(keys_under("cli-e/") == 0);
+}
+
+BOOST_AUTO_TEST_CASE(watch_prints_events_until_terminated) {
+  child_process w(cli("watch cli-w/ --prefix"));
+  std::this_thread::sleep_for(500ms);  // let the watch start
+  run_command(cli("put cli-w/k v1"));
+  run_command(cli("del cli-w/k"));
+  BOOST_TEST_REQUIRE(w.wait_for_output("DELETE\ncli-w/k\n", 10s), w.output());
+  BOOST_TEST(w.output() == "PUT\ncli-w/k\nv1\nDELETE\ncli-w/k\n");
+  w.signal(SIGTERM);
+  BOOST_TEST(w.wait(10s).value_or(-1) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(bad_command_lines_are_usage_errors) {
+  struct bad_case {
+    const char* args;
+    const char* says;
+  };
+  for (auto c : {bad_case{"", "Usage"}, bad_case{"frobnicate x", "unknown command 'frobnicate'"},
+                 bad_case{"lock", "usage: coetcd lock NAME"}, bad_case{"put onlykey", "usage: coetcd put KEY VALUE"},
+                 bad_case{"lock n --try --timeout 1", "--try and --timeout"}, bad_case{"lock n --ttl 0", "--ttl"},
+                 bad_case{"get k --cert c.pem", "--cert and --key"}, bad_case{"get k --nosuchflag", "nosuchflag"},
+                 bad_case{"get k -- echo", "only lock runs a command"}}) {
+    auto r = run_command(cli(c.args));
+    BOOST_TEST(r.exit_code == 2, c.args << ": " << r.output);
+    BOOST_TEST(r.output.find(c.says) != std::string::npos, c.args << ": " << r.output);
+  }
+  auto help = run_command(COETCD_CLI_PATH " --help");
+  BOOST_TEST(help.exit_code == 0);
+  BOOST_TEST(help.output.find("Exit codes:") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(bad_tls_files_and_empty_names_are_clear_errors) {
+  auto tls = run_command(cli("get k --cacert /nonexistent/ca.pem"));
+  BOOST_TEST(tls.exit_code == 1, tls.output);
+  BOOST_TEST(tls.output.find("/nonexistent/ca.pem") != std::string::npos, tls.output);
+  auto empty = run_command(cli("lock '' -- true"));
+  BOOST_TEST(empty.exit_code == 1, empty.output);
+  BOOST_TEST(empty.output.find("empty") != std::string::npos, empty.output);
+}

@@ -1,0 +1,408 @@
+// coetcd: the command-line face of the library. `coetcd lock NAME -- CMD` runs a command under a
+// distributed lock (compatible with `etcdctl lock`), `coetcd elect` campaigns or listens, and
+// get/put/del/watch poke at a cluster. Run `coetcd --help` for flags and exit codes.
+#include <coetcd.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/program_options.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace asio = boost::asio;
+namespace po = boost::program_options;
+using namespace asio::experimental::awaitable_operators;
+using asio::use_awaitable;
+using boost::system::error_code;
+
+namespace {
+
+constexpr auto as_result = asio::as_tuple(use_awaitable);
+
+enum exit_code : int {
+  ok = 0,
+  failed = 1,        // etcd, connection, TLS or auth error
+  usage = 2,         // bad command line
+  held = 3,          // --try found the lock held
+  timed_out = 4,     // --timeout passed while waiting
+  lost = 5,          // the session (lock or leadership) was lost
+};
+
+const char* const help_text = R"(coetcd: distributed locks, elections and keys on etcd
+
+Usage:
+  coetcd [flags] lock NAME [-- COMMAND [ARGS...]]
+  coetcd [flags] elect NAME PROPOSAL
+  coetcd [flags] elect --listen NAME
+  coetcd [flags] get KEY [--prefix]
+  coetcd [flags] put KEY VALUE
+  coetcd [flags] del KEY [--prefix]
+  coetcd [flags] watch KEY [--prefix]
+
+lock       Waits for the lock and prints its key (NAME/<lease hex>, as `etcdctl lock`). Without a
+           command, holds it until SIGINT/SIGTERM, then releases it. With a command, runs it with
+           ETCD_LOCK_KEY and ETCD_LOCK_REV (the fencing token) in its environment, releases the
+           lock when it exits and exits with its exit code. If the lock is lost while the command
+           runs, says so on stderr, sends the command SIGTERM and exits 5.
+elect      Campaigns with PROPOSAL; once leader prints the proposal key and value, leads until
+           SIGINT/SIGTERM, then resigns. --listen prints each new leader's key and value.
+get/put/del/watch
+           Read, write, delete or follow keys (--prefix: every key starting with KEY).
+
+Flags (before or after the command; each also read from COETCD_<FLAG>, e.g. COETCD_ENDPOINTS):
+)";
+
+const char* const exit_codes_text = R"(
+Exit codes:
+  0  success (lock with a command: the command's own exit code)
+  1  etcd, connection, TLS or authentication error (one line on stderr says which)
+  2  bad command line
+  3  lock --try: the lock is held by another session
+  4  lock --timeout: gave up waiting
+  5  the session was lost (lock or leadership can no longer be trusted)
+  128+N  the command was killed by signal N
+)";
+
+struct cli {
+  std::string command;
+  std::vector<std::string> args;
+  std::vector<std::string> exec;  // after "--"
+  std::string endpoints = "127.0.0.1:2379";
+  std::string cacert, cert, key, user;
+  double dial_timeout = 5;
+  int ttl = 60;
+  double timeout = 0;
+  bool try_only = false, listen = false, prefix = false;
+};
+
+[[noreturn]] void die(int code, const std::string& msg) {
+  std::fprintf(stderr, "coetcd: %s\n", msg.c_str());
+  std::exit(code);
+}
+
+std::string read_password(const std::string& user) {
+  if (const char* p = std::getenv("COETCD_PASSWORD")) return p;
+  std::FILE* tty = std::fopen("/dev/tty", "r+");
+  if (!tty) die(usage, "no password for user '" + user + "': give --user NAME:PASSWORD or set COETCD_PASSWORD");
+  std::fprintf(tty, "Password for %s: ", user.c_str());
+  std::fflush(tty);
+  termios old{};
+  tcgetattr(fileno(tty), &old);
+  termios quiet = old;
+  quiet.c_lflag &= ~tcflag_t(ECHO);
+  tcsetattr(fileno(tty), TCSANOW, &quiet);
+  char buf[1024] = {};
+  bool got = std::fgets(buf, sizeof buf, tty) != nullptr;
+  tcsetattr(fileno(tty), TCSANOW, &old);
+  std::fprintf(tty, "\n");
+  std::fclose(tty);
+  if (!got) die(usage, "no password given");
+  std::string pw = buf;
+  if (!pw.empty() && pw.back() == '\n') pw.pop_back();
+  return pw;
+}
+
+cli parse(int argc, char** argv) {
+  cli c;
+  // Everything after the first "--" is the command to run under the lock, verbatim.
+  std::vector<std::string> words;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      for (int j = i + 1; j < argc; ++j) c.exec.push_back(argv[j]);
+      break;
+    }
+    words.push_back(argv[i]);
+  }
+  po::options_description flags;
+  flags.add_options()
+      ("help,h", "print this help")
+      ("endpoints", po::value(&c.endpoints), "comma-separated etcd members (default 127.0.0.1:2379)")
+      ("cacert", po::value(&c.cacert), "CA bundle to verify the servers (enables TLS)")
+      ("cert", po::value(&c.cert), "client certificate (with --key)")
+      ("key", po::value(&c.key), "client private key")
+      ("user", po::value(&c.user), "NAME or NAME:PASSWORD (password else from COETCD_PASSWORD or a prompt)")
+      ("dial-timeout", po::value(&c.dial_timeout), "seconds to wait for the cluster per request (default 5)")
+      ("ttl", po::value(&c.ttl), "lock/elect: session TTL in seconds (default 60)")
+      ("timeout", po::value(&c.timeout), "lock: give up after this many seconds of waiting")
+      ("try", po::bool_switch(&c.try_only), "lock: do not wait; exit 3 if the lock is held")
+      ("listen", po::bool_switch(&c.listen), "elect: print leaders instead of campaigning")
+      ("prefix", po::bool_switch(&c.prefix), "get/del/watch: every key starting with KEY");
+  po::options_description hidden;
+  hidden.add_options()("words", po::value<std::vector<std::string>>());
+  po::options_description all;
+  all.add(flags).add(hidden);
+  po::positional_options_description pos;
+  pos.add("words", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(words).options(all).positional(pos).run(), vm);
+    // COETCD_ENDPOINTS, COETCD_DIAL_TIMEOUT, ... (the command line wins).
+    po::store(po::parse_environment(flags, [&](const std::string& env) -> std::string {
+                if (env.rfind("COETCD_", 0) != 0 || env == "COETCD_PASSWORD") return "";
+                std::string name = env.substr(7);
+                for (auto& ch : name) ch = ch == '_' ? '-' : char(std::tolower(static_cast<unsigned char>(ch)));
+                return flags.find_nothrow(name, false) ? name : "";
+              }),
+              vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    die(usage, std::string(e.what()) + " (see coetcd --help)");
+  }
+  if (vm.count("help") || words.empty()) {
+    std::cout << help_text << flags << exit_codes_text;
+    std::exit(vm.count("help") ? ok : usage);
+  }
+  auto w = vm.count("words") ? vm["words"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  if (w.empty()) die(usage, "no command (see coetcd --help)");
+  c.command = w.front();
+  c.args.assign(w.begin() + 1, w.end());
+  auto want = [&](std::size_t n, const char* shape) {
+    if (c.args.size() != n) die(usage, "usage: coetcd " + c.command + " " + shape);
+  };
+  if (c.command == "lock") want(1, "NAME [-- COMMAND ARGS...]");
+  else if (c.command == "elect") c.listen ? want(1, "--listen NAME") : want(2, "NAME PROPOSAL");
+  else if (c.command == "get" || c.command == "del" || c.command == "watch") want(1, "KEY [--prefix]");
+  else if (c.command == "put") want(2, "KEY VALUE");
+  else die(usage, "unknown command '" + c.command + "' (lock, elect, get, put, del, watch)");
+  if (!c.exec.empty() && c.command != "lock") die(usage, "only lock runs a command after --");
+  if (c.ttl < 1) die(usage, "--ttl must be at least 1 second");
+  if (c.timeout < 0 || c.dial_timeout <= 0) die(usage, "--timeout and --dial-timeout must be positive");
+  if (c.try_only && c.timeout > 0) die(usage, "--try and --timeout exclude each other");
+  if (!c.cert.empty() != !c.key.empty()) die(usage, "--cert and --key go together");
+  return c;
+}
+
+coetcd::client_options client_options_for(const cli& c) {
+  coetcd::client_options o;
+  o.endpoints.clear();
+  std::stringstream ss(c.endpoints);
+  for (std::string e; std::getline(ss, e, ',');)
+    if (!e.empty()) o.endpoints.push_back(e);
+  if (o.endpoints.empty()) die(usage, "--endpoints is empty");
+  o.request_timeout = std::chrono::milliseconds(static_cast<long>(c.dial_timeout * 1000));
+  if (!c.cacert.empty() || !c.cert.empty()) o.tls = coetcd::tls_options{c.cacert, c.cert, c.key};
+  if (!c.user.empty()) {
+    auto colon = c.user.find(':');
+    o.user = c.user.substr(0, colon);
+    o.password = colon == std::string::npos ? read_password(o.user) : c.user.substr(colon + 1);
+  }
+  return o;
+}
+
+struct app {
+  cli args;
+  asio::io_context& ioc;
+  coetcd::client& client;
+  asio::signal_set stop_signals{ioc, SIGINT, SIGTERM};
+  int exit = ok;
+
+  [[noreturn]] void fail(int code, const std::string& what, error_code ec) {
+    die(code, args.command + ": " + what + ": " + ec.message());
+  }
+
+  asio::awaitable<int> wait_stop_signal() {
+    auto [ec, sig] = co_await stop_signals.async_wait(as_result);
+    co_return ec ? 0 : sig;
+  }
+
+  asio::awaitable<coetcd::session> open_session() {
+    auto [ec, s] = co_await coetcd::session::async_create(
+        client, coetcd::session_options{.ttl = std::chrono::seconds(args.ttl)}, as_result);
+    if (ec) fail(failed, "cannot create a session", ec);
+    co_return std::move(s);
+  }
+
+  // Waits for the lock, honouring --try, --timeout and SIGINT/SIGTERM (which abandon the wait;
+  // our waiting key is deleted before we exit).
+  asio::awaitable<void> acquire(coetcd::mutex& m) {
+    const auto& name = args.args[0];
+    if (args.try_only) {
+      auto [ec] = co_await m.async_try_lock(as_result);
+      if (ec == coetcd::error::locked) die(held, "lock: '" + name + "' is held by another session");
+      if (ec) fail(failed, "cannot lock '" + name + "'", ec);
+      co_return;
+    }
+    asio::steady_timer limit(ioc);
+    if (args.timeout > 0) limit.expires_after(std::chrono::milliseconds(static_cast<long>(args.timeout * 1000)));
+    else limit.expires_at(asio::steady_timer::time_point::max());
+    auto r = co_await (m.async_lock(as_result) || limit.async_wait(as_result) || wait_stop_signal());
+    if (r.index() == 1) die(timed_out, "lock: gave up waiting for '" + name + "' after " + std::to_string(args.timeout) + " s");
+    if (r.index() == 2) die(130, "lock: interrupted while waiting for '" + name + "'");
+    if (auto [ec] = std::get<0>(r); ec) fail(failed, "cannot lock '" + name + "'", ec);
+  }
+
+  asio::awaitable<void> lock() {
+    auto s = co_await open_session();
+    coetcd::mutex m(s, args.args[0]);
+    co_await acquire(m);
+    std::printf("%s\n", m.key().c_str());
+    std::fflush(stdout);
+    if (args.exec.empty()) {
+      auto r = co_await (wait_stop_signal() || m.async_wait_lost(as_result));
+      if (r.index() == 1) die(lost, "lock: lost '" + m.key() + "': " + std::get<0>(std::get<1>(r)).message());
+    } else {
+      exit = co_await run_locked(m);
+      if (exit == lost) co_return;  // the lease is gone; nothing to release
+    }
+    auto [uec] = co_await m.async_unlock(as_result);
+    if (uec && exit == ok) fail(failed, "cannot release '" + m.key() + "'", uec);
+    co_await s.async_close(as_result);
+  }
+
+  // Runs the command with the lock's key and fencing token in its environment and waits for it,
+  // forwarding SIGINT/SIGTERM; if the lock is lost first, stops it and reports the loss.
+  asio::awaitable<int> run_locked(coetcd::mutex& m) {
+    asio::signal_set child_exit(ioc, SIGCHLD);  // before fork, so the exit cannot be missed
+    std::vector<char*> argv;
+    for (auto& a : args.exec) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    auto rev = std::to_string(m.fencing_token());
+    pid_t pid = ::fork();
+    if (pid < 0) die(failed, "lock: cannot start '" + args.exec[0] + "': fork failed");
+    if (pid == 0) {
+      ::setenv("ETCD_LOCK_KEY", m.key().c_str(), 1);
+      ::setenv("ETCD_LOCK_REV", rev.c_str(), 1);
+      ::execvp(argv[0], argv.data());
+      std::fprintf(stderr, "coetcd: lock: cannot run '%s': %s\n", argv[0], std::strerror(errno));
+      ::_exit(127);
+    }
+    auto reap = [&]() -> asio::awaitable<int> {
+      for (;;) {
+        int status = 0;
+        if (::waitpid(pid, &status, WNOHANG) == pid)
+          co_return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        co_await child_exit.async_wait(as_result);
+      }
+    };
+    for (;;) {
+      auto r = co_await (reap() || m.async_wait_lost(as_result) || wait_stop_signal());
+      if (r.index() == 0) co_return std::get<0>(r);
+      if (r.index() == 2) {
+        ::kill(pid, std::get<2>(r));  // pass the user's signal on, keep waiting for the command
+        continue;
+      }
+      std::fprintf(stderr, "coetcd: lock: lost '%s' (%s) while '%s' ran; sending it SIGTERM\n", m.key().c_str(),
+                   std::get<0>(std::get<1>(r)).message().c_str(), args.exec[0].c_str());
+      ::kill(pid, SIGTERM);
+      co_await reap();
+      co_return lost;
+    }
+  }
+
+  asio::awaitable<void> elect() {
+    const auto& name = args.args[0];
+    if (args.listen) {
+      coetcd::election_observer obs(client, name);
+      for (;;) {
+        auto r = co_await (obs.async_next(as_result) || wait_stop_signal());
+        if (r.index() == 1) co_return;
+        auto [ec, leader] = std::get<0>(std::move(r));
+        if (ec) fail(failed, "cannot observe '" + name + "'", ec);
+        if (leader) std::printf("%s\n%s\n", leader->key.c_str(), leader->value.c_str());
+        std::fflush(stdout);
+      }
+    }
+    auto s = co_await open_session();
+    coetcd::election e(s, name);
+    auto r = co_await (e.async_campaign(args.args[1], as_result) || wait_stop_signal());
+    if (r.index() == 1) die(130, "elect: interrupted while campaigning for '" + name + "'");
+    if (auto [ec] = std::get<0>(r); ec) fail(failed, "cannot campaign for '" + name + "'", ec);
+    std::printf("%s\n%s\n", e.key().c_str(), args.args[1].c_str());
+    std::fflush(stdout);
+    auto lost_or_stop = co_await (wait_stop_signal() || s.async_wait_lost(as_result));
+    if (lost_or_stop.index() == 1) die(lost, "elect: lost leadership of '" + name + "'");
+    auto [rec] = co_await e.async_resign(as_result);
+    if (rec) fail(failed, "cannot resign '" + name + "'", rec);
+    co_await s.async_close(as_result);
+  }
+
+  asio::awaitable<void> kv() {
+    const auto& key = args.args[0];
+    coetcd::get_options get_opts;
+    get_opts.prefix = args.prefix;
+    coetcd::delete_options del_opts;
+    del_opts.prefix = args.prefix;
+    coetcd::watch_options watch_opts;
+    watch_opts.prefix = args.prefix;
+    if (args.command == "get") {
+      auto [ec, r] = co_await client.async_get(key, get_opts, as_result);
+      if (ec) fail(failed, "cannot read '" + key + "'", ec);
+      for (auto& kv : r.kvs) std::printf("%s\n%s\n", kv.key.c_str(), kv.value.c_str());
+    } else if (args.command == "put") {
+      auto [ec, r] = co_await client.async_put(key, args.args[1], as_result);
+      if (ec) fail(failed, "cannot write '" + key + "'", ec);
+      std::printf("OK\n");
+    } else if (args.command == "del") {
+      auto [ec, r] = co_await client.async_delete(key, del_opts, as_result);
+      if (ec) fail(failed, "cannot delete '" + key + "'", ec);
+      std::printf("%lld\n", static_cast<long long>(r.deleted));
+    } else {
+      auto [ec, w] = co_await client.async_watch(key, watch_opts, as_result);
+      if (ec) fail(failed, "cannot watch '" + key + "'", ec);
+      for (;;) {
+        auto r = co_await (w.async_next(as_result) || wait_stop_signal());
+        if (r.index() == 1) co_return;
+        auto [nec, b] = std::get<0>(std::move(r));
+        if (nec) fail(failed, "watch of '" + key + "' ended", nec);
+        for (auto& e : b.events) {
+          if (e.type == coetcd::watch_event::kind::put) std::printf("PUT\n%s\n%s\n", e.kv.key.c_str(), e.kv.value.c_str());
+          else std::printf("DELETE\n%s\n", e.kv.key.c_str());
+        }
+        std::fflush(stdout);
+      }
+    }
+  }
+
+  asio::awaitable<void> run() {
+    if (args.command == "lock") co_await lock();
+    else if (args.command == "elect") co_await elect();
+    else co_await kv();
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto args = parse(argc, argv);
+  asio::io_context ioc;
+  std::optional<coetcd::client> client;
+  try {
+    client.emplace(ioc, client_options_for(args));
+  } catch (const std::exception& e) {
+    die(failed, e.what());
+  }
+  app a{args, ioc, *client};
+  std::exception_ptr error;
+  asio::co_spawn(ioc, a.run(), [&](std::exception_ptr e) {
+    error = e;
+    a.stop_signals.cancel();
+    client->close();
+  });
+  ioc.run();
+  if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      die(failed, args.command + ": " + e.what());
+    }
+  }
+  std::fflush(stdout);
+  return a.exit;
+}
