@@ -125,7 +125,7 @@ set grid
 set ylabel 'acquisitions/s'
 set yrange [0:*]
 plot '{data}' u 1:2 w lp lw 2 t 'coetcd mutex', '' u 1:4 w lp lw 2 t 'Go concurrency.Mutex', \\
-     '' u 1:6 w lp lw 2 dt 2 t 'txn floor (no waiting)', {floor} w l dt 3 lc rgb 'gray' t 'hand-off floor (delete chain)'
+     '' u 1:6 w lp lw 2 dt 2 t 'txn floor (no waiting)', {floor} w l lw 2 dt 3 lc rgb 'black' t 'hand-off floor (delete chain)'
 set ylabel 'p99 lock wait, ms'
 set logscale y
 set yrange [*:*]
