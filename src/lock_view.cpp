@@ -29,14 +29,14 @@ void lock_view_core::remove(std::uint64_t id) {
 }
 
 void lock_view_core::forget(std::map<std::uint64_t, waiter>::iterator it) {
-  auto [id, w] = std::pair(it->first, it->second.rev);
-  for (auto [b, e] = by_rev_.equal_range(w); b != e; ++b) {
+  auto [id, rev] = std::pair(it->first, it->second.rev);
+  for (auto [b, e] = by_rev_.equal_range(rev); b != e; ++b) {
     if (b->second == id) {
       by_rev_.erase(b);
       break;
     }
   }
-  unconfirmed_.erase({w, id});
+  unconfirmed_.erase({rev, id});
   waiters_.erase(it);
 }
 
@@ -102,6 +102,7 @@ void lock_view_core::apply(const watch_batch& b) {
     if (e.type == watch_event::kind::put) {
       if (keys_.insert_or_assign(e.kv.key, e.kv).second) order_.emplace(e.kv.create_revision, e.kv.key);
     } else if (auto it = keys_.find(e.kv.key); it != keys_.end()) {
+      holding_.erase(it->first);
       gone_revs_.push_back(it->second.create_revision);
       order_.erase({it->second.create_revision, it->first});
       keys_.erase(it);
@@ -117,6 +118,7 @@ void lock_view_core::changed(bool check_all) {
     return k != keys_.end() && k->second.create_revision == w.rev;
   };
   auto settle = [&](std::map<std::uint64_t, waiter>::iterator it, error_code ec) {
+    if (!ec) holding_.insert(it->second.key);
     ready.emplace_back(std::move(it->second.done), ec);
     forget(it);
   };
@@ -155,6 +157,66 @@ void lock_view_core::fail_all(error_code ec) {
   unconfirmed_.clear();
   for (auto& [id, w] : std::exchange(waiters_, {})) w.done(ec);
   for (auto& [id, fn] : std::exchange(listeners_, {})) fn(ec);
+}
+
+auto lock_view_core::enqueue(txn t) -> asio::awaitable<txn_outcome> {
+  auto self = shared_from_this();
+  if (!stopped_ && (!waiters_.empty() || !holding_.empty())) {
+    auto p = std::make_shared<parked_txn>(
+        parked_txn{std::move(t), asio::steady_timer(client_.impl()->strand_, park_limit), false, false, {}, {}});
+    parked_.push_back(p);
+    co_await p->wake.async_wait(as_result);
+    while (p->taken && !p->done) {  // in flight with a release: its outcome is ours
+      p->wake.expires_at(asio::steady_timer::time_point::max());
+      co_await p->wake.async_wait(as_result);
+    }
+    if (p->done) co_return txn_outcome{p->ec, std::move(p->result)};
+    std::erase(parked_, p);
+    if (co_await cancellation_requested()) co_return txn_outcome{asio::error::operation_aborted, {}};
+    t = std::move(p->t);
+  }
+  co_return co_await client_.async_txn(t, as_result);
+}
+
+auto lock_view_core::release(const std::string& key, txn t) -> asio::awaitable<txn_outcome> {
+  auto self = shared_from_this();
+  holding_.erase(key);
+  if (parked_.empty()) co_return co_await client_.async_txn(t, as_result);
+  // One rider only: keys put by one txn share its revision, and two keys with the same create
+  // revision would both count as the oldest (here and in Go's recipe).
+  auto rider = parked_.front();
+  parked_.erase(parked_.begin());
+  rider->taken = true;
+  // No compare on the outer txn: each nested txn keeps its own and succeeds or fails alone.
+  txn both;
+  both.then(txn_op::nested(t)).then(txn_op::nested(std::move(rider->t)));
+  auto [ec, r] = co_await client_.async_txn(both, as_result);
+  if (ec == error::lease_not_found) {
+    // Only the rider's put names a lease: its session is gone. That must not keep our key.
+    rider->ec = ec;
+    rider->done = true;
+    rider->wake.cancel();
+    co_return co_await client_.async_txn(t, as_result);
+  }
+  auto part = [&](std::size_t i) {
+    txn_result x;
+    if (!ec) {
+      x = std::move(std::get<txn_result>(r.responses.at(i).value));
+      x.header = r.header;
+    }
+    return x;
+  };
+  rider->ec = ec;
+  rider->result = part(1);
+  rider->done = true;
+  rider->wake.cancel();
+  co_return txn_outcome{ec, part(0)};
+}
+
+std::shared_ptr<lock_view> existing_lock_view(client& c, const std::string& prefix) {
+  auto& views = c.impl()->lock_views_;
+  auto it = views.find(prefix);
+  return it == views.end() ? nullptr : it->second.lock();
 }
 
 std::shared_ptr<lock_view> lock_view_for(client& c, const std::string& prefix) {

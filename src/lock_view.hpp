@@ -7,9 +7,11 @@
 
 #include "coro.hpp"
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <set>
+#include <tuple>
 #include <vector>
 
 namespace coetcd::detail {
@@ -35,6 +37,16 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   /// The key with the oldest create revision, if any.
   const key_value* oldest() const;
 
+  using txn_outcome = std::tuple<error_code, txn_result>;
+  /// Sends a txn that queues a local waiter. While another local waiter or holder of this name
+  /// is about to release, it waits up to `park_limit` to ride on that release's txn: etcd
+  /// fsyncs a proposal that arrives alone by itself, so a re-queue sent on its own next to the
+  /// hand-off's delete makes every hand-off cost two commits instead of one.
+  asio::awaitable<txn_outcome> enqueue(txn t);
+  /// Sends a local holder's release of `key`, with the parked enqueues nested in the same txn.
+  asio::awaitable<txn_outcome> release(const std::string& key, txn t);
+  static constexpr std::chrono::milliseconds park_limit{3};
+
  private:
   asio::awaitable<void> run();
   void apply(const watch_batch& b);
@@ -44,6 +56,15 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   void changed(bool check_all = false);
   void forget(std::map<std::uint64_t, waiter>::iterator it);
   void fail_all(error_code ec);
+
+  struct parked_txn {
+    txn t;
+    asio::steady_timer wake;
+    bool taken = false;  // nested in a release now in flight
+    bool done = false;
+    error_code ec;
+    txn_result result;
+  };
 
   client& client_;
   std::string prefix_;
@@ -59,6 +80,8 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   std::set<std::pair<std::int64_t, std::uint64_t>> unconfirmed_;  // rev beyond the view when added
   std::vector<std::int64_t> gone_revs_;                         // create revisions deleted by the last batch
   std::map<std::uint64_t, std::function<void(error_code)>> listeners_;
+  std::set<std::string> holding_;  // keys of local waiters told they own the name, not yet released
+  std::vector<std::shared_ptr<parked_txn>> parked_;
   std::uint64_t next_id_ = 0;
 };
 
@@ -75,5 +98,7 @@ class lock_view {
 
 /// The client's view of `prefix`, created on first use. On strand.
 std::shared_ptr<lock_view> lock_view_for(client& c, const std::string& prefix);
+/// The client's view of `prefix` if one is running, else null. On strand.
+std::shared_ptr<lock_view> existing_lock_view(client& c, const std::string& prefix);
 
 }  // namespace coetcd::detail

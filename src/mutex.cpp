@@ -39,7 +39,10 @@ asio::awaitable<error_code> lock(std::shared_ptr<mutex_state> mp, bool try_only)
     co_return error_code{};
   }
   ++s.key_users[m.key];
-  auto a = co_await acquire(s, m.prefix, m.key, "");
+  // A name this client has seen contended keeps its view: queue through it (no Range, and the
+  // put may ride on a local holder's release).
+  if (!m.view) m.view = existing_lock_view(*s.owner, m.prefix);
+  auto a = co_await acquire(s, m.prefix, m.key, "", try_only ? nullptr : m.view.get());
   if (a.ec) {
     co_await release_key(m, 0);  // the txn may have been applied: remove what it may have made
     co_return a.ec;
@@ -72,8 +75,12 @@ asio::awaitable<error_code> unlock(std::shared_ptr<mutex_state> mp) {
   if (--users > 0) co_return stale ? make_error_code(error::session_lost) : error_code();
   s.key_users.erase(m.key);
   s.key_rev.erase(m.key);
-  auto [ec, r] = co_await s.owner->async_txn(
-      txn().when(compare::create_revision(m.key) == m.rev).then(txn_op::del(m.key)), as_result);
+  auto t = txn().when(compare::create_revision(m.key) == m.rev).then(txn_op::del(m.key));
+  if (!m.view) m.view = existing_lock_view(*s.owner, m.prefix);  // waiters came after we got it
+  lock_view_core::txn_outcome sent;
+  if (m.view) sent = co_await m.view->core().release(m.key, std::move(t));
+  else sent = co_await s.owner->async_txn(t, as_result);
+  auto& [ec, r] = sent;
   if (ec) co_return ec;
   co_return r.succeeded ? error_code() : make_error_code(error::session_lost);
 }

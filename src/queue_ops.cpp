@@ -12,15 +12,16 @@ constexpr get_options first_create{.prefix = true, .limit = 1, .order = sort_ord
 }  // namespace
 
 asio::awaitable<acquire_result> acquire(session_state& s, const std::string& prefix, const std::string& key,
-                                        const std::string& value) {
+                                        const std::string& value, lock_view* view) {
   acquire_result out;
-  auto t = txn()
-               .when(compare::create_revision(key) == 0)
-               .then(txn_op::put(key, value, put_options{.lease = s.lease}))
-               .then(txn_op::get(prefix, first_create))
-               .otherwise(txn_op::get(key))
-               .otherwise(txn_op::get(prefix, first_create));
-  auto [ec, r] = co_await s.owner->async_txn(t, as_result);
+  auto t = txn().when(compare::create_revision(key) == 0).then(txn_op::put(key, value, put_options{.lease = s.lease}));
+  if (!view) t.then(txn_op::get(prefix, first_create));
+  t.otherwise(txn_op::get(key));
+  if (!view) t.otherwise(txn_op::get(prefix, first_create));
+  lock_view_core::txn_outcome sent;
+  if (view) sent = co_await view->core().enqueue(std::move(t));
+  else sent = co_await s.owner->async_txn(t, as_result);
+  auto& [ec, r] = sent;
   // A revoked lease refuses the put: for a lock or a campaign that is the session being lost.
   out.ec = ec == error::lease_not_found ? make_error_code(error::session_lost) : ec;
   if (ec) co_return out;
@@ -31,8 +32,10 @@ asio::awaitable<acquire_result> acquire(session_state& s, const std::string& pre
     const auto& mine = r.responses.at(0).get().kvs;
     out.rev = mine.empty() ? 0 : mine.front().create_revision;
   }
-  const auto& oldest = r.responses.at(1).get().kvs;
-  out.owner = out.rev != 0 && (oldest.empty() || oldest.front().create_revision == out.rev);
+  if (!view) {
+    const auto& oldest = r.responses.at(1).get().kvs;
+    out.owner = out.rev != 0 && (oldest.empty() || oldest.front().create_revision == out.rev);
+  }
   out.txn = std::move(r);
   co_return out;
 }
