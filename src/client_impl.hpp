@@ -149,7 +149,12 @@ using reader_ptr = std::unique_ptr<grpc::ClientAsyncResponseReader<Resp>>;
 struct call_options {
   bool idempotent = false;  ///< safe to resend after UNAVAILABLE / no leader
   bool needs_token = true;  ///< false only for Authenticate itself
+  /// Set when the call was sent again after a failure that may have been applied.
+  std::shared_ptr<bool> resent;
 };
+
+/// A txn with call options: `idempotent` for those whose effect is the same sent twice.
+void start_txn(const std::shared_ptr<client_impl>& c, txn t, handler<txn_result> h, call_options o);
 
 /// One unary RPC: retries idempotent calls on transient errors within the request deadline,
 /// re-authenticates once on a rejected token, and hands (error_code, response) to `Done`.
@@ -231,6 +236,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     auto backoff = std::chrono::milliseconds(50 * (1 << std::min(attempts_, 4)));
     if (transient && opts_.idempotent && std::chrono::system_clock::now() + backoff < deadline_) {
       ++attempts_;
+      if (opts_.resent) *opts_.resent = true;
       waiting_ = true;
       retry_timer_.expires_after(backoff);
       retry_timer_.async_wait([self = this->shared_from_this()](error_code) {

@@ -18,6 +18,20 @@ namespace coetcd::detail {
 using asio::use_awaitable;
 inline constexpr auto as_result = asio::as_tuple(asio::use_awaitable);
 
+/// A txn whose effect is the same applied once or twice (a put-if-absent of our own key, a
+/// delete guarded by its create revision): resent on UNAVAILABLE, "no leader" or a leader
+/// change within the request deadline, so a leader election shows as a delay, not an error.
+/// `resent`, when given, is set if it was sent more than once.
+inline asio::awaitable<std::tuple<error_code, txn_result>> idempotent_txn(client& c, txn t,
+                                                                          std::shared_ptr<bool> resent = {}) {
+  return asio::async_initiate<decltype(as_result), void(error_code, txn_result)>(
+      [impl = c.impl()](auto h, txn t, std::shared_ptr<bool> resent) {
+        start_txn(impl, std::move(t), handler<txn_result>(std::move(h)),
+                  call_options{.idempotent = true, .needs_token = true, .resent = std::move(resent)});
+      },
+      as_result, std::move(t), std::move(resent));
+}
+
 inline error_code exception_to_error(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);

@@ -25,11 +25,10 @@ namespace {
 
 /// Puts `value` on our key while it is still the one we campaigned with.
 asio::awaitable<error_code> put_value(election_state& e, const std::string& value) {
-  auto [ec, r] = co_await e.session->owner->async_txn(
-      txn()
-          .when(compare::create_revision(e.key) == e.rev)
-          .then(txn_op::put(e.key, value, put_options{.lease = e.session->lease})),
-      as_result);
+  auto t = txn()
+               .when(compare::create_revision(e.key) == e.rev)
+               .then(txn_op::put(e.key, value, put_options{.lease = e.session->lease}));
+  auto [ec, r] = co_await idempotent_txn(*e.session->owner, std::move(t));
   if (ec) co_return ec;
   if (!r.succeeded) co_return error::not_leader;
   e.header = r.header;
@@ -80,8 +79,8 @@ asio::awaitable<error_code> proclaim(std::shared_ptr<election_state> ep, std::st
 asio::awaitable<error_code> resign(std::shared_ptr<election_state> ep) {
   auto& e = *ep;
   if (!e.leader) co_return error_code{};
-  auto [ec, r] = co_await e.session->owner->async_txn(
-      txn().when(compare::create_revision(e.key) == e.rev).then(txn_op::del(e.key)), as_result);
+  auto t = txn().when(compare::create_revision(e.key) == e.rev).then(txn_op::del(e.key));
+  auto [ec, r] = co_await idempotent_txn(*e.session->owner, std::move(t));
   if (ec) co_return ec;  // still leader: the caller may retry
   e.leader = false;
   e.header = r.header;

@@ -37,13 +37,17 @@ void start_delete(const std::shared_ptr<client_impl>& c, std::string key, std::s
 }
 
 void start_txn(const std::shared_ptr<client_impl>& c, txn t, handler<txn_result> h) {
+  start_txn(c, std::move(t), std::move(h), call_options{});
+}
+
+void start_txn(const std::shared_ptr<client_impl>& c, txn t, handler<txn_result> h, call_options o) {
   if (has_empty_key(t)) return fail(c, std::move(h), error::empty_key);
   start_user_unary<pb::TxnRequest, pb::TxnResponse, txn_result>(
       c,
       [stub = c->kv_.get()](grpc::ClientContext* ctx, const pb::TxnRequest& r, grpc::CompletionQueue* q) {
         return stub->PrepareAsyncTxn(ctx, r, q);
       },
-      to_pb(t), call_options{}, [](pb::TxnResponse& r) { return from_pb(r); }, std::move(h));
+      to_pb(t), o, [](pb::TxnResponse& r) { return from_pb(r); }, std::move(h));
 }
 
 void start_compact(const std::shared_ptr<client_impl>& c, std::int64_t revision, bool physical,

@@ -175,13 +175,14 @@ auto lock_view_core::enqueue(txn t) -> asio::awaitable<txn_outcome> {
     if (co_await cancellation_requested()) co_return txn_outcome{asio::error::operation_aborted, {}};
     t = std::move(p->t);
   }
-  co_return co_await client_.async_txn(t, as_result);
+  co_return co_await idempotent_txn(client_, std::move(t));
 }
 
-auto lock_view_core::release(const std::string& key, txn t) -> asio::awaitable<txn_outcome> {
+auto lock_view_core::release(const std::string& key, txn t, std::shared_ptr<bool> resent)
+    -> asio::awaitable<txn_outcome> {
   auto self = shared_from_this();
   holding_.erase(key);
-  if (parked_.empty()) co_return co_await client_.async_txn(t, as_result);
+  if (parked_.empty()) co_return co_await idempotent_txn(client_, std::move(t), std::move(resent));
   // One rider only: keys put by one txn share its revision, and two keys with the same create
   // revision would both count as the oldest (here and in Go's recipe).
   auto rider = parked_.front();
@@ -190,13 +191,13 @@ auto lock_view_core::release(const std::string& key, txn t) -> asio::awaitable<t
   // No compare on the outer txn: each nested txn keeps its own and succeeds or fails alone.
   txn both;
   both.then(txn_op::nested(t)).then(txn_op::nested(std::move(rider->t)));
-  auto [ec, r] = co_await client_.async_txn(both, as_result);
+  auto [ec, r] = co_await idempotent_txn(client_, std::move(both), resent);
   if (ec == error::lease_not_found) {
     // Only the rider's put names a lease: its session is gone. That must not keep our key.
     rider->ec = ec;
     rider->done = true;
     rider->wake.cancel();
-    co_return co_await client_.async_txn(t, as_result);
+    co_return co_await idempotent_txn(client_, std::move(t), std::move(resent));
   }
   auto part = [&](std::size_t i) {
     txn_result x;

@@ -44,7 +44,8 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   /// hand-off's delete makes every hand-off cost two commits instead of one.
   asio::awaitable<txn_outcome> enqueue(txn t);
   /// Sends a local holder's release of `key`, with the parked enqueues nested in the same txn.
-  asio::awaitable<txn_outcome> release(const std::string& key, txn t);
+  /// `resent` as for idempotent_txn.
+  asio::awaitable<txn_outcome> release(const std::string& key, txn t, std::shared_ptr<bool> resent);
   static constexpr std::chrono::milliseconds park_limit{3};
 
  private:

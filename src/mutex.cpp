@@ -77,12 +77,15 @@ asio::awaitable<error_code> unlock(std::shared_ptr<mutex_state> mp) {
   s.key_rev.erase(m.key);
   auto t = txn().when(compare::create_revision(m.key) == m.rev).then(txn_op::del(m.key));
   if (!m.view) m.view = existing_lock_view(*s.owner, m.prefix);  // waiters came after we got it
+  auto resent = std::make_shared<bool>(false);
   lock_view_core::txn_outcome sent;
-  if (m.view) sent = co_await m.view->core().release(m.key, std::move(t));
-  else sent = co_await s.owner->async_txn(t, as_result);
+  if (m.view) sent = co_await m.view->core().release(m.key, std::move(t), resent);
+  else sent = co_await idempotent_txn(*s.owner, std::move(t), resent);
   auto& [ec, r] = sent;
   if (ec) co_return ec;
-  co_return r.succeeded ? error_code() : make_error_code(error::session_lost);
+  // A delete resent after a failure that was in fact applied (a leader change mid-commit)
+  // finds its key gone: that is our release, not a loss.
+  co_return r.succeeded || *resent ? error_code() : make_error_code(error::session_lost);
 }
 
 }  // namespace
