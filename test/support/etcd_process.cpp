@@ -67,10 +67,11 @@ tls_files make_certificates(const fs::path& dir) {
   return f;
 }
 
-etcd_process::etcd_process(etcd_config cfg)
-    : cfg_(std::move(cfg)), dir_(make_temp_dir("etcd")), client_port_(free_port()), peer_port_(free_port()),
-      metrics_port_(free_port()) {
-  start();
+etcd_process::etcd_process(etcd_config cfg, bool start_now)
+    : cfg_(std::move(cfg)), dir_(make_temp_dir("etcd")),
+      client_port_(cfg_.client_port ? cfg_.client_port : free_port()),
+      peer_port_(cfg_.peer_port ? cfg_.peer_port : free_port()), metrics_port_(free_port()) {
+  if (start_now) start();
 }
 
 etcd_process::~etcd_process() {
@@ -83,21 +84,30 @@ std::string etcd_process::client_url() const {
   return std::string(cfg_.tls ? "https" : "http") + "://127.0.0.1:" + std::to_string(client_port_);
 }
 
+std::string etcd_process::peer_url() const { return "http://127.0.0.1:" + std::to_string(peer_port_); }
+
 std::string etcd_process::endpoint() const {
   return cfg_.tls ? client_url() : "127.0.0.1:" + std::to_string(client_port_);
 }
 
 void etcd_process::start() {
   if (pid_ > 0) return;
-  std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
+  launch();
+  wait_healthy();
+}
+
+void etcd_process::launch() {
+  if (pid_ > 0) return;
+  std::string peer = peer_url();
+  std::string cluster = cfg_.initial_cluster.empty() ? cfg_.name + "=" + peer : cfg_.initial_cluster;
   std::vector<std::string> args = {"/usr/bin/etcd",
-                                   "--name=m0",
+                                   "--name=" + cfg_.name,
                                    "--data-dir=" + (dir_ / "data").string(),
                                    "--listen-client-urls=" + client_url(),
                                    "--advertise-client-urls=" + client_url(),
                                    "--listen-peer-urls=" + peer,
                                    "--initial-advertise-peer-urls=" + peer,
-                                   "--initial-cluster=m0=" + peer,
+                                   "--initial-cluster=" + cluster,
                                    "--listen-metrics-urls=http://127.0.0.1:" + std::to_string(metrics_port_),
                                    "--logger=zap",
                                    "--log-level=warn"};
@@ -112,6 +122,7 @@ void etcd_process::start() {
   if (cfg_.auth_token_ttl > 0) args.push_back("--auth-token-ttl=" + std::to_string(cfg_.auth_token_ttl));
   std::string log = (dir_ / "etcd.log").string();
   pid_t parent = getpid();
+  std::fflush(nullptr);  // or the child's freopen writes our buffered output a second time
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
@@ -127,26 +138,39 @@ void etcd_process::start() {
     _exit(127);
   }
   pid_ = pid;
-  auto until = std::chrono::steady_clock::now() + 20s;
+}
+
+void etcd_process::wait_healthy(std::chrono::seconds limit) {
+  auto until = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < until) {
     int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+    if (pid_ > 0 && waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      std::ifstream in(log);
+      std::ifstream in(dir_ / "etcd.log");
       std::stringstream ss;
       ss << in.rdbuf();
-      throw std::runtime_error("etcd exited during start-up:\n" + ss.str());
+      throw std::runtime_error("etcd " + cfg_.name + " exited during start-up:\n" + ss.str());
     }
     if (healthy()) return;
     std::this_thread::sleep_for(50ms);
   }
   kill();
-  throw std::runtime_error("etcd did not become healthy within 20 s");
+  throw std::runtime_error("etcd " + cfg_.name + " did not become healthy within " + std::to_string(limit.count()) +
+                           " s");
+}
+
+void etcd_process::pause() {
+  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+}
+
+void etcd_process::resume() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
 }
 
 void etcd_process::stop() {
   if (pid_ <= 0) return;
   ::kill(pid_, SIGTERM);
+  ::kill(pid_, SIGCONT);
   auto until = std::chrono::steady_clock::now() + 10s;
   while (std::chrono::steady_clock::now() < until) {
     int status = 0;
@@ -162,6 +186,7 @@ void etcd_process::stop() {
 void etcd_process::kill() {
   if (pid_ <= 0) return;
   ::kill(pid_, SIGKILL);
+  ::kill(pid_, SIGCONT);  // a paused process dies at once
   int status = 0;
   waitpid(pid_, &status, 0);
   pid_ = -1;
@@ -203,6 +228,55 @@ bool etcd_process::healthy() const {
 }
 
 std::string etcd_process::metrics() const { return http_get(metrics_port_, "/metrics"); }
+
+bool etcd_process::is_leader() const {
+  if (pid_ <= 0) return false;
+  return metrics().find("\netcd_server_is_leader 1") != std::string::npos;
+}
+
+etcd_cluster::etcd_cluster(int members, etcd_config common) {
+  std::vector<etcd_config> cfgs;
+  std::string cluster;
+  for (int i = 0; i < members; ++i) {
+    auto c = common;
+    c.name = "m" + std::to_string(i);
+    c.client_port = free_port();
+    c.peer_port = free_port();
+    cluster += (i ? "," : "") + c.name + "=http://127.0.0.1:" + std::to_string(c.peer_port);
+    cfgs.push_back(std::move(c));
+  }
+  for (auto& c : cfgs) {
+    c.initial_cluster = cluster;
+    members_.push_back(std::make_unique<etcd_process>(c, false));
+  }
+  start_all();
+}
+
+void etcd_cluster::start_all() {
+  for (auto& m : members_) m->launch();
+  for (auto& m : members_) m->wait_healthy(30s);
+}
+
+std::vector<std::string> etcd_cluster::endpoints() const {
+  std::vector<std::string> out;
+  for (auto& m : members_) out.push_back(m->endpoint());
+  return out;
+}
+
+int etcd_cluster::leader() const {
+  for (std::size_t i = 0; i < members_.size(); ++i)
+    if (members_[i]->is_leader()) return static_cast<int>(i);
+  return -1;
+}
+
+int etcd_cluster::wait_for_leader(std::chrono::seconds limit) const {
+  auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    if (int l = leader(); l >= 0) return l;
+    std::this_thread::sleep_for(50ms);
+  }
+  throw std::runtime_error("no etcd leader within " + std::to_string(limit.count()) + " s");
+}
 
 double etcd_process::grpc_started(const std::string& method) const {
   return metric_sum(metrics(), "grpc_server_started_total", method);

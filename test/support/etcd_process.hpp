@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,23 +24,35 @@ struct etcd_config {
   bool client_cert_auth = false;
   tls_files certs;
   int auth_token_ttl = 0;       // seconds; 0: etcd's default
+  // Membership, set by etcd_cluster. Defaults: a single-member cluster of its own on free ports.
+  std::string name = "m0";
+  std::string initial_cluster;  // "name=peer-url,..."; empty: this member alone
+  int client_port = 0, peer_port = 0;
 };
 
 class etcd_process {
  public:
-  explicit etcd_process(etcd_config cfg = {});
+  /// Starts at once and waits for health unless `start_now` is false (cluster members are
+  /// launched together: none is healthy before a quorum is up).
+  explicit etcd_process(etcd_config cfg = {}, bool start_now = true);
   ~etcd_process();
   etcd_process(const etcd_process&) = delete;
   etcd_process& operator=(const etcd_process&) = delete;
 
   void start();                  // (re)starts on the same ports and data dir, waits for health
+  void launch();                 // starts the process, does not wait
+  void wait_healthy(std::chrono::seconds limit = std::chrono::seconds(20));
   void stop();                   // SIGTERM, then SIGKILL after 10 s; waits for the exit
   void kill();                   // SIGKILL
+  void pause();                  // SIGSTOP
+  void resume();                 // SIGCONT
   bool running() const { return pid_ > 0; }
+  bool is_leader() const;        // from /metrics; false when it does not answer
   int pid() const { return pid_; }
 
   std::string endpoint() const;  // host:port, or https://host:port with TLS
   std::string client_url() const;
+  std::string peer_url() const;
   std::string metrics() const;   // GET /metrics
   /// Sum of grpc_server_started_total for one method (e.g. "Watch", "LeaseKeepAlive").
   double grpc_started(const std::string& method) const;
@@ -53,6 +66,25 @@ class etcd_process {
   std::filesystem::path dir_;
   int client_port_, peer_port_, metrics_port_;
   int pid_ = -1;
+};
+
+/// A cluster of etcd members on 127.0.0.1 (free ports, temp dirs), each stopped by PID when the
+/// cluster goes away, also when a test fails.
+class etcd_cluster {
+ public:
+  explicit etcd_cluster(int members = 3, etcd_config common = {});
+  etcd_process& member(int i) { return *members_.at(static_cast<std::size_t>(i)); }
+  int size() const { return static_cast<int>(members_.size()); }
+  std::vector<std::string> endpoints() const;
+  /// Index of the member that is raft leader now, or -1.
+  int leader() const;
+  /// Waits until some running member is leader; returns its index. Throws after `limit`.
+  int wait_for_leader(std::chrono::seconds limit = std::chrono::seconds(20)) const;
+  /// Starts every stopped member together and waits until all are healthy.
+  void start_all();
+
+ private:
+  std::vector<std::unique_ptr<etcd_process>> members_;
 };
 
 struct command_result {

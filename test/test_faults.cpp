@@ -1,0 +1,300 @@
+// Fault scenarios against a real 3-member etcd cluster: a killed leader, killed and paused
+// holder processes, member and whole-cluster restarts, compaction, a dead member in the list.
+// Each case leaves the cluster whole again for the next one.
+#define BOOST_TEST_MODULE coetcd_faults
+#include "support/child_process.hpp"
+#include "support/fixture.hpp"
+
+#include <csignal>
+
+using namespace coetcd;
+using namespace coetcd::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct shared_cluster {
+  shared_cluster() { instance() = std::make_unique<etcd_cluster>(3); }
+  ~shared_cluster() { instance().reset(); }
+  static std::unique_ptr<etcd_cluster>& instance() {
+    static std::unique_ptr<etcd_cluster> p;
+    return p;
+  }
+};
+
+etcd_cluster& cluster() { return *shared_cluster::instance(); }
+
+/// Every member, in the order given (a dead first entry is the interesting case).
+client_options cluster_options(std::vector<int> order = {0, 1, 2}) {
+  client_options o;
+  for (int i : order) o.endpoints.push_back(cluster().member(i).endpoint());
+  o.request_timeout = 10s;
+  return o;
+}
+
+std::string endpoint_list() {
+  std::string out;
+  for (auto& e : cluster().endpoints()) out += (out.empty() ? "" : ",") + e;
+  return out;
+}
+
+std::string cli(const std::string& args) {
+  return "exec env COETCD_ENDPOINTS=" + endpoint_list() + " " COETCD_CLI_PATH " " + args;
+}
+
+/// Restarts whatever a case stopped, so the next case starts from a whole cluster.
+struct restore_cluster {
+  ~restore_cluster() {
+    for (int i = 0; i < cluster().size(); ++i) cluster().member(i).resume();
+    cluster().start_all();
+  }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+BOOST_TEST_GLOBAL_FIXTURE(shared_cluster);
+
+// 1. The raft leader is killed (SIGKILL) while 50 coroutines over 3 clients contend for one
+// lock: after the new election every waiter acquires, nobody overlaps, and no operation fails:
+// the election shows only as a delay.
+BOOST_AUTO_TEST_CASE(leader_killed_while_50_waiters_over_3_clients_contend) {
+  restore_cluster restore;
+  asio::io_context ioc;
+  client c1(ioc, cluster_options({0, 1, 2})), c2(ioc, cluster_options({1, 2, 0})), c3(ioc, cluster_options({2, 0, 1}));
+  struct shared {
+    bool inside = false;
+    int overlaps = 0, counter = 0, errors = 0, finished = 0;
+    std::string first_error;
+  };
+  auto st = std::make_shared<shared>();
+  constexpr int workers = 50, rounds = 6;
+  auto worker = [](client& c, std::shared_ptr<shared> st) -> asio::awaitable<void> {
+    auto fail = [&](error_code ec) {
+      if (st->errors++ == 0) st->first_error = ec.message();
+    };
+    auto [sec, s] = co_await session::async_create(c, session_options{.ttl = 30s}, asio::as_tuple(use_awaitable));
+    if (sec) {
+      fail(sec);
+      ++st->finished;
+      co_return;
+    }
+    mutex m(s, "fault-leader");
+    for (int i = 0; i < rounds; ++i) {
+      auto [ec] = co_await m.async_lock(asio::as_tuple(use_awaitable));
+      if (ec) {
+        fail(ec);
+        continue;
+      }
+      if (st->inside) ++st->overlaps;
+      st->inside = true;
+      int seen = st->counter;
+      co_await sleep_for(2ms);
+      st->counter = seen + 1;
+      st->inside = false;
+      auto [uec] = co_await m.async_unlock(asio::as_tuple(use_awaitable));
+      if (uec) fail(uec);
+    }
+    co_await s.async_close(asio::as_tuple(use_awaitable));
+    ++st->finished;
+  };
+  int killed = -1;
+  run_for(ioc, [](client& c1, client& c2, client& c3, std::shared_ptr<shared> st, auto worker,
+                  int& killed) -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    client* clients[] = {&c1, &c2, &c3};
+    for (int w = 0; w < workers; ++w) asio::co_spawn(ex, worker(*clients[w % 3], st), asio::detached);
+    while (st->counter < 20) co_await sleep_for(5ms);  // contention is under way
+    killed = cluster().leader();
+    BOOST_TEST_REQUIRE(killed >= 0);
+    cluster().member(killed).kill();
+    while (st->finished < workers) co_await sleep_for(20ms);
+    BOOST_TEST(co_await count_keys(c1, "fault-leader/") == 0);
+  }(c1, c2, c3, st, worker, killed), 120s);
+  BOOST_TEST_MESSAGE("killed leader m" << killed << "; a new leader: m" << cluster().wait_for_leader());
+  BOOST_TEST(st->errors == 0, st->errors << " errors, first: " << st->first_error);
+  BOOST_TEST(st->overlaps == 0);
+  BOOST_TEST(st->counter == workers * rounds);
+}
+
+// 2. A holder process killed with SIGKILL cannot unlock: the next waiter acquires when the
+// holder's lease expires, not before.
+BOOST_AUTO_TEST_CASE(killed_holder_process_is_replaced_after_its_ttl_not_before) {
+  child_process holder(cli("lock --ttl 4 fault-kill -- sleep 60"));
+  BOOST_TEST_REQUIRE(holder.wait_for_output("fault-kill/", 10s), holder.output());
+  asio::io_context ioc;
+  client c(ioc, cluster_options());
+  run_for(ioc, [](client& c, child_process& holder) -> asio::awaitable<void> {
+    auto keys = co_await c.async_get("fault-kill/", get_options{.prefix = true}, use_awaitable);
+    BOOST_TEST_REQUIRE(keys.kvs.size() == 1u);
+    auto lease = keys.kvs.front().lease;
+    holder.signal(SIGKILL);
+    auto killed_at = std::chrono::steady_clock::now();
+    auto ttl = co_await c.async_lease_time_to_live(lease, false, use_awaitable);
+    auto s = co_await session::async_create(c, use_awaitable);
+    mutex m(s, "fault-kill");
+    co_await m.async_lock(use_awaitable);
+    auto waited = seconds_since(killed_at);
+    BOOST_TEST_MESSAGE("lease had " << ttl.ttl << " s left at the kill; acquired after " << waited << " s");
+    // etcd counts TTLs in whole seconds; a lease never expires early by more than that.
+    BOOST_TEST(waited >= ttl.ttl - 1.0);
+    BOOST_TEST(waited < ttl.ttl + 5.0);
+    co_await m.async_unlock(use_awaitable);
+    co_await s.async_close(use_awaitable);
+    BOOST_TEST(co_await count_keys(c, "fault-kill/") == 0);
+  }(c, holder), 30s);
+}
+
+// 3. A holder process paused (SIGSTOP) beyond its TTL loses the lock: another holder acquires
+// meanwhile; once resumed the tool says so and exits non-zero; a write fenced with the old
+// token is rejected while the new holder's goes through.
+BOOST_AUTO_TEST_CASE(paused_holder_loses_the_lock_and_its_fenced_write_is_rejected) {
+  child_process holder(cli("lock --ttl 2 fault-pause -- sh -c 'echo \"rev=$ETCD_LOCK_REV\"; exec sleep 60'"));
+  BOOST_TEST_REQUIRE(holder.wait_for_output("rev=", 10s), holder.output());
+  asio::io_context ioc;
+  client c(ioc, cluster_options());
+  run_for(ioc, [](client& c, child_process& holder) -> asio::awaitable<void> {
+    auto keys = co_await c.async_get("fault-pause/", get_options{.prefix = true}, use_awaitable);
+    BOOST_TEST_REQUIRE(keys.kvs.size() == 1u);
+    auto old_key = keys.kvs.front().key;
+    auto old_rev = keys.kvs.front().create_revision;
+    BOOST_TEST(holder.output().find("rev=" + std::to_string(old_rev)) != std::string::npos, holder.output());
+    holder.signal(SIGSTOP);
+    auto s = co_await session::async_create(c, use_awaitable);
+    mutex m(s, "fault-pause");
+    co_await m.async_lock(use_awaitable);  // after the paused holder's lease expired
+    BOOST_TEST(m.fencing_token() > old_rev);
+    holder.signal(SIGCONT);
+    auto stale = co_await c.async_txn(
+        txn().when(compare::create_revision(old_key) == old_rev).then(txn_op::put("fault-pause-data", "stale")),
+        use_awaitable);
+    BOOST_TEST(!stale.succeeded);
+    auto fresh =
+        co_await c.async_txn(txn().when(m.is_owner()).then(txn_op::put("fault-pause-data", "fresh")), use_awaitable);
+    BOOST_TEST(fresh.succeeded);
+    co_await m.async_unlock(use_awaitable);
+    co_await s.async_close(use_awaitable);
+    co_await c.async_delete("fault-pause-data", use_awaitable);
+  }(c, holder), 30s);
+  auto code = holder.wait(15s);
+  BOOST_TEST_REQUIRE(code.has_value(), "the resumed holder did not exit: " << holder.output());
+  BOOST_TEST(*code == 5, "exit " << *code << ": " << holder.output());
+  BOOST_TEST(holder.output().find("lost") != std::string::npos, holder.output());
+}
+
+// 4. Members restarted one by one, then the whole cluster, while a watch and a session run:
+// the watch delivers every event once and in order, the session survives (outages shorter
+// than its TTL) and its lock stays held.
+BOOST_AUTO_TEST_CASE(restarts_keep_watches_exact_and_sessions_alive) {
+  restore_cluster restore;
+  asio::io_context ioc;
+  client c(ioc, cluster_options()), writer(ioc, cluster_options({2, 1, 0}));
+  run_for(ioc, [](client& c, client& writer) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, session_options{.ttl = 20s}, use_awaitable);
+    mutex m(s, "fault-restart");
+    co_await m.async_lock(use_awaitable);
+    auto w = co_await c.async_watch("fault-restart-w/", watch_options{.prefix = true}, use_awaitable);
+    int written = 0;
+    auto put_some = [&](int n) -> asio::awaitable<void> {
+      for (int i = 0; i < n; ++i, ++written) {
+        char key[64];
+        std::snprintf(key, sizeof key, "fault-restart-w/%04d", written);
+        co_await writer.async_put(key, std::to_string(written), use_awaitable);
+      }
+    };
+    co_await put_some(10);
+    for (int i = 0; i < cluster().size(); ++i) {
+      cluster().member(i).stop();
+      co_await sleep_for(500ms);
+      co_await put_some(5);  // the other two members keep a quorum
+      cluster().member(i).start();
+      cluster().wait_for_leader();
+    }
+    for (int i = 0; i < cluster().size(); ++i) cluster().member(i).stop();
+    co_await sleep_for(1s);
+    cluster().start_all();
+    cluster().wait_for_leader();
+    co_await put_some(10);
+    std::vector<std::string> seen;
+    while (static_cast<int>(seen.size()) < written) {
+      auto [ec, b] = co_await w.async_next(asio::as_tuple(use_awaitable));
+      BOOST_TEST_REQUIRE(!ec, ec.message());
+      for (auto& e : b.events) seen.push_back(e.kv.value);
+    }
+    BOOST_TEST_REQUIRE(static_cast<int>(seen.size()) == written);
+    for (int i = 0; i < written; ++i) BOOST_TEST(seen[i] == std::to_string(i));
+    BOOST_TEST(!s.lost());
+    BOOST_TEST(m.held());
+    auto still = co_await c.async_txn(txn().when(m.is_owner()), use_awaitable);
+    BOOST_TEST(still.succeeded, "the lock key survived the restarts");
+    co_await m.async_unlock(use_awaitable);
+    co_await s.async_close(use_awaitable);
+    co_await writer.async_delete("fault-restart-w/", delete_options{.prefix = true}, use_awaitable);
+  }(c, writer), 120s);
+}
+
+// 5. History compacted past the revision a waiter's watch would resume from (the cluster is
+// restarted under it, so the watch must resume): the waiters still acquire, in queue order.
+BOOST_AUTO_TEST_CASE(compaction_past_a_waiters_watch_keeps_queue_order) {
+  restore_cluster restore;
+  asio::io_context ioc;
+  client c(ioc, cluster_options());
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto hs = co_await session::async_create(c, session_options{.ttl = 30s}, use_awaitable);
+    mutex holder(hs, "fault-compact");
+    co_await holder.async_lock(use_awaitable);
+    std::vector<session> sessions;
+    std::vector<std::unique_ptr<mutex>> waiters;
+    auto order = std::make_shared<std::vector<int>>();
+    for (int i = 0; i < 3; ++i) {
+      sessions.push_back(co_await session::async_create(c, session_options{.ttl = 30s}, use_awaitable));
+      waiters.push_back(std::make_unique<mutex>(sessions.back(), "fault-compact"));
+      waiters.back()->async_lock([order, i](error_code ec) { order->push_back(ec ? -1 : i); });
+      co_await sleep_for(100ms);  // queue them in this order
+    }
+    for (int i = 0; i < 20; ++i) co_await c.async_put("fault-compact-noise", std::to_string(i), use_awaitable);
+    for (int i = 0; i < cluster().size(); ++i) cluster().member(i).stop();
+    cluster().start_all();
+    cluster().wait_for_leader();
+    auto now = co_await c.async_get("fault-compact-noise", use_awaitable);
+    co_await c.async_compact(now.header.revision, true, use_awaitable);
+    co_await holder.async_unlock(use_awaitable);
+    for (int turn = 0; turn < 3; ++turn) {
+      for (int i = 0; i < 1000 && static_cast<int>(order->size()) <= turn; ++i) co_await sleep_for(10ms);
+      BOOST_TEST_REQUIRE(static_cast<int>(order->size()) == turn + 1);
+      BOOST_TEST(order->back() == turn);
+      co_await waiters[static_cast<std::size_t>(turn)]->async_unlock(use_awaitable);
+    }
+    for (auto& s : sessions) co_await s.async_close(use_awaitable);
+    co_await hs.async_close(use_awaitable);
+    co_await c.async_delete("fault-compact-noise", use_awaitable);
+    BOOST_TEST(co_await count_keys(c, "fault-compact/") == 0);
+  }(c), 120s);
+}
+
+// 6. A member that is down, first in the endpoint list: the client works through the others,
+// locks included.
+BOOST_AUTO_TEST_CASE(a_dead_member_first_in_the_list_does_not_stop_the_client) {
+  restore_cluster restore;
+  cluster().member(0).stop();
+  asio::io_context ioc;
+  client c(ioc, cluster_options({0, 1, 2}));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    mutex m(s, "fault-dead");
+    for (int i = 0; i < 20; ++i) {
+      co_await m.async_lock(use_awaitable);
+      co_await c.async_put("fault-dead-data", std::to_string(i), use_awaitable);
+      co_await m.async_unlock(use_awaitable);
+    }
+    auto r = co_await c.async_get("fault-dead-data", use_awaitable);
+    BOOST_TEST_REQUIRE(r.kvs.size() == 1u);
+    BOOST_TEST(r.kvs.front().value == "19");
+    co_await s.async_close(use_awaitable);
+    co_await c.async_delete("fault-dead-data", use_awaitable);
+    BOOST_TEST(co_await count_keys(c, "fault-dead/") == 0);
+  }(c), 60s);
+}
