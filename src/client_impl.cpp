@@ -149,7 +149,9 @@ error_code client_impl::map_status(const grpc::Status& s) const {
   if (has("no leader")) return error::cluster_no_leader;
   if (has("too many operations in txn")) return error::too_many_txn_ops;
   if (has("duplicate key given in txn")) return error::duplicate_key_in_txn;
-  if (has("request is too large")) return error::request_too_large;
+  // etcd's own size check, and gRPC's receive limit above it (max-request-bytes + 512 KiB).
+  if (has("request is too large") || has("larger than max")) return error::request_too_large;
+  if (has("too large lease TTL")) return error::invalid_argument;
   if (has("key is not provided")) return error::empty_key;
   if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
     return channel_->GetState(false) == GRPC_CHANNEL_READY ? error::request_timeout : error::endpoints_unreachable;

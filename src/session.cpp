@@ -20,7 +20,8 @@ std::uint64_t session_state::listen(std::function<void()> fn) {
 namespace {
 
 asio::awaitable<std::tuple<error_code, session>> create(client& c, session_options o) {
-  if (o.ttl.count() <= 0) co_return std::make_tuple(make_error_code(error::invalid_argument), session());
+  // etcd's MaxLeaseTTL: 9,000,000,000 s.
+  if (o.ttl.count() <= 0 || o.ttl.count() > 9'000'000'000) co_return std::make_tuple(make_error_code(error::invalid_argument), session());
   std::int64_t id = o.lease;
   std::int64_t ttl = o.ttl.count();
   if (id != 0) {

@@ -28,7 +28,7 @@ struct session_state;
 class session {
  public:
   /// Grants a lease (or adopts options.lease) and starts keeping it alive.
-  /// Handler: void(error_code, session). Errors: error::invalid_argument (ttl <= 0),
+  /// Handler: void(error_code, session). Errors: error::invalid_argument (ttl <= 0 or above etcd's 9e9 s),
   /// error::lease_not_found (adopted lease does not exist), transport errors.
   template <class CompletionToken = asio::deferred_t>
   static auto async_create(client& c, session_options options = {}, CompletionToken&& token = {}) {

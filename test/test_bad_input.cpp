@@ -1,0 +1,217 @@
+// Bad input, one table: each row does one wrong thing and states the error it must get. Every
+// row runs under a time limit (no hang), must not crash, and must leave no key under its lock
+// name. Then cancellation at every await point of lock, by sweeping the cancel delay.
+#define BOOST_TEST_MODULE coetcd_bad_input
+#include "support/fixture.hpp"
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <fstream>
+
+using namespace coetcd;
+using namespace coetcd::test;
+using namespace std::chrono_literals;
+
+BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
+
+namespace {
+
+struct bad_case {
+  const char* what;
+  std::string lock_name;  // checked for leftovers afterwards ("" = none)
+  asio::awaitable<error_code> (*run)(client& c, const std::string& name);
+  error_code expected;    // {} = must succeed
+};
+
+/// Runs `f` and turns a thrown system_error into its code: constructors report bad input by
+/// throwing, operations by their error_code.
+template <class F>
+asio::awaitable<error_code> caught(F f) {
+  try {
+    co_return co_await f();
+  } catch (const boost::system::system_error& e) {
+    BOOST_TEST_MESSAGE("  threw: " << e.what());
+    co_return e.code();
+  }
+}
+
+asio::awaitable<error_code> lock_and_unlock(client& c, const std::string& name) {
+  auto s = co_await session::async_create(c, use_awaitable);
+  mutex m(s, name);
+  auto [ec] = co_await m.async_lock(asio::as_tuple(use_awaitable));
+  if (!ec) co_await m.async_unlock(use_awaitable);
+  co_await s.async_close(use_awaitable);
+  co_return ec;
+}
+
+asio::awaitable<error_code> session_with_ttl(client& c, std::chrono::seconds ttl) {
+  auto [ec, s] = co_await session::async_create(c, session_options{.ttl = ttl}, asio::as_tuple(use_awaitable));
+  if (!ec) co_await s.async_close(use_awaitable);
+  co_return ec;
+}
+
+/// A get through a client built from `o`: reports what construction or the first call says.
+asio::awaitable<error_code> first_get(client_options o) {
+  try {
+    client bad(co_await asio::this_coro::executor, std::move(o));
+    auto [ec, r] = co_await bad.async_get("bad-input-probe", asio::as_tuple(use_awaitable));
+    co_return ec;
+  } catch (const boost::system::system_error& e) {
+    BOOST_TEST_MESSAGE("  threw: " << e.what());
+    co_return e.code();
+  }
+}
+
+client_options with_ca(const std::string& file) {
+  client_options o;
+  o.endpoints = {server().endpoint()};
+  o.request_timeout = 1s;
+  o.tls = tls_options{.ca_file = file, .cert_file = {}, .key_file = {}};
+  return o;
+}
+
+client_options quick(std::vector<std::string> endpoints) {
+  client_options o;
+  o.endpoints = std::move(endpoints);
+  o.request_timeout = 1s;
+  return o;
+}
+
+/// A listener that takes connections and never says a word.
+asio::awaitable<error_code> black_hole_get(client&, const std::string&) {
+  auto ex = co_await asio::this_coro::executor;
+  asio::ip::tcp::acceptor silent(ex, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  auto o = quick({"127.0.0.1:" + std::to_string(silent.local_endpoint().port())});
+  co_return co_await first_get(std::move(o));
+}
+
+const std::string huge_name(1536 * 1024, 'n');
+
+std::vector<bad_case> cases() {
+  using namespace std::string_literals;
+  return {
+      {"empty lock name", "", [](client& c, const std::string&) {
+         return caught([&]() -> asio::awaitable<error_code> {
+           auto s = co_await session::async_create(c, use_awaitable);
+           mutex m(s, "");  // throws
+           co_return error_code{};
+         });
+       }, error::empty_key},
+      {"name with slashes", "bad/slash/name", lock_and_unlock, {}},
+      {"name with NUL bytes", "bad\0nul\0name"s, lock_and_unlock, {}},
+      {"name of 1.5 MiB", huge_name, lock_and_unlock, error::request_too_large},
+      {"session TTL 0", "", [](client& c, const std::string&) { return session_with_ttl(c, 0s); },
+       error::invalid_argument},
+      {"session TTL negative", "", [](client& c, const std::string&) { return session_with_ttl(c, -5s); },
+       error::invalid_argument},
+      {"session TTL huge", "", [](client& c, const std::string&) { return session_with_ttl(c, std::chrono::seconds(1LL << 40)); },
+       error::invalid_argument},
+      {"unlock twice", "bad-twice", [](client& c, const std::string& name) -> asio::awaitable<error_code> {
+         auto s = co_await session::async_create(c, use_awaitable);
+         mutex m(s, name);
+         co_await m.async_lock(use_awaitable);
+         co_await m.async_unlock(use_awaitable);
+         auto [ec] = co_await m.async_unlock(asio::as_tuple(use_awaitable));
+         co_await s.async_close(use_awaitable);
+         co_return ec;
+       }, error::not_locked},
+      {"lock on a closed session", "bad-closed", [](client& c, const std::string& name) -> asio::awaitable<error_code> {
+         auto s = co_await session::async_create(c, use_awaitable);
+         mutex m(s, name);
+         co_await s.async_close(use_awaitable);
+         auto [ec] = co_await m.async_lock(asio::as_tuple(use_awaitable));
+         co_return ec;
+       }, error::session_lost},
+      {"lock after the client is closed", "bad-client-closed", [](client&, const std::string& name) -> asio::awaitable<error_code> {
+         client mine(co_await asio::this_coro::executor, options_for(server()));
+         auto s = co_await session::async_create(mine, use_awaitable);
+         mutex m(s, name);
+         mine.close();
+         auto [ec] = co_await m.async_lock(asio::as_tuple(use_awaitable));
+         co_return ec;
+       }, error::client_closed},
+      {"endpoint that does not parse", "", [](client&, const std::string&) { return first_get(quick({"http://[::1"})); },
+       error::invalid_endpoint},
+      {"endpoint that refuses", "", [](client&, const std::string&) {
+         return first_get(quick({"127.0.0.1:" + std::to_string(free_port())}));
+       }, error::endpoints_unreachable},
+      {"endpoint that black-holes (accepts, never answers)", "", black_hole_get, error::endpoints_unreachable},
+      {"CA file that does not exist", "", [](client&, const std::string&) { return first_get(with_ca("/nonexistent/ca.pem")); },
+       error::tls_file_unreadable},
+      {"CA file that is not a certificate", "", [](client&, const std::string&) {
+         auto file = server().dir() / "not-a-ca.pem";  // removed with the server's dir
+         std::ofstream(file) << "this is not PEM\n";
+         return first_get(with_ca(file.string()));
+       }, error::tls_file_invalid},
+  };
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(bad_input_table) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  for (auto& row : cases()) {
+    BOOST_TEST_CONTEXT(row.what) {
+      error_code got;
+      std::int64_t left = 0;
+      run_for(ioc, [](client& c, const bad_case& row, error_code& got, std::int64_t& left) -> asio::awaitable<void> {
+        got = co_await row.run(c, row.lock_name);
+        if (!row.lock_name.empty() && row.lock_name.size() < 4096) left = co_await count_keys(c, row.lock_name + "/");
+      }(c, row, got, left), 20s);
+      BOOST_TEST_MESSAGE(row.what << ": " << (got ? got.message() : "ok"));
+      BOOST_TEST(got == row.expected, "got '" << got.message() << "', expected '" << row.expected.message() << "'");
+      if (got) BOOST_TEST(!got.message().empty());
+      BOOST_TEST(left == 0, left << " keys left under the lock name");
+    }
+  }
+}
+
+// Cancel lock() after every delay from 0 to 6 ms in 100 µs steps, while another session holds
+// the name (so lock goes through acquire, the view's seeding and the wait) and while it is free.
+// Each attempt either holds the lock (and releases it) or fails with operation_aborted; no key
+// is ever left behind.
+BOOST_AUTO_TEST_CASE(cancelling_lock_at_every_await_point_leaves_no_key) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto hs = co_await session::async_create(c, use_awaitable);
+    auto ws = co_await session::async_create(c, use_awaitable);
+    mutex holder(hs, "bad-cancel"), m(ws, "bad-cancel");
+    int aborted = 0, acquired = 0, other = 0;
+    for (int contended = 0; contended < 2; ++contended) {
+      if (contended) co_await holder.async_lock(use_awaitable);
+      for (int step = 0; step <= 60; ++step) {
+        asio::cancellation_signal cancel;
+        auto result = std::make_shared<std::optional<error_code>>();
+        m.async_lock(asio::bind_cancellation_slot(cancel.slot(), [result](error_code ec) { *result = ec; }));
+        asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::microseconds(100 * step));
+        co_await t.async_wait(use_awaitable);
+        cancel.emit(asio::cancellation_type::terminal);
+        while (!result->has_value()) co_await sleep_for(1ms);
+        if (!**result) {
+          ++acquired;
+          BOOST_TEST(!contended, "acquired a lock that another session holds");
+          co_await m.async_unlock(use_awaitable);
+        } else if (**result == asio::error::operation_aborted) {
+          ++aborted;
+        } else {
+          ++other;
+          BOOST_TEST_MESSAGE("unexpected: " << (*result)->message());
+        }
+        auto keys = co_await c.async_get("bad-cancel/", get_options{.prefix = true}, use_awaitable);
+        BOOST_TEST(keys.kvs.size() == (contended ? 1u : 0u), "step " << step << ": keys left");
+      }
+      if (contended) co_await holder.async_unlock(use_awaitable);
+    }
+    BOOST_TEST_MESSAGE("cancelled lock: " << acquired << " acquired, " << aborted << " aborted");
+    BOOST_TEST(other == 0);
+    BOOST_TEST(aborted > 0);
+    BOOST_TEST(acquired > 0);
+    co_await hs.async_close(use_awaitable);
+    co_await ws.async_close(use_awaitable);
+    BOOST_TEST(co_await count_keys(c, "bad-cancel/") == 0);
+  }(c), 120s);
+}
