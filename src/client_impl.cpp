@@ -119,6 +119,7 @@ void client_impl::close() {
   if (auto w = std::exchange(watches_, nullptr)) w->close();
   if (auto k = std::exchange(keepalives_, nullptr)) k->close();
   for (auto& w : std::exchange(token_waiters_, {})) w(error::client_closed);
+  for (auto& send : std::exchange(unary_queue_, {})) send();  // each finds us closed
   // Every started operation was cancelled above, so the queue drains promptly.
   cq_.Shutdown();
   if (cq_thread_.joinable() && cq_thread_.get_id() != std::this_thread::get_id()) cq_thread_.join();

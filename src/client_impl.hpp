@@ -16,6 +16,7 @@
 #include <boost/asio/strand.hpp>
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -107,6 +108,26 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   void track(call_base* c) { calls_.insert(c); }
   void untrack(call_base* c) { calls_.erase(c); }
 
+  /// Unary calls on the wire at once. Each holds a gRPC call arena of ≈ 15 KB while in flight;
+  /// unbounded, a burst (a thousand sessions starting together) sets the process's peak RSS
+  /// for good. etcd serialises the writes anyway, so 128 loses no throughput.
+  static constexpr std::size_t max_unary_in_flight = 128;
+  /// Runs `send` now if a slot is free (taking it), else when one frees up (or at close).
+  bool take_unary_slot() {
+    if (unary_in_flight_ >= max_unary_in_flight) return false;
+    ++unary_in_flight_;
+    return true;
+  }
+  void queue_unary(std::function<void()> send) { unary_queue_.push_back(std::move(send)); }
+  void release_unary_slot() {
+    --unary_in_flight_;
+    while (unary_in_flight_ < max_unary_in_flight && !unary_queue_.empty()) {
+      auto next = std::move(unary_queue_.front());
+      unary_queue_.pop_front();
+      next();
+    }
+  }
+
   /// Completes a user handler: never inline, on its associated executor.
   template <class... Args>
   void complete(asio::any_completion_handler<void(error_code, Args...)> h, error_code ec, Args... args) {
@@ -138,6 +159,8 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::unordered_set<call_base*> calls_;
   std::string token_;
   bool authenticating_ = false;
+  std::size_t unary_in_flight_ = 0;
+  std::deque<std::function<void()>> unary_queue_;
   std::vector<std::function<void(error_code)>> token_waiters_;
   std::shared_ptr<watch_stream> watches_;
   std::shared_ptr<keepalive_manager> keepalives_;
@@ -211,6 +234,14 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
 
   void send() {
     if (client_->closed()) return finish(error::client_closed);
+    if (!client_->take_unary_slot()) {
+      waiting_ = true;  // a cancel finishes it here; the queued send then does nothing
+      client_->queue_unary([self = this->shared_from_this()] {
+        self->waiting_ = false;
+        if (!self->finished_) self->send();
+      });
+      return;
+    }
     ctx_ = client_->make_context(deadline_, false);
     sent_token_ = client_->token();
     reader_ = prepare_(ctx_.get(), req_, &client_->cq_);
@@ -221,6 +252,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
 
   void on_finished() {
     client_->untrack(this);
+    client_->release_unary_slot();
     if (finished_) return;
     if (status_.ok()) return finish({});
     if (user_cancelled_) return finish(asio::error::operation_aborted);

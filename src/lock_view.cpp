@@ -191,7 +191,8 @@ auto lock_view_core::release(const std::string& key, txn t, std::shared_ptr<bool
   // No compare on the outer txn: each nested txn keeps its own and succeeds or fails alone.
   txn both;
   both.then(txn_op::nested(t)).then(txn_op::nested(std::move(rider->t)));
-  auto [ec, r] = co_await idempotent_txn(client_, std::move(both), resent);
+  auto sent = co_await idempotent_txn(client_, std::move(both), resent);
+  auto& [ec, r] = sent;
   if (ec == error::lease_not_found) {
     // Only the rider's put names a lease: its session is gone. That must not keep our key.
     rider->ec = ec;
@@ -199,11 +200,12 @@ auto lock_view_core::release(const std::string& key, txn t, std::shared_ptr<bool
     rider->wake.cancel();
     co_return co_await idempotent_txn(client_, std::move(t), std::move(resent));
   }
-  auto part = [&](std::size_t i) {
+  auto part = [&sent](std::size_t i) {  // (clang 14 cannot capture structured bindings)
+    auto& [err, all] = sent;
     txn_result x;
-    if (!ec) {
-      x = std::move(std::get<txn_result>(r.responses.at(i).value));
-      x.header = r.header;
+    if (!err) {
+      x = std::move(std::get<txn_result>(all.responses.at(i).value));
+      x.header = all.header;
     }
     return x;
   };
