@@ -101,6 +101,18 @@ std::vector<bad_case> cases() {
        }, error::empty_key},
       {"name with slashes", "bad/slash/name", lock_and_unlock, {}},
       {"name with NUL bytes", "bad\0nul\0name"s, lock_and_unlock, {}},
+      {"name that is a prefix of another, both held at once", "bad-pre", [](client& c, const std::string& name) -> asio::awaitable<error_code> {
+         auto s1 = co_await session::async_create(c, use_awaitable);
+         auto s2 = co_await session::async_create(c, use_awaitable);
+         mutex shorter(s1, name), longer(s2, name + "fix");
+         co_await shorter.async_lock(use_awaitable);
+         auto [ec] = co_await longer.async_try_lock(asio::as_tuple(use_awaitable));  // not blocked by "bad-pre"
+         if (!ec) co_await longer.async_unlock(use_awaitable);
+         co_await shorter.async_unlock(use_awaitable);
+         co_await s1.async_close(use_awaitable);
+         co_await s2.async_close(use_awaitable);
+         co_return ec;
+       }, {}},
       {"name of 1.5 MiB", huge_name, lock_and_unlock, error::request_too_large},
       {"session TTL 0", "", [](client& c, const std::string&) { return session_with_ttl(c, 0s); },
        error::invalid_argument},
