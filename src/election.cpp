@@ -23,6 +23,13 @@ constexpr get_options first_create{.prefix = true, .limit = 1, .order = sort_ord
 
 namespace {
 
+/// No longer the leader: the key is not ours to keep any more.
+void step_down(election_state& e) {
+  e.leader = false;
+  auto& users = e.session->key_users;
+  if (auto it = users.find(e.key); it != users.end() && --it->second <= 0) users.erase(it);
+}
+
 /// Puts `value` on our key while it is still the one we campaigned with.
 asio::awaitable<error_code> put_value(election_state& e, const std::string& value) {
   auto t = txn()
@@ -41,9 +48,11 @@ asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::st
   auto& s = *e.session;
   if (s.lost) co_return error::session_lost;
   if (e.leader) co_return co_await put_value(e, value);
-  auto a = co_await acquire(s, e.prefix, e.key, value);
+  ++s.key_users[e.key];  // counted like a mutex's, so a clean-up never removes a newer campaign's key
+  const std::shared_ptr<lock_view> no_view;  // named: see mutex.cpp on g++ 12.2 and temporaries
+  auto a = co_await acquire_or_abandon(e.session, e.prefix, e.key, value, no_view);
   if (a.ec) {
-    co_await delete_key(s, e.key, 0);  // the txn may have been applied
+    if (!a.abandoned) co_await release_key(s, e.key, 0);  // the txn may have been applied
     co_return a.ec;
   }
   e.rev = a.rev;
@@ -59,7 +68,7 @@ asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::st
     else ec = co_await wait_turn(s, e.view, e.prefix, e.key, a.rev);
   }
   if (ec) {
-    co_await delete_key(s, e.key, a.rev);
+    co_await release_key(s, e.key, a.rev);
     e.rev = 0;
     co_return ec == error::not_leader ? make_error_code(error::session_lost) : ec;
   }
@@ -72,7 +81,7 @@ asio::awaitable<error_code> proclaim(std::shared_ptr<election_state> ep, std::st
   auto& e = *ep;
   if (!e.leader) co_return error::not_leader;
   auto ec = co_await put_value(e, value);
-  if (ec == error::not_leader) e.leader = false;
+  if (ec == error::not_leader) step_down(e);
   co_return ec;
 }
 
@@ -80,9 +89,10 @@ asio::awaitable<error_code> resign(std::shared_ptr<election_state> ep) {
   auto& e = *ep;
   if (!e.leader) co_return error_code{};
   auto t = txn().when(compare::create_revision(e.key) == e.rev).then(txn_op::del(e.key));
+  delete_in_flight deleting(*e.session, e.key);
   auto [ec, r] = co_await idempotent_txn(*e.session->owner, std::move(t));
   if (ec) co_return ec;  // still leader: the caller may retry
-  e.leader = false;
+  step_down(e);
   e.header = r.header;
   co_return error_code{};
 }

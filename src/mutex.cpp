@@ -18,16 +18,6 @@ struct mutex_state {
 
 namespace {
 
-/// This lock no longer uses the key: delete it unless another lock of the session still does.
-/// `rev` guards the delete when known, so a newer key is never removed.
-asio::awaitable<void> release_key(mutex_state& m, std::int64_t rev) {
-  auto& users = m.session->key_users[m.key];
-  if (--users > 0) co_return;
-  m.session->key_users.erase(m.key);
-  m.session->key_rev.erase(m.key);
-  co_await delete_key(*m.session, m.key, rev);
-}
-
 asio::awaitable<error_code> lock(std::shared_ptr<mutex_state> mp, bool try_only) {
   co_await handle_cancellation_manually();
   auto& m = *mp;
@@ -42,9 +32,13 @@ asio::awaitable<error_code> lock(std::shared_ptr<mutex_state> mp, bool try_only)
   // A name this client has seen contended keeps its view: queue through it (no Range, and the
   // put may ride on a local holder's release).
   if (!m.view) m.view = existing_lock_view(*s.owner, m.prefix);
-  auto a = co_await acquire(s, m.prefix, m.key, "", try_only ? nullptr : m.view.get());
+  // Named, not a temporary in the co_await: g++ 12.2 would destroy that shared_ptr twice.
+  const auto view = try_only ? nullptr : m.view;
+  const std::string no_value;
+  auto a = co_await acquire_or_abandon(m.session, m.prefix, m.key, no_value, view);
   if (a.ec) {
-    co_await release_key(m, 0);  // the txn may have been applied: remove what it may have made
+    // The txn may have been applied: remove what it may have made.
+    if (!a.abandoned) co_await release_key(s, m.key, 0);
     co_return a.ec;
   }
   if (!a.owner) {
@@ -54,7 +48,7 @@ asio::awaitable<error_code> lock(std::shared_ptr<mutex_state> mp, bool try_only)
     else if (a.rev == 0) ec = error::session_lost;
     else ec = co_await wait_turn(s, m.view, m.prefix, m.key, a.rev);
     if (ec) {
-      co_await release_key(m, a.rev);
+      co_await release_key(s, m.key, a.rev);
       co_return ec;
     }
   }
@@ -78,6 +72,7 @@ asio::awaitable<error_code> unlock(std::shared_ptr<mutex_state> mp) {
   auto t = txn().when(compare::create_revision(m.key) == m.rev).then(txn_op::del(m.key));
   if (!m.view) m.view = existing_lock_view(*s.owner, m.prefix);  // waiters came after we got it
   auto resent = std::make_shared<bool>(false);
+  delete_in_flight deleting(s, m.key);
   lock_view_core::txn_outcome sent;
   if (m.view) sent = co_await m.view->core().release(m.key, std::move(t), resent);
   else sent = co_await idempotent_txn(*s.owner, std::move(t), resent);

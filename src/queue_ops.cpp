@@ -40,6 +40,61 @@ asio::awaitable<acquire_result> acquire(session_state& s, const std::string& pre
   co_return out;
 }
 
+namespace {
+
+struct pending_acquire {
+  asio::steady_timer wake;
+  std::optional<acquire_result> result;
+  bool abandoned = false;
+};
+
+asio::awaitable<void> run_acquire(std::shared_ptr<pending_acquire> p, std::shared_ptr<session_state> s,
+                                  std::string prefix, std::string key, std::string value,
+                                  std::shared_ptr<lock_view> view) {
+  auto r = co_await acquire(*s, prefix, key, value, view.get());
+  if (p->abandoned) {
+    co_await release_key(*s, key, r.ec ? 0 : r.rev);
+    co_return;
+  }
+  p->result = std::move(r);
+  p->wake.cancel();
+}
+
+}  // namespace
+
+asio::awaitable<acquire_result> acquire_or_abandon(const std::shared_ptr<session_state>& s,
+                                                   const std::string& prefix, const std::string& key,
+                                                   const std::string& value, const std::shared_ptr<lock_view>& view) {
+  acquire_result out;
+  co_await s->wait_deleted(key);
+  if (co_await cancellation_requested()) {
+    out.ec = asio::error::operation_aborted;
+    co_return out;
+  }
+  auto p = std::make_shared<pending_acquire>(pending_acquire{asio::steady_timer(s->impl->strand_), {}, false});
+  p->wake.expires_at(asio::steady_timer::time_point::max());
+  asio::co_spawn(s->impl->strand_, run_acquire(p, s, prefix, key, value, view),
+                 asio::detached);
+  co_await p->wake.async_wait(as_result);
+  if (p->result) {
+    out = std::move(*p->result);
+  } else {
+    p->abandoned = true;
+    out.ec = asio::error::operation_aborted;
+    out.abandoned = true;
+  }
+  co_return out;
+}
+
+asio::awaitable<void> release_key(session_state& s, const std::string& key, std::int64_t rev) {
+  auto& users = s.key_users[key];
+  if (--users > 0) co_return;
+  s.key_users.erase(key);
+  s.key_rev.erase(key);
+  delete_in_flight deleting(s, key);
+  co_await delete_key(s, key, rev);
+}
+
 asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_view>& view, const std::string& prefix,
                                       const std::string& key, std::int64_t rev) {
   if (!view) view = lock_view_for(*s.owner, prefix);

@@ -11,6 +11,7 @@ struct acquire_result {
   error_code ec;
   std::int64_t rev = 0;  // our key's create revision (0: unknown)
   bool owner = false;    // our key is the oldest under the prefix
+  bool abandoned = false;  // cancelled with the txn still on the wire: the `abandon` step cleans up
   txn_result txn;
 };
 
@@ -20,6 +21,20 @@ struct acquire_result {
 /// stays false and wait_turn decides from the view; the txn goes through view->enqueue.
 asio::awaitable<acquire_result> acquire(session_state& s, const std::string& prefix, const std::string& key,
                                         const std::string& value, lock_view* view = nullptr);
+
+/// acquire() for a cancellable operation. Cancelling an RPC on the wire leaves its outcome unknown,
+/// and a clean-up delete sent next may be applied before it (etcd serves each call on its own
+/// goroutine), leaving our key behind under a live lease and blocking the name. So the txn is
+/// never cancelled: a cancelled caller gets operation_aborted (with `abandoned`) at once, and
+/// when the txn completes, release_key() gives up the caller's use of the key (counted in
+/// `key_users` before the call), deleting it by its known revision.
+asio::awaitable<acquire_result> acquire_or_abandon(const std::shared_ptr<session_state>& s,
+                                                   const std::string& prefix, const std::string& key,
+                                                   const std::string& value, const std::shared_ptr<lock_view>& view);
+
+/// This lock or campaign no longer uses `key`: deletes it unless another one of the session
+/// still does. `rev` guards the delete when known, so a newer key is never removed.
+asio::awaitable<void> release_key(session_state& s, const std::string& key, std::int64_t rev);
 
 /// Waits until our key (created at `rev`) is the oldest under the prefix. Errors: session_lost
 /// (session ended, or our key vanished), operation_aborted (cancelled; never reports ownership).

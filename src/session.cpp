@@ -11,6 +11,26 @@ void session_state::finish(error_code reason, error_code for_waiters) {
   loss_signal.emit(asio::cancellation_type::terminal);
 }
 
+asio::awaitable<void> session_state::wait_deleted(const std::string& key) {
+  for (auto it = deleting.find(key); it != deleting.end(); it = deleting.find(key)) {
+    auto done = it->second;
+    co_await done->async_wait(as_result);
+    auto cs = co_await asio::this_coro::cancellation_state;
+    if (cs.cancelled() != asio::cancellation_type::none) co_return;
+  }
+}
+
+delete_in_flight::delete_in_flight(session_state& s, std::string key)
+    : s_(s), key_(std::move(key)), done_(std::make_shared<asio::steady_timer>(s.impl->strand_)) {
+  done_->expires_at(asio::steady_timer::time_point::max());
+  s_.deleting[key_] = done_;
+}
+
+delete_in_flight::~delete_in_flight() {
+  if (auto it = s_.deleting.find(key_); it != s_.deleting.end() && it->second == done_) s_.deleting.erase(it);
+  done_->cancel();
+}
+
 std::uint64_t session_state::listen(std::function<void()> fn) {
   auto id = next_id++;
   listeners.emplace(id, std::move(fn));

@@ -26,11 +26,31 @@ struct session_state : std::enable_shared_from_this<session_state> {
   std::map<std::string, int> key_users;
   /// Create revision of each such key when it was last acquired: older ones are stale.
   std::map<std::string, std::int64_t> key_rev;
+  /// Keys whose delete is on the wire; each timer is cancelled when it completes.
+  std::map<std::string, std::shared_ptr<asio::steady_timer>> deleting;
+
+  /// Waits while `key` is being deleted: a put-if-absent applied before that delete would adopt
+  /// the old key, which the delete then removes under its new user. Returns early if cancelled.
+  asio::awaitable<void> wait_deleted(const std::string& key);
 
   // All on the strand.
   void finish(error_code reason, error_code for_waiters);
   std::uint64_t listen(std::function<void()> fn);
   void unlisten(std::uint64_t id) { listeners.erase(id); }
+};
+
+/// Marks a key of the session as being deleted for its lifetime (see wait_deleted).
+class delete_in_flight {
+ public:
+  delete_in_flight(session_state& s, std::string key);
+  ~delete_in_flight();
+  delete_in_flight(const delete_in_flight&) = delete;
+  delete_in_flight& operator=(const delete_in_flight&) = delete;
+
+ private:
+  session_state& s_;
+  std::string key_;
+  std::shared_ptr<asio::steady_timer> done_;
 };
 
 /// session::async_wait_lost's body, shared with the types that hold a session.

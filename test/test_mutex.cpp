@@ -294,6 +294,31 @@ BOOST_AUTO_TEST_CASE(reentrancy_stale_unlock_and_unlock_when_not_held) {
   }(c));
 }
 
+// Two mutexes of one session share a key. A lock taken while the other's unlock is still on the
+// wire must not adopt the key that delete is about to remove: it waits for the delete and puts
+// a fresh key.
+BOOST_AUTO_TEST_CASE(a_lock_right_after_a_shared_key_unlock_keeps_its_key) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    mutex a(s, "handback"), b(s, "handback");
+    for (int i = 0; i < 20; ++i) {
+      co_await a.async_lock(use_awaitable);
+      auto old_token = a.fencing_token();
+      a.async_unlock([](error_code ec) { BOOST_TEST(!ec, ec.message()); });  // not awaited
+      co_await b.async_lock(use_awaitable);
+      co_await sleep_for(5ms);  // the unlock's delete has landed by now
+      auto mine = co_await c.async_get(b.key(), get_options{}, use_awaitable);
+      BOOST_TEST_REQUIRE(mine.kvs.size() == 1u, "round " << i << ": b's key was removed");
+      BOOST_TEST(mine.kvs.front().create_revision == b.fencing_token());
+      BOOST_TEST(b.fencing_token() > old_token);
+      co_await b.async_unlock(use_awaitable);
+    }
+    co_await expect_no_keys(c, "handback");
+  }(c));
+}
+
 BOOST_AUTO_TEST_CASE(a_name_that_prefixes_another_does_not_interfere) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
