@@ -98,7 +98,10 @@ client_impl::~client_impl() {
 void client_impl::cq_loop() {
   void* tag = nullptr;
   bool ok = false;
-  while (cq_.Next(&tag, &ok)) static_cast<cq_tag*>(tag)->on_complete(ok);
+  while (cq_.Next(&tag, &ok)) {
+    tag_returned_by_grpc(tag);
+    static_cast<cq_tag*>(tag)->on_complete(ok);
+  }
 }
 
 watch_stream& client_impl::watches() {
