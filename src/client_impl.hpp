@@ -58,31 +58,20 @@ inline void tag_returned_by_grpc([[maybe_unused]] void* tag) {
 using strand_type = asio::strand<asio::any_io_executor>;
 using sys_time = std::chrono::system_clock::time_point;
 
-/// What the completion-queue thread receives as a tag.
-class cq_tag {
+/// The tag of every gRPC operation: a reusable slot for the continuation that runs on the
+/// client's strand when the operation completes. Arm it right before starting each operation;
+/// the continuation keeps its owner alive. The CQ thread takes the continuation and posts it.
+class strand_tag {
  public:
-  virtual void on_complete(bool ok) = 0;
-
- protected:
-  ~cq_tag() = default;
-};
-
-/// A reusable tag that hands its completion to the strand. Arm it with the continuation right
-/// before starting each gRPC operation; the continuation keeps its owner alive.
-class strand_tag final : public cq_tag {
- public:
-  explicit strand_tag(strand_type s) : strand_(std::move(s)) {}
+  explicit strand_tag(const strand_type&) {}
   void* arm(std::function<void(bool)> fn) {
     fn_ = std::move(fn);
     tag_handed_to_grpc(this);
     return this;
   }
-  void on_complete(bool ok) override {
-    asio::post(strand_, [fn = std::move(fn_), ok] { fn(ok); });
-  }
+  std::function<void(bool)> take() { return std::move(fn_); }
 
  private:
-  strand_type strand_;
   std::function<void(bool)> fn_;
 };
 
