@@ -15,14 +15,30 @@ cells = [json.loads(line) for line in open(raw) if line.strip()]
 
 
 def find(impl, mode, workers=1, locks=1):
-    for c in cells:
-        if c["impl"] == impl and c["mode"] == mode and c["workers"] == workers and c["locks"] == locks:
-            return c
-    return None
+    """The cell's median round by throughput (one whole run, so its fields agree with each
+    other), with the violations and errors of every round and the spread of throughput."""
+    runs = [c for c in cells
+            if c["impl"] == impl and c["mode"] == mode and c["workers"] == workers and c["locks"] == locks]
+    if not runs:
+        return None
+    runs.sort(key=lambda c: c["acquisitions_per_s"])
+    c = dict(runs[(len(runs) - 1) // 2])
+    c["violations"] = sum(r["violations"] for r in runs)
+    c["errors"] = sum(r["errors"] for r in runs)
+    c["spread"] = (runs[0]["acquisitions_per_s"], runs[-1]["acquisitions_per_s"])
+    return c
 
 
 def num(c, field, fmt="{:.0f}"):
     return fmt.format(c[field]) if c and c.get(field, -1) >= 0 else "–"
+
+
+def tput(c):
+    """Median acquisitions/s, with the lowest and highest round when there were several."""
+    if not c:
+        return "–"
+    lo, hi = c["spread"]
+    return f"{c['acquisitions_per_s']:.0f}" + (f" ({lo:.0f}–{hi:.0f})" if hi > lo else "")
 
 
 def ratio(a, b, field="acquisitions_per_s"):
@@ -43,7 +59,9 @@ lines = [
     "# Lock contention: coetcd vs etcd's Go concurrency.Mutex",
     "",
     f"One run of `benchmarks/run` ({setting}). Every cell runs against the same local etcd,",
-    "one after another. Workers each have their own session; worker *i* uses lock *i* mod *locks*.",
+    "one after another; the whole matrix is repeated and each cell shows its median round (the",
+    "lowest and highest acquisitions/s in brackets). Workers each have their own session;",
+    "worker *i* uses lock *i* mod *locks*.",
     "The *txn floor* is one put-if-absent txn plus one delete per acquisition, retried at once when",
     "taken (no waiting, no watch), on coetcd's client. Wait = from asking for the lock to holding it.",
     "",
@@ -56,8 +74,8 @@ for w, k in rows:
     c, g, t = find("coetcd", "mutex", w, k), find("go", "mutex", w, k), find("coetcd", "txn", w, k)
     viol = "/".join(str(x["violations"] + x["errors"]) if x else "–" for x in (c, g, t))
     lines.append(
-        f"| {w} | {k} | {num(c, 'acquisitions_per_s')} | {num(g, 'acquisitions_per_s')} | {fmt_ratio(ratio(c, g))} "
-        f"| {num(t, 'acquisitions_per_s')} | {fmt_ratio(ratio(c, t))} "
+        f"| {w} | {k} | {tput(c)} | {tput(g)} | {fmt_ratio(ratio(c, g))} "
+        f"| {tput(t)} | {fmt_ratio(ratio(c, t))} "
         f"| {num(c, 'p99_ms', '{:.1f}')} | {num(g, 'p99_ms', '{:.1f}')} "
         f"| {num(c, 'peak_rss_mb', '{:.1f}')} | {num(g, 'peak_rss_mb', '{:.1f}')} "
         f"| {num(c, 'rpcs_per_acq', '{:.2f}')} | {num(g, 'rpcs_per_acq', '{:.2f}')} "
@@ -66,7 +84,8 @@ for w, k in rows:
     )
 lines += [
     "",
-    "violations = overlaps or lost updates + errors, for coetcd / Go / txn floor (all must be 0).",
+    "violations = overlaps or lost updates + errors over all rounds, for coetcd / Go / txn floor "
+    "(all must be 0).",
     "",
     "**Hand-off floor** (a serial chain of single-key deletes, one commit each): "
     f"{num(floor_c, 'acquisitions_per_s')} deletes/s on coetcd's client "
