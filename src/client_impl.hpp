@@ -192,8 +192,10 @@ struct call_options {
   std::shared_ptr<bool> resent;
 };
 
-/// A txn with call options: `idempotent` for those whose effect is the same sent twice.
+/// A txn or delete with call options: `idempotent` for those whose effect is the same sent twice.
 void start_txn(const std::shared_ptr<client_impl>& c, txn t, handler<txn_result> h, call_options o);
+void start_delete(const std::shared_ptr<client_impl>& c, std::string key, std::string end, delete_options o,
+                  handler<delete_result> h, call_options co);
 
 /// One unary RPC: retries idempotent calls on transient errors within the request deadline,
 /// re-authenticates once on a rejected token, and hands (error_code, response) to `Done`.

@@ -32,6 +32,18 @@ inline asio::awaitable<std::tuple<error_code, txn_result>> idempotent_txn(client
       as_result, std::move(t), std::move(resent));
 }
 
+/// A delete of one key of our own, resent like idempotent_txn: deleting it twice leaves it
+/// deleted. Only for keys nothing else re-creates while the delete is in flight.
+inline asio::awaitable<std::tuple<error_code, delete_result>> idempotent_delete(client& c, std::string key,
+                                                                                std::shared_ptr<bool> resent = {}) {
+  return asio::async_initiate<decltype(as_result), void(error_code, delete_result)>(
+      [impl = c.impl()](auto h, std::string key, std::shared_ptr<bool> resent) {
+        start_delete(impl, std::move(key), {}, {}, handler<delete_result>(std::move(h)),
+                     call_options{.idempotent = true, .needs_token = true, .resent = std::move(resent)});
+      },
+      as_result, std::move(key), std::move(resent));
+}
+
 inline error_code exception_to_error(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);

@@ -27,13 +27,18 @@ void start_put(const std::shared_ptr<client_impl>& c, std::string key, std::stri
 
 void start_delete(const std::shared_ptr<client_impl>& c, std::string key, std::string end, delete_options o,
                   handler<delete_result> h) {
+  start_delete(c, std::move(key), std::move(end), o, std::move(h), call_options{});
+}
+
+void start_delete(const std::shared_ptr<client_impl>& c, std::string key, std::string end, delete_options o,
+                  handler<delete_result> h, call_options co) {
   if (key.empty()) return fail(c, std::move(h), error::empty_key);
   start_user_unary<pb::DeleteRangeRequest, pb::DeleteRangeResponse, delete_result>(
       c,
       [stub = c->kv_.get()](grpc::ClientContext* ctx, const pb::DeleteRangeRequest& r, grpc::CompletionQueue* q) {
         return stub->PrepareAsyncDeleteRange(ctx, r, q);
       },
-      to_pb(key, end, o), call_options{}, [](pb::DeleteRangeResponse& r) { return from_pb(r); }, std::move(h));
+      to_pb(key, end, o), std::move(co), [](pb::DeleteRangeResponse& r) { return from_pb(r); }, std::move(h));
 }
 
 void start_txn(const std::shared_ptr<client_impl>& c, txn t, handler<txn_result> h) {

@@ -178,19 +178,23 @@ auto lock_view_core::enqueue(txn t) -> asio::awaitable<txn_outcome> {
   co_return co_await idempotent_txn(client_, std::move(t));
 }
 
-auto lock_view_core::release(const std::string& key, txn t, std::shared_ptr<bool> resent)
-    -> asio::awaitable<txn_outcome> {
+auto lock_view_core::release(const std::string& key, std::shared_ptr<bool> resent)
+    -> asio::awaitable<std::tuple<error_code, bool>> {
   auto self = shared_from_this();
   holding_.erase(key);
-  if (parked_.empty()) co_return co_await idempotent_txn(client_, std::move(t), std::move(resent));
+  auto alone = [&]() -> asio::awaitable<std::tuple<error_code, bool>> {
+    auto [ec, r] = co_await idempotent_delete(client_, key, resent);
+    co_return std::tuple(ec, !ec && r.deleted > 0);
+  };
+  if (parked_.empty()) co_return co_await alone();
   // One rider only: keys put by one txn share its revision, and two keys with the same create
   // revision would both count as the oldest (here and in Go's recipe).
   auto rider = parked_.front();
   parked_.erase(parked_.begin());
   rider->taken = true;
-  // No compare on the outer txn: each nested txn keeps its own and succeeds or fails alone.
+  // No compare on the outer txn: the rider's nested txn keeps its own and succeeds or fails alone.
   txn both;
-  both.then(txn_op::nested(t)).then(txn_op::nested(std::move(rider->t)));
+  both.then(txn_op::del(key)).then(txn_op::nested(std::move(rider->t)));
   auto sent = co_await idempotent_txn(client_, std::move(both), resent);
   auto& [ec, r] = sent;
   if (ec == error::lease_not_found) {
@@ -198,22 +202,16 @@ auto lock_view_core::release(const std::string& key, txn t, std::shared_ptr<bool
     rider->ec = ec;
     rider->done = true;
     rider->wake.cancel();
-    co_return co_await idempotent_txn(client_, std::move(t), std::move(resent));
+    co_return co_await alone();
   }
-  auto part = [&sent](std::size_t i) {  // (clang 14 cannot capture structured bindings)
-    auto& [err, all] = sent;
-    txn_result x;
-    if (!err) {
-      x = std::move(std::get<txn_result>(all.responses.at(i).value));
-      x.header = all.header;
-    }
-    return x;
-  };
   rider->ec = ec;
-  rider->result = part(1);
+  if (!ec) {
+    rider->result = std::move(std::get<txn_result>(r.responses.at(1).value));
+    rider->result.header = r.header;
+  }
   rider->done = true;
   rider->wake.cancel();
-  co_return txn_outcome{ec, part(0)};
+  co_return std::tuple(ec, !ec && r.responses.at(0).del().deleted > 0);
 }
 
 std::shared_ptr<lock_view> existing_lock_view(client& c, const std::string& prefix) {

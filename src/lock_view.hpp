@@ -43,9 +43,9 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   /// fsyncs a proposal that arrives alone by itself, so a re-queue sent on its own next to the
   /// hand-off's delete makes every hand-off cost two commits instead of one.
   asio::awaitable<txn_outcome> enqueue(txn t);
-  /// Sends a local holder's release of `key`, with the parked enqueues nested in the same txn.
-  /// `resent` as for idempotent_txn.
-  asio::awaitable<txn_outcome> release(const std::string& key, txn t, std::shared_ptr<bool> resent);
+  /// Deletes a local holder's `key`, in one txn with a parked enqueue if there is one.
+  /// Completes with whether the key was there to delete; `resent` as for idempotent_txn.
+  asio::awaitable<std::tuple<error_code, bool>> release(const std::string& key, std::shared_ptr<bool> resent);
   static constexpr std::chrono::milliseconds park_limit{3};
 
  private:
