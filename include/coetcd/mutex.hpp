@@ -54,8 +54,10 @@ class mutex {
         token, [s = state_](asio::any_completion_handler<void(error_code)> h) { start_lock(s, true, std::move(h)); });
   }
 
-  /// Releases the lock: deletes our key only if its create revision is still the one we acquired
-  /// (a stale unlock never releases a newer lock). Handler: void(error_code).
+  /// Releases the lock: deletes our key with a plain delete, as Go's Unlock does, once no other
+  /// mutex of this session uses it (they share the key and count its users, so a stale unlock
+  /// never releases a newer lock of the session). Only this session creates that key, unless
+  /// another process adopts the same lease. Handler: void(error_code).
   /// Errors: error::not_locked (this object does not hold it), error::session_lost (the key was
   /// already gone: the lock had been lost), transport errors.
   template <class CompletionToken = asio::deferred_t>
