@@ -71,6 +71,10 @@ asio::awaitable<acquire_result> acquire_or_abandon(const std::shared_ptr<session
     out.ec = asio::error::operation_aborted;
     co_return out;
   }
+  // Nobody can cancel this lock (its handler has no cancellation slot): await the txn here,
+  // without the side task that lets a cancelled caller leave it behind.
+  if (!(co_await asio::this_coro::cancellation_state).slot().is_connected())
+    co_return co_await acquire(*s, prefix, key, value, view.get());
   auto p = std::make_shared<pending_acquire>(pending_acquire{asio::steady_timer(s->impl->strand_), {}, false});
   p->wake.expires_at(asio::steady_timer::time_point::max());
   asio::co_spawn(s->impl->strand_, run_acquire(p, s, prefix, key, value, view),
