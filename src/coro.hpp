@@ -33,15 +33,18 @@ inline asio::awaitable<std::tuple<error_code, txn_result>> idempotent_txn(client
 }
 
 /// A delete of one key of our own, resent like idempotent_txn: deleting it twice leaves it
-/// deleted. Only for keys nothing else re-creates while the delete is in flight.
-inline asio::awaitable<std::tuple<error_code, delete_result>> idempotent_delete(client& c, std::string key,
-                                                                                std::shared_ptr<bool> resent = {}) {
-  return asio::async_initiate<decltype(as_result), void(error_code, delete_result)>(
-      [impl = c.impl()](auto h, std::string key, std::shared_ptr<bool> resent) {
-        start_delete(impl, std::move(key), {}, {}, handler<delete_result>(std::move(h)),
-                     call_options{.idempotent = true, .needs_token = true, .resent = std::move(resent)});
-      },
-      as_result, std::move(key), std::move(resent));
+/// deleted. Only for keys nothing else re-creates while the delete is in flight. Completes
+/// with whether the key was there to delete.
+inline asio::awaitable<std::tuple<error_code, bool>> idempotent_delete(client& c, std::string key,
+                                                                       std::shared_ptr<bool> resent = {}) {
+  // Named, not a temporary in the co_await: g++ 12.2 would destroy its shared_ptr twice.
+  auto initiation = [impl = c.impl()](auto h, std::string key, std::shared_ptr<bool> resent) {
+    start_delete(impl, std::move(key), {}, {}, handler<delete_result>(std::move(h)),
+                 call_options{.idempotent = true, .needs_token = true, .resent = std::move(resent)});
+  };
+  auto [ec, r] = co_await asio::async_initiate<decltype(as_result), void(error_code, delete_result)>(
+      initiation, as_result, std::move(key), std::move(resent));
+  co_return std::tuple(ec, !ec && r.deleted > 0);
 }
 
 inline error_code exception_to_error(std::exception_ptr e) {

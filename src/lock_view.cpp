@@ -182,11 +182,7 @@ auto lock_view_core::release(const std::string& key, std::shared_ptr<bool> resen
     -> asio::awaitable<std::tuple<error_code, bool>> {
   auto self = shared_from_this();
   holding_.erase(key);
-  auto alone = [&]() -> asio::awaitable<std::tuple<error_code, bool>> {
-    auto [ec, r] = co_await idempotent_delete(client_, key, resent);
-    co_return std::tuple(ec, !ec && r.deleted > 0);
-  };
-  if (parked_.empty()) co_return co_await alone();
+  if (parked_.empty()) co_return co_await idempotent_delete(client_, key, std::move(resent));
   // One rider only: keys put by one txn share its revision, and two keys with the same create
   // revision would both count as the oldest (here and in Go's recipe).
   auto rider = parked_.front();
@@ -202,7 +198,7 @@ auto lock_view_core::release(const std::string& key, std::shared_ptr<bool> resen
     rider->ec = ec;
     rider->done = true;
     rider->wake.cancel();
-    co_return co_await alone();
+    co_return co_await idempotent_delete(client_, key, std::move(resent));
   }
   rider->ec = ec;
   if (!ec) {

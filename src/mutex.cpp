@@ -77,12 +77,8 @@ asio::awaitable<error_code> unlock(std::shared_ptr<mutex_state> mp) {
   // create this key, and they count themselves in key_users and wait for this delete.
   delete_in_flight deleting(s, m.key);
   std::tuple<error_code, bool> sent;
-  if (m.view) {
-    sent = co_await m.view->core().release(m.key, resent);
-  } else {
-    auto [ec, r] = co_await idempotent_delete(*s.owner, m.key, resent);
-    sent = {ec, !ec && r.deleted > 0};
-  }
+  if (m.view) sent = co_await m.view->core().release(m.key, resent);
+  else sent = co_await idempotent_delete(*s.owner, m.key, resent);
   auto [ec, deleted] = sent;
   if (ec) co_return ec;
   // A delete resent after a failure that was in fact applied (a leader change mid-commit)
