@@ -1,6 +1,7 @@
 #include "client_impl.hpp"
 
 #include "keepalive_manager.hpp"
+#include "txn_batcher.hpp"
 #include "watch_stream.hpp"
 
 #include <boost/system/system_error.hpp>
@@ -123,6 +124,11 @@ watch_stream& client_impl::watches() {
   return *watches_;
 }
 
+txn_batcher& client_impl::batcher() {
+  if (!batcher_) batcher_ = std::make_shared<txn_batcher>(*this);
+  return *batcher_;
+}
+
 keepalive_manager& client_impl::keepalives() {
   if (!keepalives_) keepalives_ = std::make_shared<keepalive_manager>(shared_from_this());
   return *keepalives_;
@@ -135,6 +141,7 @@ void client_impl::close() {
   // Streams hold a reference to us; closing them and dropping ours breaks the cycle.
   if (auto w = std::exchange(watches_, nullptr)) w->close();
   if (auto k = std::exchange(keepalives_, nullptr)) k->close();
+  if (auto b = std::exchange(batcher_, nullptr)) b->close();
   for (auto& w : std::exchange(token_waiters_, {})) w(error::client_closed);
   for (auto& send : std::exchange(unary_queue_, {})) send();  // each finds us closed
   // Every started operation was cancelled above, so the queue drains promptly.

@@ -87,6 +87,7 @@ class call_base {
 class watch_stream;
 class keepalive_manager;
 class lock_view;
+class txn_batcher;
 
 /// Parsed form of client_options::endpoints.
 struct endpoint {
@@ -153,6 +154,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 
   watch_stream& watches();
   keepalive_manager& keepalives();
+  txn_batcher& batcher();
 
   asio::any_io_executor io_ex_;
   strand_type strand_;
@@ -180,6 +182,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::vector<std::function<void(error_code)>> token_waiters_;
   std::shared_ptr<watch_stream> watches_;
   std::shared_ptr<keepalive_manager> keepalives_;
+  std::shared_ptr<txn_batcher> batcher_;
 };
 
 template <class Resp>

@@ -18,35 +18,6 @@ namespace coetcd::detail {
 using asio::use_awaitable;
 inline constexpr auto as_result = asio::as_tuple(asio::use_awaitable);
 
-/// A txn whose effect is the same applied once or twice (a put-if-absent of our own key, a
-/// delete guarded by its create revision): resent on UNAVAILABLE, "no leader" or a leader
-/// change within the request deadline, so a leader election shows as a delay, not an error.
-/// `resent`, when given, is set if it was sent more than once.
-inline asio::awaitable<std::tuple<error_code, txn_result>> idempotent_txn(client& c, txn t,
-                                                                          std::shared_ptr<bool> resent = {}) {
-  return asio::async_initiate<decltype(as_result), void(error_code, txn_result)>(
-      [impl = c.impl()](auto h, txn t, std::shared_ptr<bool> resent) {
-        start_txn(impl, std::move(t), handler<txn_result>(std::move(h)),
-                  call_options{.idempotent = true, .needs_token = true, .resent = std::move(resent)});
-      },
-      as_result, std::move(t), std::move(resent));
-}
-
-/// A delete of one key of our own, resent like idempotent_txn: deleting it twice leaves it
-/// deleted. Only for keys nothing else re-creates while the delete is in flight. Completes
-/// with whether the key was there to delete.
-inline asio::awaitable<std::tuple<error_code, bool>> idempotent_delete(client& c, std::string key,
-                                                                       std::shared_ptr<bool> resent = {}) {
-  // Named, not a temporary in the co_await: g++ 12.2 would destroy its shared_ptr twice.
-  auto initiation = [impl = c.impl()](auto h, std::string key, std::shared_ptr<bool> resent) {
-    start_delete(impl, std::move(key), {}, {}, handler<delete_result>(std::move(h)),
-                 call_options{.idempotent = true, .needs_token = true, .resent = std::move(resent)});
-  };
-  auto [ec, r] = co_await asio::async_initiate<decltype(as_result), void(error_code, delete_result)>(
-      initiation, as_result, std::move(key), std::move(resent));
-  co_return std::tuple(ec, !ec && r.deleted > 0);
-}
-
 inline error_code exception_to_error(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);

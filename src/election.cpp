@@ -35,7 +35,7 @@ asio::awaitable<error_code> put_value(election_state& e, const std::string& valu
   auto t = txn()
                .when(compare::create_revision(e.key) == e.rev)
                .then(txn_op::put(e.key, value, put_options{.lease = e.session->lease}));
-  auto [ec, r] = co_await idempotent_txn(*e.session->owner, std::move(t));
+  auto [ec, r] = co_await batched_txn(*e.session->owner, std::move(t), {});
   if (ec) co_return ec;
   if (!r.succeeded) co_return error::not_leader;
   e.header = r.header;
@@ -90,7 +90,7 @@ asio::awaitable<error_code> resign(std::shared_ptr<election_state> ep) {
   if (!e.leader) co_return error_code{};
   auto t = txn().when(compare::create_revision(e.key) == e.rev).then(txn_op::del(e.key));
   delete_in_flight deleting(*e.session, e.key);
-  auto [ec, r] = co_await idempotent_txn(*e.session->owner, std::move(t));
+  auto [ec, r] = co_await batched_txn(*e.session->owner, std::move(t), {});
   if (ec) co_return ec;  // still leader: the caller may retry
   step_down(e);
   e.header = r.header;

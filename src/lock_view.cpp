@@ -1,5 +1,7 @@
 #include "lock_view.hpp"
 
+#include "txn_batcher.hpp"
+
 namespace coetcd::detail {
 
 void lock_view_core::start() {
@@ -175,39 +177,35 @@ auto lock_view_core::enqueue(txn t) -> asio::awaitable<txn_outcome> {
     if (co_await cancellation_requested()) co_return txn_outcome{asio::error::operation_aborted, {}};
     t = std::move(p->t);
   }
-  co_return co_await idempotent_txn(client_, std::move(t));
+  co_return co_await batched_txn(client_, std::move(t), prefix_);
 }
 
 auto lock_view_core::release(const std::string& key, std::shared_ptr<bool> resent)
     -> asio::awaitable<std::tuple<error_code, bool>> {
   auto self = shared_from_this();
   holding_.erase(key);
-  if (parked_.empty()) co_return co_await idempotent_delete(client_, key, std::move(resent));
+  if (parked_.empty()) co_return co_await batched_delete(client_, key, std::move(resent));
   // One rider only: keys put by one txn share its revision, and two keys with the same create
   // revision would both count as the oldest (here and in Go's recipe).
   auto rider = parked_.front();
   parked_.erase(parked_.begin());
   rider->taken = true;
-  // No compare on the outer txn: the rider's nested txn keeps its own and succeeds or fails alone.
-  txn both;
-  both.then(txn_op::del(key)).then(txn_op::nested(std::move(rider->t)));
-  auto sent = co_await idempotent_txn(client_, std::move(both), resent);
-  auto& [ec, r] = sent;
-  if (ec == error::lease_not_found) {
+  // One write: each op succeeds or fails by itself (the rider's nested txn keeps its compare).
+  std::vector<txn_op> ops{txn_op::del(key), txn_op::nested(std::move(rider->t))};
+  auto sent = co_await batched_write(client_, std::move(ops), prefix_);
+  if (resent && sent.resent) *resent = true;
+  if (sent.ec == error::lease_not_found) {
     // Only the rider's put names a lease: its session is gone. That must not keep our key.
-    rider->ec = ec;
+    rider->ec = sent.ec;
     rider->done = true;
     rider->wake.cancel();
-    co_return co_await idempotent_delete(client_, key, std::move(resent));
+    co_return co_await batched_delete(client_, key, std::move(resent));
   }
-  rider->ec = ec;
-  if (!ec) {
-    rider->result = std::move(std::get<txn_result>(r.responses.at(1).value));
-    rider->result.header = r.header;
-  }
+  rider->ec = sent.ec;
+  if (!sent.ec) rider->result = std::get<txn_result>(std::move(sent.results.at(1).value));
   rider->done = true;
   rider->wake.cancel();
-  co_return std::tuple(ec, !ec && r.responses.at(0).del().deleted > 0);
+  co_return std::tuple(sent.ec, !sent.ec && sent.results.at(0).del().deleted > 0);
 }
 
 std::shared_ptr<lock_view> existing_lock_view(client& c, const std::string& prefix) {

@@ -44,7 +44,7 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   /// hand-off's delete makes every hand-off cost two commits instead of one.
   asio::awaitable<txn_outcome> enqueue(txn t);
   /// Deletes a local holder's `key`, in one txn with a parked enqueue if there is one.
-  /// Completes with whether the key was there to delete; `resent` as for idempotent_txn.
+  /// Completes with whether the key was there to delete; `resent` as for batched_txn.
   asio::awaitable<std::tuple<error_code, bool>> release(const std::string& key, std::shared_ptr<bool> resent);
   static constexpr std::chrono::milliseconds park_limit{3};
 

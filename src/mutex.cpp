@@ -60,6 +60,9 @@ asio::awaitable<error_code> lock(std::shared_ptr<mutex_state> mp, bool try_only)
 }
 
 asio::awaitable<error_code> unlock(std::shared_ptr<mutex_state> mp) {
+  // Runs to its outcome even when cancelled: holds is decremented below, so an unlock stopped
+  // before its delete would leave the key held with nobody left to release it.
+  co_await asio::this_coro::throw_if_cancelled(false);
   auto& m = *mp;
   auto& s = *m.session;
   if (m.holds == 0) co_return error::not_locked;
@@ -78,7 +81,7 @@ asio::awaitable<error_code> unlock(std::shared_ptr<mutex_state> mp) {
   delete_in_flight deleting(s, m.key);
   std::tuple<error_code, bool> sent;
   if (m.view) sent = co_await m.view->core().release(m.key, resent);
-  else sent = co_await idempotent_delete(*s.owner, m.key, resent);
+  else sent = co_await batched_delete(*s.owner, m.key, resent);
   auto [ec, deleted] = sent;
   if (ec) co_return ec;
   // A delete resent after a failure that was in fact applied (a leader change mid-commit)

@@ -20,7 +20,7 @@ asio::awaitable<acquire_result> acquire(session_state& s, const std::string& pre
   if (!view) t.otherwise(txn_op::get(prefix, first_create));
   lock_view_core::txn_outcome sent;
   if (view) sent = co_await view->core().enqueue(std::move(t));
-  else sent = co_await idempotent_txn(*s.owner, std::move(t));
+  else sent = co_await batched_txn(*s.owner, std::move(t), prefix);
   auto& [ec, r] = sent;
   // A revoked lease refuses the put: for a lock or a campaign that is the session being lost.
   out.ec = ec == error::lease_not_found ? make_error_code(error::session_lost) : ec;
@@ -133,7 +133,7 @@ asio::awaitable<void> delete_key(session_state& s, const std::string& key, std::
   auto t = txn();
   if (rev != 0) t.when(compare::create_revision(key) == rev);
   t.then(txn_op::del(key));
-  co_await idempotent_txn(*s.owner, std::move(t));
+  co_await batched_txn(*s.owner, std::move(t), {});
 }
 
 std::string lease_hex(std::int64_t id) {

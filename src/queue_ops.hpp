@@ -4,6 +4,7 @@
 
 #include "lock_view.hpp"
 #include "session_state.hpp"
+#include "txn_batcher.hpp"
 
 namespace coetcd::detail {
 

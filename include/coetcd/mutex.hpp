@@ -57,7 +57,10 @@ class mutex {
   /// Releases the lock: deletes our key with a plain delete, as Go's Unlock does, once no other
   /// mutex of this session uses it (they share the key and count its users, so a stale unlock
   /// never releases a newer lock of the session). Only this session creates that key, unless
-  /// another process adopts the same lease. Handler: void(error_code).
+  /// another process adopts the same lease. Handler: void(error_code). Not cancellable: the
+  /// delete always runs to its outcome (about one commit), so a cancelled unlock never leaves the
+  /// key behind. Deletes and lock txns of the client's sessions that meet on the wire go to etcd
+  /// together in one txn (see README, "Performance").
   /// Errors: error::not_locked (this object does not hold it), error::session_lost (the key was
   /// already gone: the lock had been lost), transport errors.
   template <class CompletionToken = asio::deferred_t>

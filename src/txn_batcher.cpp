@@ -1,0 +1,226 @@
+#include "txn_batcher.hpp"
+
+#include "convert.hpp"
+#include "coro.hpp"
+
+#include <boost/asio/post.hpp>
+
+namespace coetcd::detail {
+namespace {
+
+/// Keys `op` may write; false if it writes a range, which the batch cannot check for overlap.
+bool written_keys(const txn_op& op, std::vector<std::string>& out) {
+  struct visitor {
+    std::vector<std::string>& out;
+    bool operator()(const txn_op::get_op&) const { return true; }
+    bool operator()(const txn_op::put_op& p) const {
+      out.push_back(p.key);
+      return true;
+    }
+    bool operator()(const txn_op::delete_op& d) const {
+      out.push_back(d.key);
+      return d.range_end.empty();
+    }
+    bool operator()(const std::shared_ptr<const txn>& t) const {
+      bool ok = true;
+      for (const auto& o : t->success()) ok = written_keys(o, out) && ok;
+      for (const auto& o : t->failure()) ok = written_keys(o, out) && ok;
+      return ok;
+    }
+  };
+  return std::visit(visitor{out}, op.value());
+}
+
+/// Errors one operation of a batch can cause for all of it: each item is then sent alone.
+bool caused_by_one_op(error_code ec) {
+  return ec == error::lease_not_found || ec == error::duplicate_key_in_txn || ec == error::too_many_txn_ops ||
+         ec == error::request_too_large || ec == error::invalid_argument || ec == error::empty_key ||
+         ec == error::permission_denied;
+}
+
+}  // namespace
+
+void txn_batcher::submit(std::vector<txn_op> ops, std::string queue, asio::any_completion_handler<void(outcome)> done) {
+  if (client_.closed()) return fail(std::move(done));
+  item it{std::move(ops), std::move(queue), {}, std::move(done), false};
+  for (const auto& op : it.ops)
+    if (!written_keys(op, it.keys)) it.alone = true;
+  waiting_ops_ += it.ops.size();
+  waiting_.push_back(std::move(it));
+  schedule();
+}
+
+void txn_batcher::fail(asio::any_completion_handler<void(outcome)> done) {
+  asio::post(client_.strand_, [done = std::move(done)]() mutable {
+    std::move(done)(outcome{make_error_code(error::client_closed), {}, {}, false});
+  });
+}
+
+void txn_batcher::close() {
+  for (auto& i : waiting_) fail(std::move(i.done));
+  waiting_.clear();
+  waiting_ops_ = 0;
+}
+
+void txn_batcher::schedule() {
+  // Posted, not run now: writes made in this turn of the strand (a batch of completions
+  // resuming many coroutines) leave together.
+  if (flush_posted_ || !may_send()) return;
+  flush_posted_ = true;
+  asio::post(client_.strand_, [self = shared_from_this(), c = client_.shared_from_this()] {
+    self->flush_posted_ = false;
+    self->flush();
+  });
+}
+
+void txn_batcher::flush() {
+  while (may_send()) {
+    std::vector<item> batch;
+    std::size_t ops = 0;
+    // Keys and queues used by the batch or by an item passed over: a later item touching one
+    // waits too, so writes to one key leave in the order they came.
+    std::set<std::string> keys, queues;
+    auto touches = [&](const item& i) {
+      if (!i.queue.empty() && queues.count(i.queue)) return true;
+      for (const auto& k : i.keys)
+        if (keys.count(k)) return true;
+      return false;
+    };
+    auto claim = [&](const item& i) {
+      if (!i.queue.empty()) queues.insert(i.queue);
+      keys.insert(i.keys.begin(), i.keys.end());
+    };
+    for (auto it = waiting_.begin(); it != waiting_.end() && ops < max_ops;) {
+      bool take = batch.empty() || (!it->alone && !touches(*it) && ops + it->ops.size() <= max_ops);
+      claim(*it);
+      if (!take) {
+        ++it;
+        continue;
+      }
+      ops += it->ops.size();
+      waiting_ops_ -= it->ops.size();
+      bool alone = it->alone;
+      batch.push_back(std::move(*it));
+      it = waiting_.erase(it);
+      if (alone) break;
+    }
+    send(std::move(batch));
+  }
+}
+
+void txn_batcher::send(std::vector<item> batch) {
+  ++in_flight_;
+  auto resent = std::make_shared<bool>(false);
+  call_options o{.idempotent = true, .needs_token = true, .resent = resent};
+  auto self = shared_from_this();
+  auto c = client_.shared_from_this();
+  const auto& first = batch.front().ops;
+  if (batch.size() == 1 && first.size() == 1 && std::holds_alternative<txn_op::delete_op>(first.front().value())) {
+    // A lone delete stays a DeleteRange: etcd applies it without a Txn's read-buffer copy.
+    const auto& d = std::get<txn_op::delete_op>(first.front().value());
+    start_unary<pb::DeleteRangeRequest, pb::DeleteRangeResponse>(
+        c,
+        [stub = c->kv_.get()](grpc::ClientContext* ctx, const pb::DeleteRangeRequest& r,
+                                    grpc::CompletionQueue* q) { return stub->PrepareAsyncDeleteRange(ctx, r, q); },
+        to_pb(d.key, d.range_end, d.options), o,
+        [self, batch = std::move(batch), resent](error_code ec, pb::DeleteRangeResponse& resp) mutable {
+          txn_result r;
+          if (!ec) {
+            auto del = from_pb(resp);
+            r.header = del.header;
+            r.responses.push_back(op_result{std::move(del)});
+          }
+          self->finish(batch, ec, std::move(r), *resent);
+        });
+    return;
+  }
+  // A lone nested txn goes as itself; anything else as the operations of one txn without a
+  // compare, so each nested txn succeeds or fails by its own.
+  bool unwrap = batch.size() == 1 && first.size() == 1 &&
+                std::holds_alternative<std::shared_ptr<const txn>>(first.front().value());
+  pb::TxnRequest req;
+  if (unwrap) {
+    req = to_pb(*std::get<std::shared_ptr<const txn>>(first.front().value()));
+  } else {
+    txn all;
+    for (auto& i : batch)
+      for (auto& op : i.ops) all.then(op);
+    req = to_pb(all);
+  }
+  start_unary<pb::TxnRequest, pb::TxnResponse>(
+      c,
+      [stub = c->kv_.get()](grpc::ClientContext* ctx, const pb::TxnRequest& r, grpc::CompletionQueue* q) {
+        return stub->PrepareAsyncTxn(ctx, r, q);
+      },
+      std::move(req), o,
+      [self, batch = std::move(batch), resent, unwrap](error_code ec, pb::TxnResponse& resp) mutable {
+        txn_result r;
+        if (!ec) {
+          r = from_pb(resp);
+          if (unwrap) {
+            auto header = r.header;
+            txn_result outer;
+            outer.header = header;
+            outer.succeeded = true;
+            outer.responses.push_back(op_result{std::move(r)});
+            r = std::move(outer);
+          }
+        }
+        self->finish(batch, ec, std::move(r), *resent);
+      });
+}
+
+void txn_batcher::finish(std::vector<item>& batch, error_code ec, txn_result r, bool resent) {
+  --in_flight_;
+  if (ec && batch.size() > 1 && caused_by_one_op(ec)) {
+    // Back to the front, each alone, in their order.
+    for (auto it = batch.rbegin(); it != batch.rend(); ++it) {
+      it->alone = true;
+      waiting_ops_ += it->ops.size();
+      waiting_.push_front(std::move(*it));
+    }
+  } else {
+    std::size_t next = 0;
+    for (auto& i : batch) {
+      outcome out{ec, r.header, {}, resent};
+      if (!ec) {
+        for (std::size_t k = 0; k < i.ops.size(); ++k) {
+          auto& res = r.responses.at(next++);
+          // etcd leaves a nested txn's header empty: the batch's revision is its revision.
+          if (auto* t = std::get_if<txn_result>(&res.value)) t->header = r.header;
+          out.results.push_back(std::move(res));
+        }
+      }
+      std::move(i.done)(std::move(out));
+    }
+  }
+  schedule();
+}
+
+asio::awaitable<txn_batcher::outcome> batched_write(client& c, std::vector<txn_op> ops, std::string queue) {
+  // Named, not a temporary in the co_await: g++ 12.2 would destroy its shared_ptr twice.
+  auto initiation = [impl = c.impl()](auto h, std::vector<txn_op> ops, std::string queue) {
+    impl->batcher().submit(std::move(ops), std::move(queue), std::move(h));
+  };
+  co_return co_await asio::async_initiate<const asio::use_awaitable_t<>, void(txn_batcher::outcome)>(
+      initiation, asio::use_awaitable, std::move(ops), std::move(queue));
+}
+
+asio::awaitable<std::tuple<error_code, txn_result>> batched_txn(client& c, txn t, std::string queue,
+                                                                std::shared_ptr<bool> resent) {
+  // Named, not braced in the co_await: g++ 12.2 does not compile an initializer list there.
+  std::vector<txn_op> ops{txn_op::nested(std::move(t))};
+  auto out = co_await batched_write(c, std::move(ops), std::move(queue));
+  if (resent && out.resent) *resent = true;
+  if (out.ec) co_return std::tuple(out.ec, txn_result{});
+  co_return std::tuple(error_code{}, std::get<txn_result>(std::move(out.results.at(0).value)));
+}
+
+asio::awaitable<std::tuple<error_code, bool>> batched_delete(client& c, std::string key, std::shared_ptr<bool> resent) {
+  std::vector<txn_op> ops{txn_op::del(key)};
+  auto out = co_await batched_write(c, std::move(ops), {});
+  if (resent && out.resent) *resent = true;
+  co_return std::tuple(out.ec, !out.ec && out.results.at(0).del().deleted > 0);
+}
+
+}  // namespace coetcd::detail

@@ -1,0 +1,89 @@
+// Lock and election writes from all of a client's sessions, sent together. etcd pays per request
+// (a gRPC call, a raft proposal, a Txn apply that copies its backend's read buffer) far more than
+// per operation, and with a thousand sessions that work, not the disk, sets the lock rate. So
+// while a few of these writes are on the wire the next ones wait, and leave in one Txn whose
+// operations each keep their own compare as a nested txn. A write that finds the wire free
+// leaves at once and as itself: a lone delete is still a DeleteRange.
+#pragma once
+
+#include "coro.hpp"
+
+#include <boost/asio/any_completion_handler.hpp>
+
+#include <list>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace coetcd::detail {
+
+class txn_batcher : public std::enable_shared_from_this<txn_batcher> {
+ public:
+  struct outcome {
+    error_code ec;
+    response_header header;
+    std::vector<op_result> results;  ///< one per op submitted; nested txns carry `header`
+    bool resent = false;             ///< sent again after a failure that may have been applied
+  };
+
+  /// Owned by `c`; everything it starts keeps `c` alive.
+  explicit txn_batcher(client_impl& c) : client_(c) {}
+
+  /// Queues `ops`, which must have the same effect applied once or twice: they are resent on
+  /// UNAVAILABLE, "no leader" or a leader change within the request deadline, so an election
+  /// shows as a delay, not an error. `queue`: the prefix under which the ops may create a lock or election
+  /// key, or empty. Two such keys created by one txn would share a create revision, and both
+  /// would count as the oldest, so a batch holds one write per queue, and one per key. Not
+  /// cancellable: `done` always gets the outcome. On strand.
+  void submit(std::vector<txn_op> ops, std::string queue, asio::any_completion_handler<void(outcome)> done);
+  /// The client is closing: every write not yet sent fails with client_closed (posted, so a
+  /// stopped event loop destroys them with its queue instead of leaving them to hold the client).
+  void close();
+
+  /// One write on the wire at a time, so the next ones gather behind it; more only while a
+  /// full batch is waiting, up to this many, so a thousand sessions are not held to one
+  /// batch per round trip.
+  static constexpr std::size_t max_in_flight = 16;
+  /// Operations per batch, well under etcd's default --max-txn-ops (128), which also bounds
+  /// each nested txn by what the outer one leaves.
+  static constexpr std::size_t max_ops = 64;
+
+ private:
+  struct item {
+    std::vector<txn_op> ops;
+    std::string queue;
+    std::vector<std::string> keys;  // every key the ops may write
+    asio::any_completion_handler<void(outcome)> done;
+    bool alone = false;  // its batch failed as a whole: find out whose error it was
+  };
+
+  bool may_send() const {
+    return !waiting_.empty() && (in_flight_ == 0 || (waiting_ops_ >= max_ops && in_flight_ < max_in_flight));
+  }
+  void fail(asio::any_completion_handler<void(outcome)> done);
+  void schedule();
+  void flush();
+  void send(std::vector<item> batch);
+  void finish(std::vector<item>& batch, error_code ec, txn_result r, bool resent);
+
+  client_impl& client_;
+  // A list: Asio 1.81's any_completion_handler recurses on move-assignment, which a deque's
+  // erase does; a list only move-constructs.
+  std::list<item> waiting_;
+  std::size_t waiting_ops_ = 0;
+  std::size_t in_flight_ = 0;
+  bool flush_posted_ = false;
+};
+
+/// One txn through the client's batcher (same effect applied twice, as for submit). `resent`,
+/// when given, is set if it was sent more than once.
+asio::awaitable<std::tuple<error_code, txn_result>> batched_txn(client& c, txn t, std::string queue,
+                                                                std::shared_ptr<bool> resent = {});
+/// One delete of a key of our own through the batcher: completes with whether the key was there.
+/// Only for keys nothing else re-creates while the delete is in flight.
+asio::awaitable<std::tuple<error_code, bool>> batched_delete(client& c, std::string key,
+                                                             std::shared_ptr<bool> resent = {});
+/// Several ops through the batcher, applied at one revision.
+asio::awaitable<txn_batcher::outcome> batched_write(client& c, std::vector<txn_op> ops, std::string queue);
+
+}  // namespace coetcd::detail
