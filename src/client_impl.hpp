@@ -75,6 +75,38 @@ class strand_tag {
   std::function<void(bool)> fn_;
 };
 
+/// The cancellation slot of an operation that registers itself on the strand. The slot is taken
+/// at once, in the initiating function: a cancellation emitted before the registration has run
+/// on the strand (the `||` of awaitable operators does this when another branch finishes first)
+/// would otherwise find no handler, be lost, and leave the operation waiting for ever.
+class early_cancel {
+ public:
+  /// Takes `slot` now; cancellations reach the strand. Call from the initiating function.
+  static std::shared_ptr<early_cancel> take(asio::cancellation_slot slot, const strand_type& s) {
+    auto ec = std::make_shared<early_cancel>();
+    if (slot.is_connected()) {
+      slot.assign([ec, s](asio::cancellation_type) {
+        asio::dispatch(s, [ec] {
+          if (ec->cancel_) std::exchange(ec->cancel_, {})();
+          else ec->requested_ = true;
+        });
+      });
+    }
+    return ec;
+  }
+  /// On the strand, once registered: true if cancelled already (complete with operation_aborted
+  /// instead of registering); otherwise `cancel` runs on the strand if cancellation comes.
+  bool registered(std::function<void()> cancel) {
+    if (requested_) return true;
+    cancel_ = std::move(cancel);
+    return false;
+  }
+
+ private:
+  bool requested_ = false;
+  std::function<void()> cancel_;
+};
+
 /// An in-flight unary RPC, so close() can cancel it.
 class call_base {
  public:

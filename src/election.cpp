@@ -116,7 +116,8 @@ class observer_core : public std::enable_shared_from_this<observer_core> {
     if (view_) view_->core().unlisten(listener_);
     view_.reset();
   }
-  void next(asio::any_completion_handler<void(error_code, std::optional<key_value>)> h);
+  void next(asio::any_completion_handler<void(error_code, std::optional<key_value>)> h,
+            std::shared_ptr<early_cancel> cancel);
   const strand_type& strand() const { return client_.impl()->strand_; }
 
  private:
@@ -166,22 +167,19 @@ void observer_core::deliver() {
   client_.impl()->complete(std::move(h), final_, std::optional<key_value>());
 }
 
-void observer_core::next(asio::any_completion_handler<void(error_code, std::optional<key_value>)> h) {
+void observer_core::next(asio::any_completion_handler<void(error_code, std::optional<key_value>)> h,
+                         std::shared_ptr<early_cancel> cancel) {
   if (waiter_) return client_.impl()->complete(std::move(h), asio::error::already_started, std::optional<key_value>());
-  auto slot = asio::get_associated_cancellation_slot(h);
-  waiter_.emplace(std::move(h));
   auto seq = ++wait_seq_;
-  if (slot.is_connected()) {
-    slot.assign([w = weak_from_this(), seq, s = client_.impl()->strand_](asio::cancellation_type) {
-      asio::dispatch(s, [w, seq] {
-        auto self = w.lock();
-        if (!self || !self->waiter_ || self->wait_seq_ != seq) return;
-        auto h = std::move(*self->waiter_);
-        self->waiter_.reset();
-        self->client_.impl()->complete(std::move(h), asio::error::operation_aborted, std::optional<key_value>());
-      });
-    });
-  }
+  bool cancelled = cancel->registered([w = weak_from_this(), seq] {
+    auto self = w.lock();
+    if (!self || !self->waiter_ || self->wait_seq_ != seq) return;
+    auto h = std::move(*self->waiter_);
+    self->waiter_.reset();
+    self->client_.impl()->complete(std::move(h), asio::error::operation_aborted, std::optional<key_value>());
+  });
+  if (cancelled) return client_.impl()->complete(std::move(h), asio::error::operation_aborted, std::optional<key_value>());
+  waiter_.emplace(std::move(h));
   deliver();
 }
 
@@ -255,7 +253,8 @@ election_observer::~election_observer() {
 
 void election_observer::start_next(const std::shared_ptr<detail::observer_core>& c,
                                    asio::any_completion_handler<void(error_code, std::optional<key_value>)> h) {
-  asio::dispatch(c->strand(), [c, h = std::move(h)]() mutable { c->next(std::move(h)); });
+  auto cancel = detail::early_cancel::take(asio::get_associated_cancellation_slot(h), c->strand());
+  asio::dispatch(c->strand(), [c, cancel, h = std::move(h)]() mutable { c->next(std::move(h), std::move(cancel)); });
 }
 
 }  // namespace coetcd

@@ -19,25 +19,22 @@ void keepalive_manager::add(const std::shared_ptr<kept_lease>& l, std::chrono::s
   tick();
 }
 
-void keepalive_manager::wait(const std::shared_ptr<kept_lease>& l, asio::any_completion_handler<void(error_code)> h) {
+void keepalive_manager::wait(const std::shared_ptr<kept_lease>& l, asio::any_completion_handler<void(error_code)> h,
+                             std::shared_ptr<early_cancel> cancel) {
   if (l->done) return client_->complete(std::move(h), l->lost);
-  auto slot = asio::get_associated_cancellation_slot(h);
   auto key = l->next_waiter++;
+  bool cancelled = cancel->registered([weak = std::weak_ptr<kept_lease>(l), key] {
+    auto l = weak.lock();
+    if (!l) return;
+    auto it = l->waiters.find(key);
+    if (it == l->waiters.end()) return;
+    auto h = std::move(it->second.handler);
+    l->waiters.erase(it);
+    l->client->complete(std::move(h), asio::error::operation_aborted);
+  });
+  if (cancelled) return client_->complete(std::move(h), asio::error::operation_aborted);
   l->waiters.emplace(key, kept_lease::waiter{std::move(h),
                                              asio::prefer(client_->io_ex_, asio::execution::outstanding_work.tracked)});
-  if (slot.is_connected()) {
-    slot.assign([weak = std::weak_ptr<kept_lease>(l), key, s = client_->strand_](asio::cancellation_type) {
-      asio::dispatch(s, [weak, key] {
-        auto l = weak.lock();
-        if (!l) return;
-        auto it = l->waiters.find(key);
-        if (it == l->waiters.end()) return;
-        auto h = std::move(it->second.handler);
-        l->waiters.erase(it);
-        l->client->complete(std::move(h), asio::error::operation_aborted);
-      });
-    });
-  }
 }
 
 void keepalive_manager::stop(const std::shared_ptr<kept_lease>& l) {
@@ -212,8 +209,9 @@ void lease_keepalive::start_wait(const std::shared_ptr<detail::kept_lease>& s,
     asio::dispatch(asio::append(std::move(h), make_error_code(error::lease_not_found)));
     return;
   }
-  asio::dispatch(s->client->strand_, [s, h = std::move(h)]() mutable {
-    if (s->manager) return s->manager->wait(s, std::move(h));
+  auto cancel = detail::early_cancel::take(asio::get_associated_cancellation_slot(h), s->client->strand_);
+  asio::dispatch(s->client->strand_, [s, cancel, h = std::move(h)]() mutable {
+    if (s->manager) return s->manager->wait(s, std::move(h), std::move(cancel));
     s->client->complete(std::move(h), s->done ? s->lost : make_error_code(error::client_closed));
   });
 }

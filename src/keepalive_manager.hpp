@@ -36,7 +36,8 @@ class keepalive_manager final : public std::enable_shared_from_this<keepalive_ma
 
   // All on the strand.
   void add(const std::shared_ptr<kept_lease>& l, std::chrono::seconds ttl_hint);
-  void wait(const std::shared_ptr<kept_lease>& l, asio::any_completion_handler<void(error_code)> h);
+  void wait(const std::shared_ptr<kept_lease>& l, asio::any_completion_handler<void(error_code)> h,
+            std::shared_ptr<early_cancel> cancel);
   void stop(const std::shared_ptr<kept_lease>& l);
   void close();
 

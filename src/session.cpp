@@ -87,24 +87,21 @@ void wait_session_lost(const std::shared_ptr<session_state>& s, asio::any_comple
     asio::dispatch(asio::append(std::move(h), make_error_code(error::session_lost)));
     return;
   }
-  asio::dispatch(s->impl->strand_, [s, h = std::move(h)]() mutable {
+  auto cancel = early_cancel::take(asio::get_associated_cancellation_slot(h), s->impl->strand_);
+  asio::dispatch(s->impl->strand_, [s, cancel, h = std::move(h)]() mutable {
     if (s->lost) return s->impl->complete(std::move(h), s->ended ? make_error_code(asio::error::operation_aborted) : s->why);
     auto id = s->next_id++;
-    auto slot = asio::get_associated_cancellation_slot(h);
-    s->waiters.emplace(id, std::move(h));
-    if (slot.is_connected()) {
-      slot.assign([w = std::weak_ptr<session_state>(s), id](asio::cancellation_type) {
-        auto s = w.lock();
-        if (!s) return;
-        asio::dispatch(s->impl->strand_, [s, id] {
+    if (cancel->registered([w = std::weak_ptr<session_state>(s), id] {
+          auto s = w.lock();
+          if (!s) return;
           auto it = s->waiters.find(id);
           if (it == s->waiters.end()) return;
           auto h = std::move(it->second);
           s->waiters.erase(it);
           s->impl->complete(std::move(h), asio::error::operation_aborted);
-        });
-      });
-    }
+        }))
+      return s->impl->complete(std::move(h), asio::error::operation_aborted);
+    s->waiters.emplace(id, std::move(h));
   });
 }
 

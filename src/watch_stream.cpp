@@ -31,7 +31,8 @@ void watch_stream::add(std::shared_ptr<watcher_state> w, handler<watcher> h) {
   else open();
 }
 
-void watch_stream::next(const std::shared_ptr<watcher_state>& w, handler<watch_batch> h) {
+void watch_stream::next(const std::shared_ptr<watcher_state>& w, handler<watch_batch> h,
+                        std::shared_ptr<early_cancel> cancel) {
   if (!w->ready.empty()) {
     auto b = std::move(w->ready.front());
     w->ready.pop_front();
@@ -43,22 +44,18 @@ void watch_stream::next(const std::shared_ptr<watcher_state>& w, handler<watch_b
     return client_->complete(std::move(h), w->final_ec, std::move(b));
   }
   if (w->next_waiter) return fail(client_, std::move(h), asio::error::already_started);
-  auto slot = asio::get_associated_cancellation_slot(h);
+  auto seq = ++w->wait_seq;
+  bool cancelled = cancel->registered([weak = std::weak_ptr<watcher_state>(w), seq] {
+    auto w = weak.lock();
+    if (!w || !w->next_waiter || w->wait_seq != seq) return;
+    auto h = std::move(*w->next_waiter);
+    w->next_waiter.reset();
+    w->next_work = {};
+    w->stream->client().complete(std::move(h), asio::error::operation_aborted, watch_batch{});
+  });
+  if (cancelled) return client_->complete(std::move(h), asio::error::operation_aborted, watch_batch{});
   w->next_waiter.emplace(std::move(h));
   w->next_work = asio::prefer(client_->io_ex_, asio::execution::outstanding_work.tracked);
-  auto seq = ++w->wait_seq;
-  if (slot.is_connected()) {
-    slot.assign([weak = std::weak_ptr<watcher_state>(w), seq, s = client_->strand_](asio::cancellation_type) {
-      asio::dispatch(s, [weak, seq] {
-        auto w = weak.lock();
-        if (!w || !w->next_waiter || w->wait_seq != seq) return;
-        auto h = std::move(*w->next_waiter);
-        w->next_waiter.reset();
-        w->next_work = {};
-        w->stream->client().complete(std::move(h), asio::error::operation_aborted, watch_batch{});
-      });
-    });
-  }
 }
 
 void watch_stream::cancel(const std::shared_ptr<watcher_state>& w) {
@@ -276,7 +273,9 @@ void watcher::start_next(const std::shared_ptr<detail::watcher_state>& s, detail
     asio::dispatch(asio::append(std::move(h), make_error_code(error::watch_canceled), watch_batch{}));
     return;
   }
-  asio::dispatch(s->stream->client().strand_, [s, h = std::move(h)]() mutable { s->stream->next(s, std::move(h)); });
+  auto cancel = detail::early_cancel::take(asio::get_associated_cancellation_slot(h), s->stream->client().strand_);
+  asio::dispatch(s->stream->client().strand_,
+                 [s, cancel, h = std::move(h)]() mutable { s->stream->next(s, std::move(h), std::move(cancel)); });
 }
 
 }  // namespace coetcd

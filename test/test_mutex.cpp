@@ -5,6 +5,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
 #include <algorithm>
+#include <array>
 #include <set>
 
 using namespace coetcd;
@@ -658,5 +659,33 @@ BOOST_AUTO_TEST_CASE(a_cancelled_unlock_still_releases) {
     BOOST_TEST(!**result, (*result)->message());
     BOOST_TEST(!m.held());
     BOOST_TEST(co_await count_keys(c, "cancelled-unlock/") == 0);
+  }(c));
+}
+
+// A wait cancelled in the same turn it was started is still cancelled: the `||` of awaitable
+// operators does this when another branch finishes first (with_lock's body, say), and a lost
+// cancellation would leave the `||` waiting for ever.
+BOOST_AUTO_TEST_CASE(waits_cancelled_as_soon_as_started_complete) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    auto w = co_await c.async_watch("early-cancel", use_awaitable);
+    auto l = co_await c.async_lease_grant(30, use_awaitable);
+    auto k = c.keep_alive(l.id);
+    asio::cancellation_signal s1, s2, s3;
+    auto r = std::make_shared<std::array<std::optional<error_code>, 3>>();
+    s.async_wait_lost(asio::bind_cancellation_slot(s1.slot(), [r](error_code ec) { (*r)[0] = ec; }));
+    s1.emit(asio::cancellation_type::terminal);
+    w.async_next(asio::bind_cancellation_slot(s2.slot(), [r](error_code ec, watch_batch) { (*r)[1] = ec; }));
+    s2.emit(asio::cancellation_type::terminal);
+    k.async_wait_lost(asio::bind_cancellation_slot(s3.slot(), [r](error_code ec) { (*r)[2] = ec; }));
+    s3.emit(asio::cancellation_type::terminal);
+    for (int i = 0; i < 200 && !((*r)[0] && (*r)[1] && (*r)[2]); ++i) co_await sleep_for(10ms);
+    for (auto& e : *r) {
+      BOOST_TEST_REQUIRE(e.has_value());
+      BOOST_TEST(*e == asio::error::operation_aborted, e->message());
+    }
+    BOOST_TEST(!s.lost());
   }(c));
 }

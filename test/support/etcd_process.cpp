@@ -19,13 +19,32 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <random>
+
 namespace coetcd::test {
 namespace fs = std::filesystem;
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
 int free_port() {
+  // Below the kernel's ephemeral range (32768 and up here): a port the kernel hands out for
+  // bind(0) is also one it may give any outgoing connection as its source port before etcd
+  // binds it, which CI saw as "bind: address already in use" while other suites ran.
+  static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+  static const int ephemeral_low = [] {
+    int low = 32768;
+    std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;
+    return low;
+  }();
   asio::io_context ioc;
+  for (int attempt = 0; ephemeral_low > 11000 && attempt < 200; ++attempt) {
+    auto port = static_cast<unsigned short>(std::uniform_int_distribution<int>(10000, ephemeral_low - 1)(rng));
+    boost::system::error_code ec;
+    asio::ip::tcp::acceptor a(ioc);
+    a.open(asio::ip::tcp::v4(), ec);
+    if (!ec) a.bind(asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), port), ec);
+    if (!ec) return port;
+  }
   asio::ip::tcp::acceptor a(ioc, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
   return a.local_endpoint().port();
 }
