@@ -192,8 +192,7 @@ auto lock_view_core::release(const std::string& key, std::shared_ptr<bool> resen
   rider->taken = true;
   // One write: each op succeeds or fails by itself (the rider's nested txn keeps its compare).
   std::vector<txn_op> ops{txn_op::del(key), txn_op::nested(std::move(rider->t))};
-  auto sent = co_await batched_write(client_, std::move(ops), prefix_);
-  if (resent && sent.resent) *resent = true;
+  auto sent = co_await batched_write(client_, std::move(ops), prefix_, resent);
   if (sent.ec == error::lease_not_found) {
     // Only the rider's put names a lease: its session is gone. That must not keep our key.
     rider->ec = sent.ec;

@@ -158,10 +158,7 @@ void txn_batcher::send(std::vector<item> batch) {
         if (!ec) {
           r = from_pb(resp);
           if (unwrap) {
-            auto header = r.header;
-            txn_result outer;
-            outer.header = header;
-            outer.succeeded = true;
+            txn_result outer{r.header, true, {}};
             outer.responses.push_back(op_result{std::move(r)});
             r = std::move(outer);
           }
@@ -197,29 +194,30 @@ void txn_batcher::finish(std::vector<item>& batch, error_code ec, txn_result r, 
   schedule();
 }
 
-asio::awaitable<txn_batcher::outcome> batched_write(client& c, std::vector<txn_op> ops, std::string queue) {
+asio::awaitable<txn_batcher::outcome> batched_write(client& c, std::vector<txn_op> ops, std::string queue,
+                                                    std::shared_ptr<bool> resent) {
   // Named, not a temporary in the co_await: g++ 12.2 would destroy its shared_ptr twice.
   auto initiation = [impl = c.impl()](auto h, std::vector<txn_op> ops, std::string queue) {
     impl->batcher().submit(std::move(ops), std::move(queue), std::move(h));
   };
-  co_return co_await asio::async_initiate<const asio::use_awaitable_t<>, void(txn_batcher::outcome)>(
+  auto out = co_await asio::async_initiate<const asio::use_awaitable_t<>, void(txn_batcher::outcome)>(
       initiation, asio::use_awaitable, std::move(ops), std::move(queue));
+  if (resent && out.resent) *resent = true;
+  co_return out;
 }
 
 asio::awaitable<std::tuple<error_code, txn_result>> batched_txn(client& c, txn t, std::string queue,
                                                                 std::shared_ptr<bool> resent) {
   // Named, not braced in the co_await: g++ 12.2 does not compile an initializer list there.
   std::vector<txn_op> ops{txn_op::nested(std::move(t))};
-  auto out = co_await batched_write(c, std::move(ops), std::move(queue));
-  if (resent && out.resent) *resent = true;
+  auto out = co_await batched_write(c, std::move(ops), std::move(queue), std::move(resent));
   if (out.ec) co_return std::tuple(out.ec, txn_result{});
   co_return std::tuple(error_code{}, std::get<txn_result>(std::move(out.results.at(0).value)));
 }
 
 asio::awaitable<std::tuple<error_code, bool>> batched_delete(client& c, std::string key, std::shared_ptr<bool> resent) {
   std::vector<txn_op> ops{txn_op::del(key)};
-  auto out = co_await batched_write(c, std::move(ops), {});
-  if (resent && out.resent) *resent = true;
+  auto out = co_await batched_write(c, std::move(ops), {}, std::move(resent));
   co_return std::tuple(out.ec, !out.ec && out.results.at(0).del().deleted > 0);
 }
 

@@ -31,10 +31,10 @@ class txn_batcher : public std::enable_shared_from_this<txn_batcher> {
 
   /// Queues `ops`, which must have the same effect applied once or twice: they are resent on
   /// UNAVAILABLE, "no leader" or a leader change within the request deadline, so an election
-  /// shows as a delay, not an error. `queue`: the prefix under which the ops may create a lock or election
-  /// key, or empty. Two such keys created by one txn would share a create revision, and both
-  /// would count as the oldest, so a batch holds one write per queue, and one per key. Not
-  /// cancellable: `done` always gets the outcome. On strand.
+  /// shows as a delay, not an error. `queue`: the prefix under which the ops may create a lock
+  /// or election key, or empty. Two such keys created by one txn would share a create revision,
+  /// and both would count as the oldest, so a batch holds one write per queue, and one per key.
+  /// Not cancellable: `done` always gets the outcome. On strand.
   void submit(std::vector<txn_op> ops, std::string queue, asio::any_completion_handler<void(outcome)> done);
   /// The client is closing: every write not yet sent fails with client_closed (posted, so a
   /// stopped event loop destroys them with its queue instead of leaving them to hold the client).
@@ -54,7 +54,7 @@ class txn_batcher : public std::enable_shared_from_this<txn_batcher> {
     std::string queue;
     std::vector<std::string> keys;  // every key the ops may write
     asio::any_completion_handler<void(outcome)> done;
-    bool alone = false;  // its batch failed as a whole: find out whose error it was
+    bool alone = false;  // sent by itself: it writes a range, or its batch failed as a whole
   };
 
   bool may_send() const {
@@ -83,7 +83,8 @@ asio::awaitable<std::tuple<error_code, txn_result>> batched_txn(client& c, txn t
 /// Only for keys nothing else re-creates while the delete is in flight.
 asio::awaitable<std::tuple<error_code, bool>> batched_delete(client& c, std::string key,
                                                              std::shared_ptr<bool> resent = {});
-/// Several ops through the batcher, applied at one revision.
-asio::awaitable<txn_batcher::outcome> batched_write(client& c, std::vector<txn_op> ops, std::string queue);
+/// Several ops through the batcher, applied at one revision. `resent` as for batched_txn.
+asio::awaitable<txn_batcher::outcome> batched_write(client& c, std::vector<txn_op> ops, std::string queue,
+                                                    std::shared_ptr<bool> resent = {});
 
 }  // namespace coetcd::detail
