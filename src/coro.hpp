@@ -45,6 +45,12 @@ inline asio::awaitable<void> handle_cancellation_manually() {
   co_await asio::this_coro::throw_if_cancelled(false);
 }
 
+/// Whether anyone can cancel this operation: its handler came with a connected cancellation slot.
+inline asio::awaitable<bool> can_be_cancelled() {
+  auto cs = co_await asio::this_coro::cancellation_state;
+  co_return cs.slot().is_connected();
+}
+
 inline asio::awaitable<bool> cancellation_requested() {
   auto cs = co_await asio::this_coro::cancellation_state;
   co_return cs.cancelled() != asio::cancellation_type::none;

@@ -50,7 +50,8 @@ asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::st
   if (e.leader) co_return co_await put_value(e, value);
   ++s.key_users[e.key];  // counted like a mutex's, so a clean-up never removes a newer campaign's key
   const std::shared_ptr<lock_view> no_view;  // named: see mutex.cpp on g++ 12.2 and temporaries
-  auto a = co_await acquire_or_abandon(e.session, e.prefix, e.key, value, no_view);
+  const bool cancellable = co_await can_be_cancelled();
+  auto a = co_await acquire_or_abandon(e.session, e.prefix, e.key, value, no_view, cancellable);
   if (a.ec) {
     if (!a.abandoned) co_await release_key(s, e.key, 0);  // the txn may have been applied
     co_return a.ec;

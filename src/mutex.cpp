@@ -35,7 +35,8 @@ asio::awaitable<error_code> lock(std::shared_ptr<mutex_state> mp, bool try_only)
   // Named, not a temporary in the co_await: g++ 12.2 would destroy that shared_ptr twice.
   const auto view = try_only ? nullptr : m.view;
   const std::string no_value;
-  auto a = co_await acquire_or_abandon(m.session, m.prefix, m.key, no_value, view);
+  const bool cancellable = co_await can_be_cancelled();
+  auto a = co_await acquire_or_abandon(m.session, m.prefix, m.key, no_value, view, cancellable);
   if (a.ec) {
     // The txn may have been applied: remove what it may have made.
     if (!a.abandoned) co_await release_key(s, m.key, 0);

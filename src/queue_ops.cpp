@@ -9,22 +9,20 @@ namespace {
 constexpr get_options first_create{.prefix = true, .limit = 1, .order = sort_order::ascend,
                                    .target = sort_target::create_revision};
 
-}  // namespace
-
-asio::awaitable<acquire_result> acquire(session_state& s, const std::string& prefix, const std::string& key,
-                                        const std::string& value, lock_view* view) {
-  acquire_result out;
+txn acquire_txn(const session_state& s, const std::string& prefix, const std::string& key, const std::string& value,
+                bool read_oldest) {
   auto t = txn().when(compare::create_revision(key) == 0).then(txn_op::put(key, value, put_options{.lease = s.lease}));
-  if (!view) t.then(txn_op::get(prefix, first_create));
+  if (read_oldest) t.then(txn_op::get(prefix, first_create));
   t.otherwise(txn_op::get(key));
-  if (!view) t.otherwise(txn_op::get(prefix, first_create));
-  lock_view_core::txn_outcome sent;
-  if (view) sent = co_await view->core().enqueue(std::move(t));
-  else sent = co_await batched_txn(*s.owner, std::move(t), prefix);
-  auto& [ec, r] = sent;
+  if (read_oldest) t.otherwise(txn_op::get(prefix, first_create));
+  return t;
+}
+
+acquire_result acquired(error_code ec, txn_result r, bool read_oldest) {
+  acquire_result out;
   // A revoked lease refuses the put: for a lock or a campaign that is the session being lost.
   out.ec = ec == error::lease_not_found ? make_error_code(error::session_lost) : ec;
-  if (ec) co_return out;
+  if (ec) return out;
   // Then-branch: our put made the key at this revision. Else-branch: the key was already there
   // (another lock or campaign of this session); its create revision is ours.
   out.rev = r.header.revision;
@@ -32,12 +30,37 @@ asio::awaitable<acquire_result> acquire(session_state& s, const std::string& pre
     const auto& mine = r.responses.at(0).get().kvs;
     out.rev = mine.empty() ? 0 : mine.front().create_revision;
   }
-  if (!view) {
+  if (read_oldest) {
     const auto& oldest = r.responses.at(1).get().kvs;
     out.owner = out.rev != 0 && (oldest.empty() || oldest.front().create_revision == out.rev);
   }
   out.txn = std::move(r);
-  co_return out;
+  return out;
+}
+
+asio::awaitable<acquire_result> acquire_queued(lock_view_core& view, txn t) {
+  auto [ec, r] = co_await view.enqueue(std::move(t));
+  co_return acquired(ec, std::move(r), false);
+}
+
+}  // namespace
+
+asio::awaitable<acquire_result> acquire(session_state& s, const std::string& prefix, const std::string& key,
+                                        const std::string& value, lock_view* view) {
+  if (view) return acquire_queued(view->core(), acquire_txn(s, prefix, key, value, false));
+  // Not a coroutine: the caller waits on the batcher directly. A thousand sessions locking at
+  // once each had four frames here while their txns queued, most of the client's peak heap. The
+  // txn is built when the caller awaits, so the one frame left holds references only.
+  auto initiation = [&s, &prefix, &key, &value](auto h) {
+    std::vector<txn_op> ops;
+    ops.push_back(txn_op::nested(acquire_txn(s, prefix, key, value, true)));
+    s.impl->batcher().submit(std::move(ops), prefix, [h = std::move(h)](txn_batcher::outcome o) mutable {
+      txn_result r;
+      if (!o.ec) r = std::get<txn_result>(std::move(o.results.at(0).value));
+      std::move(h)(acquired(o.ec, std::move(r), true));
+    });
+  };
+  return asio::async_initiate<const asio::use_awaitable_t<>, void(acquire_result)>(initiation, asio::use_awaitable);
 }
 
 namespace {
@@ -60,21 +83,16 @@ asio::awaitable<void> run_acquire(std::shared_ptr<pending_acquire> p, std::share
   p->wake.cancel();
 }
 
-}  // namespace
-
-asio::awaitable<acquire_result> acquire_or_abandon(const std::shared_ptr<session_state>& s,
-                                                   const std::string& prefix, const std::string& key,
-                                                   const std::string& value, const std::shared_ptr<lock_view>& view) {
+asio::awaitable<acquire_result> acquire_abandonable(std::shared_ptr<session_state> s, const std::string& prefix,
+                                                    const std::string& key, const std::string& value,
+                                                    std::shared_ptr<lock_view> view, bool cancellable) {
   acquire_result out;
   co_await s->wait_deleted(key);
   if (co_await cancellation_requested()) {
     out.ec = asio::error::operation_aborted;
     co_return out;
   }
-  // Nobody can cancel this lock (its handler has no cancellation slot): await the txn here,
-  // without the side task that lets a cancelled caller leave it behind.
-  if (!(co_await asio::this_coro::cancellation_state).slot().is_connected())
-    co_return co_await acquire(*s, prefix, key, value, view.get());
+  if (!cancellable) co_return co_await acquire(*s, prefix, key, value, view.get());
   auto p = std::make_shared<pending_acquire>(pending_acquire{asio::steady_timer(s->impl->strand_), {}, false});
   p->wake.expires_at(asio::steady_timer::time_point::max());
   asio::co_spawn(s->impl->strand_, run_acquire(p, s, prefix, key, value, view),
@@ -88,6 +106,18 @@ asio::awaitable<acquire_result> acquire_or_abandon(const std::shared_ptr<session
     out.abandoned = true;
   }
   co_return out;
+}
+
+}  // namespace
+
+asio::awaitable<acquire_result> acquire_or_abandon(const std::shared_ptr<session_state>& s,
+                                                   const std::string& prefix, const std::string& key,
+                                                   const std::string& value, const std::shared_ptr<lock_view>& view,
+                                                   bool cancellable) {
+  // Nobody can cancel the caller (its handler has no cancellation slot) and no delete of our key
+  // is on the wire: await the txn with no frame or side task of ours in between.
+  if (!cancellable && !s->deleting.contains(key)) return acquire(*s, prefix, key, value, view.get());
+  return acquire_abandonable(s, prefix, key, value, view, cancellable);
 }
 
 asio::awaitable<void> release_key(session_state& s, const std::string& key, std::int64_t rev) {

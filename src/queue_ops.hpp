@@ -20,6 +20,7 @@ struct acquire_result {
 /// unless it exists, and read the oldest key under the prefix. With a running `view` of the
 /// prefix the read is left out (etcd 3.4 answers a sorted prefix Range in O(keys)): `owner`
 /// stays false and wait_turn decides from the view; the txn goes through view->enqueue.
+/// Everything passed by reference must outlive the returned awaitable, which starts when awaited.
 asio::awaitable<acquire_result> acquire(session_state& s, const std::string& prefix, const std::string& key,
                                         const std::string& value, lock_view* view = nullptr);
 
@@ -28,10 +29,13 @@ asio::awaitable<acquire_result> acquire(session_state& s, const std::string& pre
 /// goroutine), leaving our key behind under a live lease and blocking the name. So the txn is
 /// never cancelled: a cancelled caller gets operation_aborted (with `abandoned`) at once, and
 /// when the txn completes, release_key() gives up the caller's use of the key (counted in
-/// `key_users` before the call), deleting it by its known revision.
+/// `key_users` before the call), deleting it by its known revision. `cancellable`: the caller's
+/// handler has a cancellation slot (see can_be_cancelled); without one it awaits the txn itself.
+/// Waits first while a delete of `key` is on the wire (see session_state::wait_deleted).
 asio::awaitable<acquire_result> acquire_or_abandon(const std::shared_ptr<session_state>& s,
                                                    const std::string& prefix, const std::string& key,
-                                                   const std::string& value, const std::shared_ptr<lock_view>& view);
+                                                   const std::string& value, const std::shared_ptr<lock_view>& view,
+                                                   bool cancellable);
 
 /// This lock or campaign no longer uses `key`: deletes it unless another one of the session
 /// still does. `rev` guards the delete when known, so a newer key is never removed.
