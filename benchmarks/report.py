@@ -143,11 +143,14 @@ set key top right
 set grid
 set ylabel 'acquisitions/s'
 set yrange [0:*]
+# Headroom above the highest line (often the hand-off floor) for the key.
+set offsets 0, 0, graph 0.3, 0
 plot '{data}' u 1:2 w lp lw 2 t 'coetcd mutex', '' u 1:4 w lp lw 2 t 'Go concurrency.Mutex', \\
      '' u 1:6 w lp lw 2 dt 2 t 'txn floor (no waiting)', {floor} w l lw 2 dt 3 lc rgb 'black' t 'hand-off floor (delete chain)'
 set ylabel 'p99 lock wait, ms'
 set logscale y
 set yrange [*:*]
+set offsets 0, 0, 0, 0
 set key top left
 plot '{data}' u 1:3 w lp lw 2 t 'coetcd mutex', '' u 1:5 w lp lw 2 t 'Go concurrency.Mutex', \\
      '' u 1:7 w lp lw 2 dt 2 t 'txn floor (no waiting)'
