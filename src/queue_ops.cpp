@@ -52,13 +52,10 @@ asio::awaitable<acquire_result> acquire(session_state& s, const std::string& pre
   // once each had four frames here while their txns queued, most of the client's peak heap. The
   // txn is built when the caller awaits, so the one frame left holds references only.
   auto initiation = [&s, &prefix, &key, &value](auto h) {
-    std::vector<txn_op> ops;
-    ops.push_back(txn_op::nested(acquire_txn(s, prefix, key, value, true)));
-    s.impl->batcher().submit(std::move(ops), prefix, [h = std::move(h)](txn_batcher::outcome o) mutable {
-      txn_result r;
-      if (!o.ec) r = std::get<txn_result>(std::move(o.results.at(0).value));
-      std::move(h)(acquired(o.ec, std::move(r), true));
-    });
+    s.impl->batcher().submit_txn(acquire_txn(s, prefix, key, value, true), prefix,
+                                 [h = std::move(h)](error_code ec, txn_result r, bool) mutable {
+                                   std::move(h)(acquired(ec, std::move(r), true));
+                                 });
   };
   return asio::async_initiate<const asio::use_awaitable_t<>, void(acquire_result)>(initiation, asio::use_awaitable);
 }

@@ -208,11 +208,16 @@ asio::awaitable<txn_batcher::outcome> batched_write(client& c, std::vector<txn_o
 
 asio::awaitable<std::tuple<error_code, txn_result>> batched_txn(client& c, txn t, std::string queue,
                                                                 std::shared_ptr<bool> resent) {
-  // Named, not braced in the co_await: g++ 12.2 does not compile an initializer list there.
-  std::vector<txn_op> ops{txn_op::nested(std::move(t))};
-  auto out = co_await batched_write(c, std::move(ops), std::move(queue), std::move(resent));
-  if (out.ec) co_return std::tuple(out.ec, txn_result{});
-  co_return std::tuple(error_code{}, std::get<txn_result>(std::move(out.results.at(0).value)));
+  // Not a coroutine: the caller waits on the batcher with no frame of ours in between.
+  auto initiation = [impl = c.impl(), resent = std::move(resent)](auto h, txn t, std::string queue) {
+    impl->batcher().submit_txn(std::move(t), std::move(queue),
+                               [h = std::move(h), resent](error_code ec, txn_result r, bool was_resent) mutable {
+                                 if (resent && was_resent) *resent = true;
+                                 std::move(h)(ec, std::move(r));
+                               });
+  };
+  return asio::async_initiate<decltype(as_result), void(error_code, txn_result)>(initiation, as_result, std::move(t),
+                                                                               std::move(queue));
 }
 
 asio::awaitable<std::tuple<error_code, bool>> batched_delete(client& c, std::string key, std::shared_ptr<bool> resent) {

@@ -36,6 +36,17 @@ class txn_batcher : public std::enable_shared_from_this<txn_batcher> {
   /// and both would count as the oldest, so a batch holds one write per queue, and one per key.
   /// Not cancellable: `done` always gets the outcome. On strand.
   void submit(std::vector<txn_op> ops, std::string queue, asio::any_completion_handler<void(outcome)> done);
+  /// submit() of one txn: `done(error_code, txn_result, bool resent)` with the txn's own result.
+  template <class Done>
+  void submit_txn(txn t, std::string queue, Done done) {
+    std::vector<txn_op> ops;
+    ops.push_back(txn_op::nested(std::move(t)));
+    submit(std::move(ops), std::move(queue), [done = std::move(done)](outcome o) mutable {
+      txn_result r;
+      if (!o.ec) r = std::get<txn_result>(std::move(o.results.at(0).value));
+      std::move(done)(o.ec, std::move(r), o.resent);
+    });
+  }
   /// The client is closing: every write not yet sent fails with client_closed (posted, so a
   /// stopped event loop destroys them with its queue instead of leaving them to hold the client).
   void close();
