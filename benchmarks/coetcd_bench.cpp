@@ -5,11 +5,13 @@
 // Modes: mutex (async_lock/unlock), try_lock (retry at once when held), election
 // (campaign/resign), txn (the raw floor: one put-if-absent txn + one delete per operation, no
 // waiting, retried at once when taken), delete_chain (the hand-off floor: one worker deleting
-// single keys one after another; each delete counts as an "acquisition").
+// single keys one after another; each delete counts as an "acquisition"), local (the in-process
+// reference: the same workers on an async FIFO lock in this process, no etcd: the physical limit
+// of a local hand-off).
 //
 // Correctness check: each lock has a counter read before and written after the yield inside the
-// critical section, and an overlap flag; a lost update or an overlap between sessions is a
-// violation. --json prints one JSON object; otherwise a readable summary. Progress goes to stderr.
+// critical section, and an overlap flag; a lost update or an overlap between holders is a
+// violation (for elections, between sessions: a campaign is per session). --json prints one JSON object; otherwise a readable summary. Progress goes to stderr.
 #include "bench_support.hpp"
 
 #include <coetcd.hpp>
@@ -25,6 +27,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <list>
 #include <map>
 #include <cstdio>
 #include <iostream>
@@ -54,17 +57,54 @@ struct config {
   std::string prefix;
 };
 
+// The in-process reference lock: FIFO, a hand-off is one post.
+struct local_lock {
+  bool locked = false;
+  std::list<asio::any_completion_handler<void()>> waiting;  // a list: never move-assigns a handler
+
+  template <class Token>
+  auto async_lock(Token&& token) {
+    return asio::async_initiate<Token, void()>(
+        [this](auto h) {
+          if (locked) return waiting.emplace_back(std::move(h)), void();
+          locked = true;
+          auto ex = asio::get_associated_executor(h);
+          asio::post(ex, std::move(h));
+        },
+        token);
+  }
+  void unlock(const asio::any_io_executor& ex) {
+    if (waiting.empty()) {
+      locked = false;
+      return;
+    }
+    auto h = std::move(waiting.front());
+    waiting.pop_front();
+    asio::post(ex, std::move(h));
+  }
+};
+
 struct lock_slot {
   std::string name;
   int inside = 0;
-  const void* holder = nullptr;  // the session inside, for the overlap check
+  const void* holder = nullptr;  // who is inside, for the overlap check
   std::int64_t counter = 0;
+  local_lock local;
+};
+
+// Acquisitions of each session (client, with --share-session) and the longest time it went
+// without one once it had started: how fairly sessions share a busy name.
+struct session_stats {
+  std::int64_t acquisitions = 0;
+  clock_type::time_point last{};
+  clock_type::duration max_gap{};
 };
 
 struct run_state {
   config cfg;
   bench::histogram wait;
   std::vector<lock_slot> slots;
+  std::vector<session_stats> per_session;  // by client index
   clock_type::time_point start, end;
   clock_type::duration paused{};  // untimed set-up inside the run (delete_chain's puts)
   bool started = false;
@@ -100,14 +140,18 @@ asio::awaitable<void> critical_section(run_state& st, lock_slot& slot, const voi
   auto seen = slot.counter;
   if (st.cfg.hold.count() > 0) co_await sleep(st.cfg.hold);
   else co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
-  if (slot.counter != seen && !st.cfg.share_session) ++st.violations;
+  if (slot.counter != seen && !(st.cfg.share_session && st.cfg.mode == "election")) ++st.violations;
   slot.counter = seen + 1;
   --slot.inside;
 }
 
-void record_acquisition(run_state& st, clock_type::time_point t0) {
+void record_acquisition(run_state& st, clock_type::time_point t0, int client = 0) {
   ++st.acquisitions;
-  st.wait.record(std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - t0).count());
+  auto now = clock_type::now();
+  st.wait.record(std::chrono::duration_cast<std::chrono::microseconds>(now - t0).count());
+  auto& ps = st.per_session.at(static_cast<std::size_t>(client));
+  if (ps.acquisitions++ > 0) ps.max_gap = std::max(ps.max_gap, now - ps.last);
+  ps.last = now;
 }
 
 asio::awaitable<void> wait_for_start(run_state& st) {
@@ -115,7 +159,7 @@ asio::awaitable<void> wait_for_start(run_state& st) {
   while (!st.started) co_await sleep(std::chrono::milliseconds(5));
 }
 
-asio::awaitable<void> mutex_loop(run_state& st, coetcd::session& s, lock_slot& slot, bool try_only) {
+asio::awaitable<void> mutex_loop(run_state& st, coetcd::session& s, lock_slot& slot, bool try_only, int client) {
   coetcd::mutex m(s, slot.name);
   co_await wait_for_start(st);
   while (!st.done()) {
@@ -138,8 +182,8 @@ asio::awaitable<void> mutex_loop(run_state& st, coetcd::session& s, lock_slot& s
       st.fail("lock: " + ec.message());
       break;
     }
-    record_acquisition(st, t0);
-    co_await critical_section(st, slot, &s);
+    record_acquisition(st, t0, client);
+    co_await critical_section(st, slot, &m);  // every caller excludes every other one
     auto [uec] = co_await m.async_unlock(asio::as_tuple(use_awaitable));
     if (uec) {
       st.fail("unlock: " + uec.message());
@@ -233,7 +277,27 @@ asio::awaitable<void> delete_chain_loop(run_state& st, coetcd::client& c) {
   co_await c.async_delete(base, coetcd::delete_options{.prefix = true}, asio::as_tuple(use_awaitable));
 }
 
-asio::awaitable<void> worker(run_state& st, coetcd::client& c, std::shared_ptr<coetcd::session> s, lock_slot& slot) {
+asio::awaitable<void> local_loop(run_state& st, lock_slot& slot) {
+  int me = 0;  // identity for the overlap check
+  co_await wait_for_start(st);
+  auto ex = co_await asio::this_coro::executor;
+  while (!st.done()) {
+    auto t0 = clock_type::now();
+    ++st.attempts;
+    co_await slot.local.async_lock(use_awaitable);
+    record_acquisition(st, t0);
+    co_await critical_section(st, slot, &me);
+    slot.local.unlock(ex);
+  }
+}
+
+asio::awaitable<void> worker(run_state& st, coetcd::client& c, int client, std::shared_ptr<coetcd::session> s,
+                             lock_slot& slot) {
+  if (st.cfg.mode == "local") {
+    co_await local_loop(st, slot);
+    --st.running;
+    co_return;
+  }
   if (!s) {
     auto [ec, made] = co_await coetcd::session::async_create(c, coetcd::session_options{.ttl = st.cfg.ttl},
                                                              asio::as_tuple(use_awaitable));
@@ -246,7 +310,7 @@ asio::awaitable<void> worker(run_state& st, coetcd::client& c, std::shared_ptr<c
     s = std::make_shared<coetcd::session>(std::move(made));
   }
   const auto& mode = st.cfg.mode;
-  if (mode == "mutex" || mode == "try_lock") co_await mutex_loop(st, *s, slot, mode == "try_lock");
+  if (mode == "mutex" || mode == "try_lock") co_await mutex_loop(st, *s, slot, mode == "try_lock", client);
   else if (mode == "election") co_await election_loop(st, *s, slot);
   else if (mode == "txn") co_await txn_loop(st, c, *s, slot);
   if (s.use_count() == 1) co_await s->async_close(asio::as_tuple(use_awaitable));
@@ -273,7 +337,7 @@ config parse_args(int argc, char** argv) {
   desc.add_options()
       ("help,h", "this text")
       ("endpoints", po::value(&endpoints), "comma-separated host:port list (default 127.0.0.1:2379)")
-      ("mode", po::value(&cfg.mode), "mutex | try_lock | election | txn | delete_chain (default mutex)")
+      ("mode", po::value(&cfg.mode), "mutex | try_lock | election | txn | delete_chain | local (default mutex)")
       ("workers", po::value(&cfg.workers), "concurrent workers (default 1)")
       ("locks", po::value(&cfg.locks), "lock names; worker i uses lock i % locks (default 1)")
       ("clients", po::value(&cfg.clients), "clients (connections); worker i uses client i % clients (default 1)")
@@ -282,7 +346,8 @@ config parse_args(int argc, char** argv) {
       ("hold", po::value(&hold), "time inside the critical section (default: one yield)")
       ("ttl", po::value(&ttl), "session TTL in seconds (default 60)")
       ("share-session", po::bool_switch(&cfg.share_session),
-       "one session per client shared by its workers (they do not exclude each other, as in Go)")
+       "one session per client shared by its workers (the async-server case; an election's workers "
+       "share its leadership)")
       ("prefix", po::value(&cfg.prefix), "key prefix (default /coetcd-bench/<pid>/)")
       ("json", po::bool_switch(&cfg.json), "print one JSON object");
   po::variables_map vm;
@@ -299,7 +364,7 @@ config parse_args(int argc, char** argv) {
   cfg.hold = bench::parse_duration(hold);
   cfg.ttl = std::chrono::seconds(ttl);
   if (cfg.prefix.empty()) cfg.prefix = "/coetcd-bench/" + std::to_string(::getpid()) + "/";
-  const std::vector<std::string> modes{"mutex", "try_lock", "election", "txn", "delete_chain"};
+  const std::vector<std::string> modes{"mutex", "try_lock", "election", "txn", "delete_chain", "local"};
   if (std::find(modes.begin(), modes.end(), cfg.mode) == modes.end())
     throw std::invalid_argument("unknown --mode '" + cfg.mode + "'");
   if (cfg.workers < 1 || cfg.locks < 1 || cfg.clients < 1 || cfg.endpoints.empty())
@@ -325,6 +390,7 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<coetcd::client>> clients;
   for (int i = 0; i < cfg.clients; ++i) clients.push_back(std::make_unique<coetcd::client>(ioc, o));
   for (int k = 0; k < cfg.locks; ++k) st.slots.push_back(lock_slot{cfg.prefix + "lock-" + std::to_string(k)});
+  st.per_session.resize(static_cast<std::size_t>(cfg.clients));
 
   std::map<std::string, double> rpc_before, rpc_after;
   double cpu_before = 0, cpu_after = 0;
@@ -334,7 +400,7 @@ int main(int argc, char** argv) {
     // Shared sessions first (one per client), then every worker creates its own if needed and
     // reports ready; the clock starts when all are.
     std::vector<std::shared_ptr<coetcd::session>> shared(cfg.clients);
-    if (cfg.share_session)
+    if (cfg.share_session && cfg.mode != "local")
       for (int i = 0; i < cfg.clients; ++i)
         shared[i] = std::make_shared<coetcd::session>(co_await coetcd::session::async_create(
             *clients[i], coetcd::session_options{.ttl = cfg.ttl}, use_awaitable));
@@ -346,7 +412,8 @@ int main(int argc, char** argv) {
       }, asio::detached);
     } else {
       for (int i = 0; i < cfg.workers; ++i)
-        asio::co_spawn(ioc, worker(st, *clients[i % cfg.clients], shared[i % cfg.clients], st.slots[i % cfg.locks]),
+        asio::co_spawn(ioc, worker(st, *clients[i % cfg.clients], i % cfg.clients, shared[i % cfg.clients],
+                                   st.slots[i % cfg.locks]),
                        asio::detached);
     }
     shared.clear();
@@ -410,21 +477,37 @@ int main(int argc, char** argv) {
   // Counters must add up to the acquisitions (a lost update shows as a shortfall).
   std::int64_t counted = 0;
   for (auto& s : st.slots) counted += s.counter;
-  if (cfg.mode != "delete_chain" && counted != st.acquisitions && !cfg.share_session)
+  if (cfg.mode != "delete_chain" && counted != st.acquisitions && !(cfg.share_session && cfg.mode == "election"))
     st.violations += std::llabs(st.acquisitions - counted);
 
+  // Fairness between sessions sharing names (--share-session with several clients): each one's
+  // share of the acquisitions against the mean, and the longest it went without one.
+  double share_min = 1, share_max = 1, max_gap_ms = 0;
+  if (cfg.share_session && cfg.clients > 1 && acq > 0) {
+    double mean = acq / cfg.clients;
+    share_min = 1e9;
+    share_max = 0;
+    for (auto& ps : st.per_session) {
+      share_min = std::min(share_min, double(ps.acquisitions) / mean);
+      share_max = std::max(share_max, double(ps.acquisitions) / mean);
+      max_gap_ms = std::max(max_gap_ms, std::chrono::duration<double, std::milli>(ps.max_gap).count());
+    }
+  }
   double ops_per_s = elapsed > 0 ? acq / elapsed : 0;
   double cpu_per_1000 = acq > 0 ? (cpu_after - cpu_before) / acq * 1000 : 0;
   auto ms = [](double us) { return us / 1000.0; };
   if (cfg.json) {
     std::printf(
-        "{\"impl\":\"coetcd\",\"mode\":%s,\"workers\":%d,\"locks\":%d,\"clients\":%d,\"seconds\":%.3f,"
+        "{\"impl\":%s,\"mode\":%s,\"workers\":%d,\"locks\":%d,\"clients\":%d,\"share_session\":%s,"
+        "\"seconds\":%.3f,\"share_min\":%.3f,\"share_max\":%.3f,\"max_gap_ms\":%.3f,"
         "\"acquisitions\":%" PRId64 ",\"attempts\":%" PRId64 ",\"acquisitions_per_s\":%.1f,"
         "\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"mean_ms\":%.3f,"
         "\"cpu_s_per_1000\":%.4f,\"peak_rss_mb\":%.1f,\"rpcs_per_acq\":%.2f,\"txn_per_acq\":%.2f,"
         "\"range_per_acq\":%.2f,\"delete_per_acq\":%.2f,\"watch_msgs_per_acq\":%.2f,"
         "\"violations\":%" PRId64 ",\"errors\":%" PRId64 ",\"leftover_keys\":%" PRId64 ",\"first_error\":%s}\n",
-        json_string(cfg.mode).c_str(), cfg.workers, cfg.locks, cfg.clients, elapsed, st.acquisitions, st.attempts,
+        cfg.mode == "local" ? "\"local\"" : "\"coetcd\"", json_string(cfg.mode).c_str(), cfg.workers, cfg.locks,
+        cfg.clients, cfg.share_session ? "true" : "false", elapsed, share_min, share_max, max_gap_ms, st.acquisitions,
+        st.attempts,
         ops_per_s, ms(st.wait.quantile(0.5)), ms(st.wait.quantile(0.9)), ms(st.wait.quantile(0.99)),
         ms(double(st.wait.max())), ms(st.wait.mean()), cpu_per_1000, bench::peak_rss_mb(), rpcs, per_acq("Txn"),
         per_acq("Range"), per_acq("DeleteRange"), per_acq("Watch"), st.violations, st.errors, leftover,
@@ -437,6 +520,9 @@ int main(int argc, char** argv) {
     std::printf("  wait ms           p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", ms(st.wait.quantile(0.5)),
                 ms(st.wait.quantile(0.9)), ms(st.wait.quantile(0.99)), ms(double(st.wait.max())));
     std::printf("  client CPU        %.3f s per 1000 acquisitions\n", cpu_per_1000);
+    if (cfg.share_session && cfg.clients > 1)
+      std::printf("  sessions' share   %.2f-%.2f of the mean; longest a session went without: %.1f ms\n", share_min,
+                  share_max, max_gap_ms);
     std::printf("  peak RSS          %.1f MB\n", bench::peak_rss_mb());
     std::printf("  RPCs/acquisition  %.2f (Txn %.2f, Range %.2f, DeleteRange %.2f, Watch msgs %.2f)\n", rpcs,
                 per_acq("Txn"), per_acq("Range"), per_acq("DeleteRange"), per_acq("Watch"));

@@ -36,6 +36,10 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   void unlisten(std::uint64_t id) { listeners_.erase(id); }
   /// The key with the oldest create revision, if any.
   const key_value* oldest() const;
+  /// Whether the view is current and shows a key under the prefix other than `key`.
+  bool has_other_keys(const std::string& key) const {
+    return ready_ && order_.size() > keys_.count(key);
+  }
 
   using txn_outcome = std::tuple<error_code, txn_result>;
   /// Sends a txn that queues a local waiter. While another local waiter or holder of this name

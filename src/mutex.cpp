@@ -1,125 +1,407 @@
+// A mutex excludes callers, not sessions. The callers of one session on one name queue locally
+// (mutex_queue, FIFO) behind one etcd key of that session, laid out as Go's: the key exists while
+// any of them holds or waits, and a hand-off between two of them is a completion posted to the
+// executor. A driver task takes the key for the queue (acquire txn, then wait for its turn on the
+// shared view); unlock passes the lock to the next local caller, or releases the key. When the
+// name's view shows another session waiting, the session releases after a bounded number of
+// further local hand-offs or a bounded time, and queues its remaining callers again behind it.
 #include "queue_ops.hpp"
 
 #include <coetcd/mutex.hpp>
 
+#include <list>
 
 namespace coetcd::detail {
+
+struct mutex_queue;
 
 struct mutex_state {
   std::shared_ptr<session_state> session;
   std::string name;
   std::string prefix;  // name + "/"
   std::string key;     // prefix + hex(lease)
-  int holds = 0;       // successful locks of this object not yet unlocked
+  mutex_options options;
+  std::shared_ptr<mutex_queue> queue;  // set on the strand at first use
+  bool held = false;
+  bool orphaned = false;  // the mutex object is gone: a lock granted now is released at once
+  std::int64_t rev = 0;
+  std::uint64_t sequence = 0;
+  response_header header;
+};
+
+struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
+  enum class key_state { none, acquiring, owned, releasing };
+  struct waiter {
+    std::uint64_t id;
+    std::shared_ptr<mutex_state> by;
+    bool try_only;
+    bool cancellable;
+    asio::any_completion_handler<void(error_code)> done;
+  };
+  using clock = std::chrono::steady_clock;
+
+  mutex_queue(std::shared_ptr<session_state> s, const mutex_state& m)
+      : session(std::move(s)), name(m.name), prefix(m.prefix), key(m.key), linger_timer(session->impl->strand_) {}
+  ~mutex_queue();
+
+  // All on the strand.
+  void lock(std::shared_ptr<mutex_state> by, bool try_only, bool cancellable,
+            std::shared_ptr<early_cancel> cancel, asio::any_completion_handler<void(error_code)> h);
+  void unlock(const std::shared_ptr<mutex_state>& by, asio::any_completion_handler<void(error_code)> h);
+  void start_driver();
+  asio::awaitable<void> drive();
+  void acquired(std::int64_t rev, response_header h);
+  void acquire_failed(error_code ec);
+  void grant();
+  /// The lock is free locally: the next caller, a linger, or a release of the key.
+  void pass_on(asio::any_completion_handler<void(error_code)> h, const mutex_options& options);
+  asio::awaitable<void> release(asio::any_completion_handler<void(error_code)> h);
+  bool foreign_waiting() const { return view && view->core().has_other_keys(key); }
+  /// Whether another session's turn has come: one has waited behind our key for
+  /// options.fair_hold or fair_handoffs local hand-offs. Starts that clock when one is first seen.
+  bool yield_due(const mutex_options& options);
+  void start_linger(std::chrono::milliseconds d);
+  void stop_linger();
+  void end_linger();
+  void cancel_waiter(std::uint64_t id);
+  void fail_all(error_code ec);
+  void ensure_view() {
+    if (!view) view = lock_view_for(*session->owner, prefix);
+  }
+
+  std::shared_ptr<session_state> session;
+  std::string name, prefix, key;
+  key_state state = key_state::none;
   std::int64_t rev = 0;
   response_header header;
-  std::shared_ptr<lock_view> view;  // kept once contended, so hand-offs reuse the watch
+  std::shared_ptr<lock_view> view;
+  std::shared_ptr<mutex_state> holder;
+  std::uint64_t sequence = 0;
+  std::list<waiter> waiters;  // a list: any_completion_handler must never be move-assigned
+  std::uint64_t next_id = 0;
+  std::optional<clock::time_point> foreign_since;
+  std::size_t handoffs_since_foreign = 0;
+  asio::cancellation_signal driver_cancel;
+  bool driver_cancellable = false;
+  asio::steady_timer linger_timer;
+  bool lingering = false;
+  std::optional<std::uint64_t> linger_listener;
+  std::optional<std::uint64_t> loss_listener;
 };
 
 namespace {
 
-asio::awaitable<error_code> lock(std::shared_ptr<mutex_state> mp, bool try_only) {
-  co_await handle_cancellation_manually();
-  auto& m = *mp;
-  auto& s = *m.session;
-  if (s.lost) co_return error::session_lost;
-  if (m.holds > 0) {  // reentrant on the same object
-    ++m.holds;
-    ++s.key_users[m.key];
-    co_return error_code{};
-  }
-  ++s.key_users[m.key];
-  // A name this client has seen contended keeps its view: queue through it (no Range, and the
-  // put may ride on a local holder's release).
-  if (!m.view) m.view = existing_lock_view(*s.owner, m.prefix);
-  // Named, not a temporary in the co_await: g++ 12.2 would destroy that shared_ptr twice.
-  const auto view = try_only ? nullptr : m.view;
-  const std::string no_value;
-  const bool cancellable = co_await can_be_cancelled();
-  auto a = co_await acquire_or_abandon(m.session, m.prefix, m.key, no_value, view, cancellable);
-  if (a.ec) {
-    // The txn may have been applied: remove what it may have made.
-    if (!a.abandoned) co_await release_key(s, m.key, 0);
-    co_return a.ec;
-  }
-  if (!a.owner) {
-    error_code ec;
-    if (try_only) ec = error::locked;
-    else if (co_await cancellation_requested()) ec = asio::error::operation_aborted;
-    else if (a.rev == 0) ec = error::session_lost;
-    else ec = co_await wait_turn(s, m.view, m.prefix, m.key, a.rev);
-    if (ec) {
-      co_await release_key(s, m.key, a.rev);
-      co_return ec;
+std::shared_ptr<mutex_queue> queue_of(const std::shared_ptr<mutex_state>& m) {
+  if (m->queue) return m->queue;
+  auto& slot = m->session->mutex_queues[m->name];
+  if (auto q = slot.lock()) return m->queue = q;
+  auto q = std::make_shared<mutex_queue>(m->session, *m);
+  q->loss_listener = m->session->listen([w = std::weak_ptr<mutex_queue>(q)] {
+    if (auto q = w.lock()) {
+      q->loss_listener.reset();
+      q->stop_linger();
+      q->fail_all(error::session_lost);
     }
-  }
-  m.holds = 1;
-  m.rev = a.rev;
-  m.header = a.txn.header;
-  s.key_rev[m.key] = a.rev;
-  co_return error_code{};
-}
-
-asio::awaitable<error_code> unlock(std::shared_ptr<mutex_state> mp) {
-  // Runs to its outcome even when cancelled: holds is decremented below, so an unlock stopped
-  // before its delete would leave the key held with nobody left to release it.
-  co_await asio::this_coro::throw_if_cancelled(false);
-  auto& m = *mp;
-  auto& s = *m.session;
-  if (m.holds == 0) co_return error::not_locked;
-  --m.holds;
-  auto& users = s.key_users[m.key];
-  bool stale = s.key_rev[m.key] != m.rev;  // our key was lost and re-created by a newer lock
-  if (--users > 0) co_return stale ? make_error_code(error::session_lost) : error_code();
-  s.key_users.erase(m.key);
-  s.key_rev.erase(m.key);
-  if (!m.view) m.view = existing_lock_view(*s.owner, m.prefix);  // waiters came after we got it
-  auto resent = std::make_shared<bool>(false);
-  // A plain DeleteRange, as in Go's Unlock, not a txn guarded by our create revision: etcd 3.4
-  // copies its backend's read buffer for every Txn it applies, so under load a txn delete
-  // costs about 15 % of the lock rate. The guard would add nothing: only this session's locks
-  // create this key, and they count themselves in key_users and wait for this delete.
-  delete_in_flight deleting(s, m.key);
-  std::tuple<error_code, bool> sent;
-  if (m.view) sent = co_await m.view->core().release(m.key, resent);
-  else sent = co_await batched_delete(*s.owner, m.key, resent);
-  auto [ec, deleted] = sent;
-  if (ec) co_return ec;
-  // A delete resent after a failure that was in fact applied (a leader change mid-commit)
-  // finds its key gone: that is our release, not a loss.
-  co_return deleted || *resent ? error_code() : make_error_code(error::session_lost);
+  });
+  slot = q;
+  return m->queue = q;
 }
 
 }  // namespace
+
+mutex_queue::~mutex_queue() {
+  if (loss_listener) session->unlisten(*loss_listener);
+  if (linger_listener && view) view->core().unlisten(*linger_listener);
+  if (auto it = session->mutex_queues.find(name); it != session->mutex_queues.end() && it->second.expired())
+    session->mutex_queues.erase(it);
+}
+
+void mutex_queue::lock(std::shared_ptr<mutex_state> by, bool try_only, bool cancellable,
+                       std::shared_ptr<early_cancel> cancel, asio::any_completion_handler<void(error_code)> h) {
+  auto& impl = *session->impl;
+  if (session->lost) return impl.complete(std::move(h), error::session_lost);
+  if (try_only && (holder || !waiters.empty() || (state == key_state::owned && yield_due(by->options))))
+    return impl.complete(std::move(h), error::locked);
+  auto id = next_id++;
+  if (cancel->registered([w = weak_from_this(), id] {
+        if (auto q = w.lock()) q->cancel_waiter(id);
+      }))
+    return impl.complete(std::move(h), asio::error::operation_aborted);
+  const auto options = by->options;
+  waiters.push_back(waiter{id, std::move(by), try_only, cancellable, std::move(h)});
+  if (state == key_state::owned && !holder) {  // idle between callers, or lingering
+    stop_linger();
+    return pass_on({}, options);
+  }
+  // Local contention: watch the name so that a waiter of another session behind us is seen.
+  if (holder || waiters.size() > 1) ensure_view();
+  if (state == key_state::none) start_driver();
+}
+
+void mutex_queue::cancel_waiter(std::uint64_t id) {
+  auto it = std::find_if(waiters.begin(), waiters.end(), [id](const waiter& w) { return w.id == id; });
+  if (it == waiters.end()) return;
+  auto h = std::move(it->done);
+  waiters.erase(it);
+  session->impl->complete(std::move(h), asio::error::operation_aborted);
+  // Nobody is left to take the key the driver is after: stop it (it cleans up after itself).
+  if (waiters.empty() && state == key_state::acquiring && driver_cancellable)
+    driver_cancel.emit(asio::cancellation_type::terminal);
+}
+
+void mutex_queue::fail_all(error_code ec) {
+  for (auto& w : std::exchange(waiters, {})) session->impl->complete(std::move(w.done), ec);
+}
+
+void mutex_queue::start_driver() {
+  state = key_state::acquiring;
+  ++session->key_users[key];
+  // A caller nobody can cancel stays first in the queue until it holds: then the driver cannot
+  // be cancelled either, and awaits its txn without the abandonable side task.
+  const auto& first = waiters.front();
+  driver_cancellable = first.try_only || first.cancellable;
+  auto& strand = session->impl->strand_;
+  if (driver_cancellable)
+    asio::co_spawn(strand, drive(), asio::bind_cancellation_slot(driver_cancel.slot(), asio::detached));
+  else
+    asio::co_spawn(strand, drive(), asio::detached);
+}
+
+asio::awaitable<void> mutex_queue::drive() {
+  auto self = shared_from_this();
+  co_await handle_cancellation_manually();
+  auto& s = *session;
+  // A try_lock first in line reads the oldest key in its txn, so it learns at once whether it
+  // would have to wait.
+  const std::optional<std::uint64_t> try_id =
+      waiters.front().try_only ? std::optional(waiters.front().id) : std::nullopt;
+  if (!view) view = existing_lock_view(*s.owner, prefix);
+  const auto via = try_id ? nullptr : view;
+  const std::string no_value;
+  const bool cancellable = co_await can_be_cancelled();
+  auto a = co_await acquire_or_abandon(session, prefix, key, no_value, via, cancellable);
+  if (a.ec) {
+    // The txn may have been applied: remove what it may have made (abandoned: its side task does).
+    if (!a.abandoned) co_await release_key(s, key, 0);
+    co_return acquire_failed(a.ec);
+  }
+  if (!a.owner) {
+    if (try_id && !waiters.empty() && waiters.front().id == *try_id) {
+      auto h = std::move(waiters.front().done);
+      waiters.pop_front();
+      s.impl->complete(std::move(h), error::locked);
+    }
+    error_code ec;
+    if (waiters.empty() || co_await cancellation_requested()) ec = asio::error::operation_aborted;
+    else if (a.rev == 0) ec = error::session_lost;
+    else ec = co_await wait_turn(s, view, prefix, key, a.rev);
+    if (ec) {
+      co_await release_key(s, key, a.rev);
+      co_return acquire_failed(ec);
+    }
+  }
+  acquired(a.rev, a.txn.header);
+}
+
+void mutex_queue::acquire_failed(error_code ec) {
+  state = key_state::none;
+  if (ec == asio::error::operation_aborted) {
+    // Cancelled because the queue ran empty; callers that came since need a new driver.
+    if (!waiters.empty()) start_driver();
+    return;
+  }
+  fail_all(ec);
+}
+
+void mutex_queue::acquired(std::int64_t r, response_header h) {
+  state = key_state::owned;
+  rev = r;
+  header = std::move(h);
+  session->key_rev[key] = r;
+  foreign_since.reset();
+  handoffs_since_foreign = 0;
+  if (waiters.empty()) {  // the last caller was cancelled as the key became ours
+    asio::co_spawn(session->impl->strand_, release({}), asio::detached);
+    return;
+  }
+  grant();
+}
+
+void mutex_queue::grant() {
+  auto w = std::move(waiters.front());
+  waiters.pop_front();
+  auto& m = *w.by;
+  m.held = true;
+  m.rev = rev;
+  m.header = header;
+  m.sequence = ++sequence;
+  holder = w.by;
+  if (m.orphaned) {  // nobody is left to unlock it
+    session->impl->complete(std::move(w.done), asio::error::operation_aborted);
+    m.held = false;
+    return pass_on({}, m.options);
+  }
+  session->impl->complete(std::move(w.done), error_code{});
+}
+
+bool mutex_queue::yield_due(const mutex_options& o) {
+  if (!foreign_waiting()) {
+    foreign_since.reset();
+    return false;
+  }
+  auto now = clock::now();
+  if (!foreign_since) {
+    foreign_since = now;
+    handoffs_since_foreign = 0;
+  }
+  return handoffs_since_foreign >= o.fair_handoffs || now - *foreign_since >= o.fair_hold;
+}
+
+void mutex_queue::unlock(const std::shared_ptr<mutex_state>& by, asio::any_completion_handler<void(error_code)> h) {
+  if (holder != by) return session->impl->complete(std::move(h), error::not_locked);
+  by->held = false;
+  if (session->lost) {
+    holder.reset();
+    state = key_state::none;
+    return session->impl->complete(std::move(h), error::session_lost);
+  }
+  const auto options = by->options;
+  pass_on(std::move(h), options);
+}
+
+void mutex_queue::pass_on(asio::any_completion_handler<void(error_code)> h, const mutex_options& options) {
+  holder.reset();
+  if (!waiters.empty() && !yield_due(options)) {
+    ++handoffs_since_foreign;
+    grant();
+    if (h) session->impl->complete(std::move(h), error_code{});
+    return;
+  }
+  if (waiters.empty() && options.linger.count() > 0 && !foreign_waiting()) {
+    start_linger(options.linger);
+    if (h) session->impl->complete(std::move(h), error_code{});
+    return;
+  }
+  // Nobody left here, or another session's turn: release the key (the driver queues the callers
+  // still waiting again once the delete is done).
+  asio::co_spawn(session->impl->strand_, release(std::move(h)), asio::detached);
+}
+
+asio::awaitable<void> mutex_queue::release(asio::any_completion_handler<void(error_code)> h) {
+  auto self = shared_from_this();
+  auto& s = *session;
+  stop_linger();
+  state = key_state::releasing;
+  error_code result;
+  if (--s.key_users[key] > 0) {  // an election of this session on the same name still uses it
+    state = key_state::none;
+  } else {
+    s.key_users.erase(key);
+    s.key_rev.erase(key);
+    delete_in_flight deleting(s, key);
+    for (int attempt = 0;; ++attempt) {
+      auto resent = std::make_shared<bool>(false);
+      std::tuple<error_code, bool> sent;
+      // A plain DeleteRange, as in Go's Unlock, not a txn guarded by our create revision: etcd
+      // 3.4 copies its backend's read buffer for every Txn it applies, so under load a txn
+      // delete costs about 15 % of the lock rate. Only this queue creates this key, and it puts
+      // it again only after this delete has completed.
+      if (view) sent = co_await view->core().release(key, resent);
+      else sent = co_await batched_delete(*s.owner, key, resent);
+      auto [ec, deleted] = sent;
+      // A delete resent after a failure that was in fact applied (a leader change mid-commit)
+      // finds its key gone: that is our release, not a loss.
+      if (!ec) {
+        if (attempt == 0 && !deleted && !*resent) result = error::session_lost;
+        break;
+      }
+      if (attempt == 0) result = ec;
+      if (attempt == 0 && h) s.impl->complete(std::move(h), result);
+      // The key may still be there under a live lease, blocking the name: keep trying while the
+      // session lives (after it ends, the lease takes the key with it).
+      if (s.lost || ec == error::client_closed || s.impl->closed()) break;
+      asio::steady_timer pause(s.impl->strand_, std::chrono::milliseconds(attempt < 4 ? 250 << attempt : 4000));
+      co_await pause.async_wait(as_result);
+      if (s.lost || s.impl->closed()) break;
+    }
+    state = key_state::none;
+  }
+  if (h) s.impl->complete(std::move(h), result);
+  if (!waiters.empty() && state == key_state::none && !s.lost) start_driver();
+}
+
+void mutex_queue::start_linger(std::chrono::milliseconds d) {
+  ensure_view();
+  lingering = true;
+  linger_listener = view->core().listen([w = weak_from_this()](error_code) {
+    auto q = w.lock();
+    if (!q || !q->lingering || !q->foreign_waiting()) return;
+    // Not from inside the view's notification: the release goes through the view.
+    asio::post(q->session->impl->strand_, [q] { q->end_linger(); });
+  });
+  linger_timer.expires_after(d);
+  linger_timer.async_wait([self = shared_from_this()](error_code ec) {
+    if (!ec) self->end_linger();
+  });
+}
+
+void mutex_queue::stop_linger() {
+  if (!lingering) return;
+  lingering = false;
+  if (linger_listener && view) view->core().unlisten(*linger_listener);
+  linger_listener.reset();
+  linger_timer.cancel();
+}
+
+void mutex_queue::end_linger() {
+  if (!lingering) return;
+  stop_linger();
+  if (!holder && waiters.empty() && state == key_state::owned)
+    asio::co_spawn(session->impl->strand_, release({}), asio::detached);
+}
+
 }  // namespace coetcd::detail
 
 namespace coetcd {
 
-mutex::mutex(session& s, std::string_view name) : state_(std::make_shared<detail::mutex_state>()) {
+mutex::mutex(session& s, std::string_view name, mutex_options options)
+    : state_(std::make_shared<detail::mutex_state>()) {
   if (name.empty()) throw boost::system::system_error(make_error_code(error::empty_key), "coetcd: mutex name");
   if (!s.state()) throw boost::system::system_error(make_error_code(error::session_lost), "coetcd: mutex session");
   state_->session = s.state();
   state_->name = std::string(name);
   state_->prefix = state_->name + "/";
   state_->key = state_->prefix + detail::lease_hex(s.lease());
+  state_->options = options;
 }
 
 mutex::~mutex() {
-  if (!state_ || state_->holds == 0) return;
-  // Still held: release in the background so the key does not outlive its user.
-  auto m = state_;
-  asio::co_spawn(m->session->impl->strand_, [](std::shared_ptr<detail::mutex_state> m) -> asio::awaitable<void> {
-    while (m->holds > 0) co_await detail::unlock(m);
-  }(m), asio::detached);
+  if (!state_) return;
+  // On the strand: a lock still held is released in the background so the key does not outlive
+  // its user, and one granted later is released at once.
+  auto& strand = state_->session->impl->strand_;
+  asio::dispatch(strand, [m = std::move(state_)]() mutable {
+    m->orphaned = true;
+    if (m->held && m->queue) m->queue->unlock(m, [](error_code) {});
+  });
 }
 
 void mutex::start_lock(const std::shared_ptr<detail::mutex_state>& m, bool try_only,
                        asio::any_completion_handler<void(error_code)> h) {
-  detail::spawn_op(m->session->impl, detail::lock(m, try_only), std::move(h));
+  auto slot = asio::get_associated_cancellation_slot(h);
+  const bool cancellable = slot.is_connected();
+  auto& strand = m->session->impl->strand_;
+  auto cancel = detail::early_cancel::take(slot, strand);
+  asio::dispatch(strand, [m, try_only, cancellable, cancel, h = std::move(h)]() mutable {
+    detail::queue_of(m)->lock(m, try_only, cancellable, std::move(cancel), std::move(h));
+  });
 }
 
 void mutex::start_unlock(const std::shared_ptr<detail::mutex_state>& m, asio::any_completion_handler<void(error_code)> h) {
-  detail::spawn_op(m->session->impl, detail::unlock(m), std::move(h));
+  asio::dispatch(m->session->impl->strand_, [m, h = std::move(h)]() mutable {
+    if (!m->queue) return m->session->impl->complete(std::move(h), error::not_locked);
+    m->queue->unlock(m, std::move(h));
+  });
 }
 
 void mutex::start_wait_lost(const std::shared_ptr<detail::mutex_state>& m,
@@ -129,9 +411,13 @@ void mutex::start_wait_lost(const std::shared_ptr<detail::mutex_state>& m,
 
 const std::string& mutex::name() const noexcept { return state_->name; }
 const std::string& mutex::key() const noexcept { return state_->key; }
-bool mutex::held() const noexcept { return state_->holds > 0; }
-std::int64_t mutex::fencing_token() const noexcept { return state_->holds > 0 ? state_->rev : 0; }
+bool mutex::held() const noexcept { return state_->held; }
+std::int64_t mutex::fencing_token() const noexcept { return state_->held ? state_->rev : 0; }
+std::uint64_t mutex::local_sequence() const noexcept { return state_->held ? state_->sequence : 0; }
 const response_header& mutex::header() const noexcept { return state_->header; }
-compare mutex::is_owner() const { return compare::create_revision(state_->key) == state_->rev; }
+compare mutex::is_owner() const {
+  // Not held: a create revision no key can have (an absent key compares as 0).
+  return compare::create_revision(state_->key) == (state_->held ? state_->rev : -1);
+}
 
 }  // namespace coetcd

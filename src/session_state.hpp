@@ -9,6 +9,8 @@
 
 namespace coetcd::detail {
 
+struct mutex_queue;
+
 struct session_state : std::enable_shared_from_this<session_state> {
   client* owner = nullptr;  // the user's client; outlives the session by contract
   std::shared_ptr<client_impl> impl;
@@ -26,6 +28,8 @@ struct session_state : std::enable_shared_from_this<session_state> {
   std::map<std::string, int> key_users;
   /// Create revision of each such key when it was last acquired: older ones are stale.
   std::map<std::string, std::int64_t> key_rev;
+  /// The local queue of each mutex name in use (see mutex.cpp); expired entries are replaced.
+  std::map<std::string, std::weak_ptr<mutex_queue>> mutex_queues;
   /// Keys whose delete is on the wire; each timer is cancelled when it completes.
   std::map<std::string, std::shared_ptr<asio::steady_timer>> deleting;
 

@@ -3,6 +3,8 @@
 #include <coetcd/session.hpp>
 #include <coetcd/txn.hpp>
 
+#include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -13,33 +15,53 @@ namespace detail {
 struct mutex_state;
 }
 
-/// A distributed lock, laid out exactly like etcd's Go concurrency.Mutex and `etcdctl lock`:
-/// the key is `name + "/" + lease id in lowercase hex`, created under the session's lease; the
-/// owner is the key with the oldest create revision under `name + "/"`; waiters are served in
-/// create-revision (FIFO) order. A coetcd mutex and `etcdctl lock NAME` exclude each other.
+/// How a session shares a busy name with other sessions, and whether it keeps an idle key.
+struct mutex_options {
+  /// Once the name's queue shows a waiter of another session behind our key, the session passes
+  /// the lock to its own callers at most this many more times, or for at most `fair_hold`
+  /// (whichever ends first), then releases its key and queues its remaining callers behind that
+  /// waiter. A hold in progress is never cut short: the bound is checked at each unlock.
+  std::size_t fair_handoffs = 1000;
+  std::chrono::milliseconds fair_hold{50};
+  /// After the last local unlock, keep the key this long while no other session waits, so a
+  /// lock of the same name soon after costs no RPC. Zero (the default): release at once.
+  /// A waiter of another session ends the linger at once (one delete). The cost: a process that
+  /// crashes while lingering blocks the name until its session's TTL runs out, as a crash while
+  /// holding does.
+  std::chrono::milliseconds linger{0};
+};
+
+/// A distributed lock that excludes every caller: each successful async_lock / async_try_lock
+/// excludes every other one, from coroutines sharing this object, from other mutex objects of
+/// this process (same session or not), and from other processes (coetcd, Go's
+/// concurrency.Mutex, `etcdctl lock`). Not reentrant, like std::mutex: locking it again from
+/// the holder waits for ever.
 ///
-/// Exclusion is between sessions. Locking a name the same session already holds or waits for
-/// succeeds together with it (as in Go) and is counted: the key is deleted when the last of those
-/// locks is released. Coroutines of one process that must exclude each other use separate
-/// sessions.
+/// On etcd it is laid out exactly like Go's concurrency.Mutex and `etcdctl lock`: the key is
+/// `name + "/" + lease id in lowercase hex`, created under the session's lease; the owner is the
+/// key with the oldest create revision under `name + "/"`; sessions are served in create-revision
+/// (FIFO) order. A session keeps one key per name while any of its callers holds or waits; its
+/// callers queue locally (FIFO) behind it, so a hand-off between two of them is a resume on the
+/// executor, with no RPC. Sessions take turns fairly: see mutex_options.
 ///
-/// Waiting costs no thread and no stream: waiters of one name in one client share one watch on
-/// the shared Watch stream and a local view of the queue, so a hand-off is one Delete commit plus
-/// one notification.
+/// Waiting costs no thread and no stream: the sessions of one client that wait on a name share
+/// one watch on the shared Watch stream and a local view of the queue, so a hand-off between
+/// sessions is one Delete commit plus one notification.
 ///
-/// The session must outlive the mutex. One operation at a time per mutex object.
+/// Any number of operations may be pending on one object (share it between coroutines as a
+/// std::mutex is shared between threads). The session must outlive the mutex.
 class mutex {
  public:
   /// Throws boost::system::system_error(error::empty_key) for an empty name.
-  mutex(session& s, std::string_view name);
+  mutex(session& s, std::string_view name, mutex_options options = {});
   mutex(mutex&&) noexcept = default;
   ~mutex();
 
-  /// Waits until this session owns the lock. Handler: void(error_code).
+  /// Waits until this caller holds the lock. Handler: void(error_code).
   /// Errors: error::session_lost (the session was lost before or while waiting, or our key vanished),
-  /// transport errors of the acquiring txn.
-  /// Cancellation: terminal, partial, total. The waiter key is deleted from etcd before the handler
-  /// runs with asio::error::operation_aborted (unless another lock of the same session uses it).
+  /// transport errors of the acquiring txn (every caller of the session waiting for that txn gets it).
+  /// Cancellation: terminal, partial, total. A cancelled caller leaves the local queue at once;
+  /// when it was the session's last caller on the name, the session's key is deleted from etcd.
   template <class CompletionToken = asio::deferred_t>
   auto async_lock(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
@@ -47,20 +69,22 @@ class mutex {
   }
 
   /// Takes the lock if it is free, without waiting. Handler: void(error_code): error::locked when
-  /// another session holds it (no key is left behind).
+  /// another caller of this process holds it or waits for it, or another session holds it (no
+  /// key is left behind). Costs no RPC when this session's key is already the owner (lingering).
   template <class CompletionToken = asio::deferred_t>
   auto async_try_lock(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
         token, [s = state_](asio::any_completion_handler<void(error_code)> h) { start_lock(s, true, std::move(h)); });
   }
 
-  /// Releases the lock: deletes our key with a plain delete, as Go's Unlock does, once no other
-  /// mutex of this session uses it (they share the key and count its users, so a stale unlock
-  /// never releases a newer lock of the session). Only this session creates that key, unless
-  /// another process adopts the same lease. Handler: void(error_code). Not cancellable: the
-  /// delete always runs to its outcome (about one commit), so a cancelled unlock never leaves the
-  /// key behind. Deletes and lock txns of the client's sessions that meet on the wire go to etcd
-  /// together in one txn (see README, "Performance").
+  /// Releases the lock held through this object. When another caller of this session waits, it
+  /// gets the lock at once (no RPC). Otherwise the session's key is deleted with a plain delete,
+  /// as Go's Unlock does, and the handler runs after its outcome. Handler: void(error_code). Not
+  /// cancellable: the release always runs to its outcome. If the delete fails, the error is
+  /// reported and the delete is retried in the background until it succeeds or the session
+  /// ends, so the name never stays blocked by a live session that no longer uses it.
+  /// Deletes and lock txns of the client's sessions that meet on the wire go to etcd together in
+  /// one txn (see README, "Performance").
   /// Errors: error::not_locked (this object does not hold it), error::session_lost (the key was
   /// already gone: the lock had been lost), transport errors.
   template <class CompletionToken = asio::deferred_t>
@@ -81,15 +105,21 @@ class mutex {
   const std::string& name() const noexcept;
   /// Our key: name + "/" + hex(lease).
   const std::string& key() const noexcept;
-  /// True between a successful lock and unlock (as far as this process knows).
+  /// True between a successful lock and unlock through this object (as far as this process knows).
   bool held() const noexcept;
-  /// Our key's create revision while held: strictly increasing across successive holders, so a
-  /// storage system can reject writes carrying an older token.
+  /// Our key's create revision while held, else 0. Strictly increasing across sessions (a session
+  /// that re-queues gets a new key, so a higher token), so a storage system can reject writes
+  /// carrying an older token. Successive holders of one session that hand the lock to each other
+  /// locally share their session's token; local_sequence() orders them.
   std::int64_t fencing_token() const noexcept;
+  /// While held: the number of holds of this name by this session so far (1, 2, ...): strictly
+  /// increasing across the session's local holders. 0 when not held.
+  std::uint64_t local_sequence() const noexcept;
   /// Header of the response that made us owner.
   const response_header& header() const noexcept;
   /// A compare that holds only while we still own the lock; put it in a txn's when() so the
-  /// txn's writes fail once the lock was lost.
+  /// txn's writes fail once the lock was lost. From an object that does not hold the lock it
+  /// never holds.
   compare is_owner() const;
 
  private:
