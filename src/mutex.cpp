@@ -65,6 +65,7 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   void end_linger();
   void cancel_waiter(std::uint64_t id);
   void fail_all(error_code ec);
+  void complete_parting();
   void ensure_view() {
     if (!view) view = lock_view_for(*session->owner, prefix);
   }
@@ -78,6 +79,9 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   std::shared_ptr<mutex_state> holder;
   std::uint64_t sequence = 0;
   std::list<waiter> waiters;  // a list: any_completion_handler must never be move-assigned
+  // Callers that gave up (cancelled, or a try_lock that found the name taken) while the driver
+  // may still leave a key: they complete once it has cleaned up.
+  std::list<std::pair<asio::any_completion_handler<void(error_code)>, error_code>> parting;
   std::uint64_t next_id = 0;
   std::optional<clock::time_point> foreign_since;
   std::size_t handoffs_since_foreign = 0;
@@ -143,10 +147,13 @@ void mutex_queue::cancel_waiter(std::uint64_t id) {
   if (it == waiters.end()) return;
   auto h = std::move(it->done);
   waiters.erase(it);
+  // Nobody is left to take the key the driver is after: stop it. The last caller completes once
+  // the driver has cleaned up, so that when its handler runs the key is gone.
+  if (waiters.empty() && state == key_state::acquiring && driver_cancellable) {
+    parting.emplace_back(std::move(h), asio::error::operation_aborted);
+    return driver_cancel.emit(asio::cancellation_type::terminal);
+  }
   session->impl->complete(std::move(h), asio::error::operation_aborted);
-  // Nobody is left to take the key the driver is after: stop it (it cleans up after itself).
-  if (waiters.empty() && state == key_state::acquiring && driver_cancellable)
-    driver_cancel.emit(asio::cancellation_type::terminal);
 }
 
 void mutex_queue::fail_all(error_code ec) {
@@ -189,7 +196,9 @@ asio::awaitable<void> mutex_queue::drive() {
     if (try_id && !waiters.empty() && waiters.front().id == *try_id) {
       auto h = std::move(waiters.front().done);
       waiters.pop_front();
-      s.impl->complete(std::move(h), error::locked);
+      // Alone: it completes once its key is gone. Others keep the key queued: at once.
+      if (waiters.empty()) parting.emplace_back(std::move(h), error::locked);
+      else s.impl->complete(std::move(h), error::locked);
     }
     error_code ec;
     if (waiters.empty() || co_await cancellation_requested()) ec = asio::error::operation_aborted;
@@ -203,8 +212,13 @@ asio::awaitable<void> mutex_queue::drive() {
   acquired(a.rev, a.txn.header);
 }
 
+void mutex_queue::complete_parting() {
+  for (auto& [h, ec] : std::exchange(parting, {})) session->impl->complete(std::move(h), ec);
+}
+
 void mutex_queue::acquire_failed(error_code ec) {
   state = key_state::none;
+  complete_parting();
   if (ec == asio::error::operation_aborted) {
     // Cancelled because the queue ran empty; callers that came since need a new driver.
     if (!waiters.empty()) start_driver();
@@ -327,6 +341,7 @@ asio::awaitable<void> mutex_queue::release(asio::any_completion_handler<void(err
     state = key_state::none;
   }
   if (h) s.impl->complete(std::move(h), result);
+  complete_parting();
   if (!waiters.empty() && state == key_state::none && !s.lost) start_driver();
 }
 

@@ -266,7 +266,9 @@ BOOST_AUTO_TEST_CASE(session_loss_fails_waiters_and_hands_over) {
   }(c));
 }
 
-BOOST_AUTO_TEST_CASE(reentrancy_stale_unlock_and_unlock_when_not_held) {
+// Two mutex objects of one session on one name exclude each other (no reentrancy, as
+// std::mutex); the lock passes between them locally, on the session's one key.
+BOOST_AUTO_TEST_CASE(objects_of_one_session_exclude_each_other_and_unlock_when_not_held) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
@@ -275,25 +277,36 @@ BOOST_AUTO_TEST_CASE(reentrancy_stale_unlock_and_unlock_when_not_held) {
     auto [nl] = co_await a.async_unlock(asio::as_tuple(use_awaitable));
     BOOST_TEST(nl == error::not_locked);
     co_await a.async_lock(use_awaitable);
-    co_await b.async_lock(use_awaitable);  // same session: succeeds at once, counted
-    co_await a.async_lock(use_awaitable);  // same object again
-    BOOST_TEST(a.fencing_token() == b.fencing_token());
+    auto [tl] = co_await b.async_try_lock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(tl == error::locked);
+    auto got_b = std::make_shared<std::optional<error_code>>();
+    b.async_lock([got_b](error_code ec) { *got_b = ec; });
+    co_await sleep_for(100ms);
+    BOOST_TEST(!got_b->has_value());  // waits behind a, although it is the same session
+    BOOST_TEST(!b.held());
+    auto token = a.fencing_token();
+    auto seq = a.local_sequence();
     co_await a.async_unlock(use_awaitable);
-    co_await a.async_unlock(use_awaitable);
-    BOOST_TEST(co_await count_keys(c, "re/") == 1);  // b still holds it
+    for (int i = 0; i < 100 && !got_b->has_value(); ++i) co_await sleep_for(1ms);
+    BOOST_TEST_REQUIRE(got_b->has_value());
+    BOOST_TEST(!**got_b);
+    BOOST_TEST(b.held());
+    BOOST_TEST(!a.held());
+    BOOST_TEST(b.fencing_token() == token);  // a local hand-off keeps the session's key
+    BOOST_TEST(b.local_sequence() == seq + 1);
+    BOOST_TEST(co_await count_keys(c, "re/") == 1);
+    auto [nl2] = co_await a.async_unlock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(nl2 == error::not_locked);  // a gave it up; b holds
+    // A fence from the object that does not hold never passes; the holder's does.
+    auto fenced = [&](const mutex& m) -> asio::awaitable<bool> {
+      auto r = co_await c.async_txn(txn().when(m.is_owner()).then(txn_op::put("re-fenced", "x")), use_awaitable);
+      co_return r.succeeded;
+    };
+    BOOST_TEST(!co_await fenced(a));
+    BOOST_TEST(co_await fenced(b));
     co_await b.async_unlock(use_awaitable);
-    BOOST_TEST(co_await count_keys(c, "re/") == 0);
-
-    // Stale unlock: our key was deleted and re-created by a newer lock of the same session.
-    co_await a.async_lock(use_awaitable);
-    auto old_token = a.fencing_token();
-    co_await c.async_delete(a.key(), use_awaitable);
-    co_await b.async_lock(use_awaitable);
-    BOOST_TEST(b.fencing_token() > old_token);
-    auto [stale] = co_await a.async_unlock(asio::as_tuple(use_awaitable));
-    BOOST_TEST(stale == error::session_lost, stale.message());
-    BOOST_TEST(co_await count_keys(c, "re/") == 1);  // b's newer key survived
-    co_await b.async_unlock(use_awaitable);
+    BOOST_TEST(!co_await fenced(b));
+    co_await c.async_delete("re-fenced", use_awaitable);
     co_await expect_no_keys(c, "re");
   }(c));
 }

@@ -1,0 +1,368 @@
+// The mutex between callers of one process: coroutines of one session queue locally behind the
+// session's one key, and sessions take fair turns. Against a real etcd, with etcdctl interop.
+#define BOOST_TEST_MODULE coetcd_mutex_local
+#include "support/fixture.hpp"
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+using namespace coetcd;
+using namespace coetcd::test;
+using namespace std::chrono_literals;
+using namespace boost::asio::experimental::awaitable_operators;
+
+BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+asio::awaitable<void> expect_no_keys(client& c, std::string name) {
+  BOOST_TEST(co_await count_keys(c, name + "/") == 0, "keys left under " << name << "/");
+}
+
+/// Write RPCs etcd has handled so far (lock txns and deletes).
+double writes() { return server().grpc_handled("Txn") + server().grpc_handled("DeleteRange"); }
+
+/// Holds and order seen by the callers of one test.
+struct ledger {
+  int inside = 0, max_inside = 0, holds = 0;
+  int next_arrival = 0;
+  std::vector<int> grant_order;  // arrival number of each caller granted, in grant order
+};
+
+asio::awaitable<void> caller(mutex& m, std::shared_ptr<ledger> l, int rounds, std::chrono::milliseconds hold) {
+  for (int i = 0; i < rounds; ++i) {
+    int arrival = l->next_arrival++;
+    co_await m.async_lock(use_awaitable);
+    l->grant_order.push_back(arrival);
+    l->max_inside = std::max(l->max_inside, ++l->inside);
+    co_await sleep_for(hold);
+    --l->inside;
+    ++l->holds;
+    co_await m.async_unlock(use_awaitable);
+  }
+}
+
+void fifty_callers_on_one_session(bool share_object) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c, bool share_object) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    std::string name = share_object ? "local-shared" : "local-each";
+    const int callers = 50, rounds = 3;
+    std::vector<std::unique_ptr<mutex>> objects;
+    for (int i = 0; i < (share_object ? 1 : callers); ++i) objects.push_back(std::make_unique<mutex>(s, name));
+    // The key first, so the run below is local hand-offs only.
+    co_await objects[0]->async_lock(use_awaitable);
+    co_await objects[0]->async_unlock(use_awaitable);
+    auto l = std::make_shared<ledger>();
+    auto ex = co_await asio::this_coro::executor;
+    int done = 0;
+    for (int i = 0; i < callers; ++i)
+      asio::co_spawn(ex, caller(*objects[share_object ? 0 : i], l, rounds, 2ms), [&done](std::exception_ptr e) {
+        BOOST_TEST(!e);
+        ++done;
+      });
+    // Once the first caller holds, the run is local: count the writes etcd sees from here on.
+    while (l->holds == 0 && l->inside == 0) co_await sleep_for(1ms);
+    auto writes_before = writes();
+    while (done < callers) co_await sleep_for(5ms);
+    auto writes_during = writes() - writes_before;
+    BOOST_TEST(l->holds == callers * rounds);
+    BOOST_TEST(l->max_inside == 1);  // never two holders
+    // FIFO: callers are granted in the order they asked.
+    BOOST_TEST(std::is_sorted(l->grant_order.begin(), l->grant_order.end()));
+    // One write at most: the delete of the session's key when the last caller unlocked.
+    BOOST_TEST(writes_during <= 1.0, writes_during << " writes for " << l->holds << " local hand-offs");
+    co_await expect_no_keys(c, name);
+  }(c, share_object));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(fifty_coroutines_sharing_one_mutex_object_exclude_each_other_in_fifo_order) {
+  fifty_callers_on_one_session(true);
+}
+
+BOOST_AUTO_TEST_CASE(fifty_coroutines_with_an_object_each_exclude_each_other_in_fifo_order) {
+  fifty_callers_on_one_session(false);
+}
+
+// 4 clients x 25 coroutines increment a counter stored in etcd (read, then a fenced write):
+// no update is lost. While they keep the name busy, etcdctl's lock (Go's concurrency.Mutex)
+// waits behind them and gets its turn within the fairness bound.
+BOOST_AUTO_TEST_CASE(busy_sessions_lose_no_update_and_let_etcdctl_in) {
+  asio::io_context ioc;
+  std::vector<std::unique_ptr<client>> clients;
+  for (int i = 0; i < 4; ++i) clients.push_back(std::make_unique<client>(ioc, options_for(server())));
+  struct shared {
+    std::atomic<bool> stop{false};
+    std::atomic<bool> etcdctl_done{false};
+    int acquisitions = 0, acquisitions_while_etcdctl_waited = 0;
+    bool etcdctl_started = false;
+    int inside = 0, max_inside = 0;
+  };
+  auto st = std::make_shared<shared>();
+  command_result etcdctl_result;
+  double etcdctl_seconds = 0;
+  std::thread etcdctl_thread;
+  run_for(ioc, [](std::vector<std::unique_ptr<client>>& clients, std::shared_ptr<shared> st,
+                  command_result& result, double& seconds, std::thread& t) -> asio::awaitable<void> {
+    auto& c0 = *clients[0];
+    co_await c0.async_put("busy-counter", "0", use_awaitable);
+    std::vector<session> sessions;
+    for (auto& c : clients) sessions.push_back(co_await session::async_create(*c, use_awaitable));
+    auto ex = co_await asio::this_coro::executor;
+    int done = 0;
+    for (int i = 0; i < 100; ++i) {
+      auto work = [](client& c, session& s, std::shared_ptr<shared> st) -> asio::awaitable<void> {
+        mutex m(s, "busy-name");
+        while (!st->stop) {
+          co_await m.async_lock(use_awaitable);
+          st->max_inside = std::max(st->max_inside, ++st->inside);
+          auto r = co_await c.async_get("busy-counter", get_options{}, use_awaitable);
+          auto n = std::stoi(r.kvs.at(0).value);
+          auto w = co_await c.async_txn(
+              txn().when(m.is_owner()).then(txn_op::put("busy-counter", std::to_string(n + 1))), use_awaitable);
+          BOOST_TEST(w.succeeded);
+          ++st->acquisitions;
+          if (st->etcdctl_started && !st->etcdctl_done) ++st->acquisitions_while_etcdctl_waited;
+          --st->inside;
+          co_await m.async_unlock(use_awaitable);
+        }
+      };
+      asio::co_spawn(ex, work(*clients[i % 4], sessions[i % 4], st), [&done](std::exception_ptr e) {
+        BOOST_TEST(!e);
+        ++done;
+      });
+    }
+    co_await sleep_for(300ms);
+    st->etcdctl_started = true;
+    t = std::thread([st, &result, &seconds] {
+      auto t0 = clock_type::now();
+      result = etcdctl(server(), "lock busy-name -- echo etcdctl-got-it");
+      seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+      st->etcdctl_done = true;
+    });
+    for (int i = 0; i < 1000 && !st->etcdctl_done; ++i) co_await sleep_for(10ms);
+    co_await sleep_for(200ms);  // the sessions go on after etcdctl
+    st->stop = true;
+    while (done < 100) co_await sleep_for(5ms);
+    auto r = co_await c0.async_get("busy-counter", get_options{}, use_awaitable);
+    BOOST_TEST(std::stoi(r.kvs.at(0).value) == st->acquisitions);  // no lost update
+    BOOST_TEST(st->max_inside == 1);
+    co_await c0.async_delete("busy-counter", use_awaitable);
+    for (auto& s : sessions) co_await s.async_close(use_awaitable);
+    co_await expect_no_keys(c0, "busy-name");
+  }(clients, st, etcdctl_result, etcdctl_seconds, etcdctl_thread), 40s);
+  if (etcdctl_thread.joinable()) etcdctl_thread.join();
+  BOOST_TEST(etcdctl_result.exit_code == 0, etcdctl_result.output);
+  BOOST_TEST(etcdctl_result.output.find("etcdctl-got-it") != std::string::npos);
+  // The bound is about 50 ms plus one hold; etcdctl itself takes a few hundred ms to start.
+  BOOST_TEST(etcdctl_seconds < 3.0, "etcdctl waited " << etcdctl_seconds << " s");
+  BOOST_TEST(st->acquisitions_while_etcdctl_waited > 0);  // the name was busy while it waited
+  BOOST_TEST_MESSAGE("etcdctl got the lock in " << etcdctl_seconds << " s; " << st->acquisitions
+                                                << " acquisitions by the sessions");
+}
+
+// A session busy with 10 coroutines and a waiter of another session: the waiter gets its turn
+// within the fairness bound, and the busy session's callers get theirs back after it.
+BOOST_AUTO_TEST_CASE(a_busy_session_gives_another_session_its_turn) {
+  asio::io_context ioc;
+  client c1(ioc, options_for(server()));
+  client c2(ioc, options_for(server()));
+  run_for(ioc, [](client& c1, client& c2) -> asio::awaitable<void> {
+    auto busy = co_await session::async_create(c1, use_awaitable);
+    auto other = co_await session::async_create(c2, use_awaitable);
+    mutex shared_m(busy, "turns");
+    bool stop = false;
+    int busy_holds = 0, inside = 0, max_inside = 0;
+    auto ex = co_await asio::this_coro::executor;
+    int done = 0;
+    for (int i = 0; i < 10; ++i)
+      asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+        while (!stop) {
+          co_await shared_m.async_lock(use_awaitable);
+          max_inside = std::max(max_inside, ++inside);
+          co_await sleep_for(1ms);
+          --inside;
+          ++busy_holds;
+          co_await shared_m.async_unlock(use_awaitable);
+        }
+      }, [&done](std::exception_ptr e) {
+        BOOST_TEST(!e);
+        ++done;
+      });
+    co_await sleep_for(100ms);
+    mutex m2(other, "turns");
+    for (int round = 0; round < 3; ++round) {
+      auto t0 = clock_type::now();
+      co_await m2.async_lock(use_awaitable);
+      auto waited = clock_type::now() - t0;
+      max_inside = std::max(max_inside, ++inside);
+      // Bound: fair_hold (50 ms) after the waiter is seen, plus a hold and the hand-off.
+      double waited_ms = std::chrono::duration<double, std::milli>(waited).count();
+      BOOST_TEST(waited_ms < 500.0, "waited " << waited_ms << " ms");
+      auto before = busy_holds;
+      --inside;
+      co_await m2.async_unlock(use_awaitable);
+      co_await sleep_for(100ms);
+      BOOST_TEST(busy_holds > before);  // the busy session got the name back
+    }
+    stop = true;
+    while (done < 10) co_await sleep_for(5ms);
+    BOOST_TEST(max_inside == 1);
+    co_await expect_no_keys(c1, "turns");
+  }(c1, c2));
+}
+
+// Cancelling a local waiter at any moment leaves the queue working; cancelling the session's
+// last waiter removes its key before the handler runs.
+BOOST_AUTO_TEST_CASE(cancelled_local_waiters_at_every_delay) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    auto other = co_await session::async_create(c, use_awaitable);
+    mutex holder(s, "cancel-local"), waiter(s, "cancel-local");
+    co_await holder.async_lock(use_awaitable);
+    for (int rep = 0; rep < 5; ++rep) {
+      for (int d = 0; d <= 6; ++d) {
+        auto r = co_await (waiter.async_lock(use_awaitable) || sleep_for(std::chrono::milliseconds(d)));
+        BOOST_TEST(r.index() == 1u);  // the holder never let go: the timer always wins
+        BOOST_TEST(!waiter.held());
+      }
+    }
+    BOOST_TEST(co_await count_keys(c, "cancel-local/") == 1);
+    // The queue still works: a waiter behind the holder gets it on unlock.
+    auto got = std::make_shared<std::optional<error_code>>();
+    waiter.async_lock([got](error_code ec) { *got = ec; });
+    co_await holder.async_unlock(use_awaitable);
+    for (int i = 0; i < 100 && !got->has_value(); ++i) co_await sleep_for(1ms);
+    BOOST_TEST_REQUIRE(got->has_value());
+    BOOST_TEST(!**got);
+    // The session's only caller, waiting behind another session, cancelled at every delay:
+    // when its handler has run, its key is gone (or was never made).
+    mutex mine(other, "cancel-local");
+    for (int d = 0; d <= 6; ++d) {
+      auto r = co_await (mine.async_lock(use_awaitable) || sleep_for(std::chrono::milliseconds(d)));
+      BOOST_TEST(r.index() == 1u);
+      BOOST_TEST(!mine.held());
+      co_await sleep_for(20ms);  // an abandoned txn's clean-up lands
+      BOOST_TEST(co_await count_keys(c, "cancel-local/") == 1, "delay " << d << " ms");
+    }
+    co_await waiter.async_unlock(use_awaitable);
+    co_await mine.async_lock(use_awaitable);  // still usable
+    co_await mine.async_unlock(use_awaitable);
+    co_await expect_no_keys(c, "cancel-local");
+  }(c));
+}
+
+// with_lock's max_hold cancels the holder's body; the next local caller then gets the lock.
+BOOST_AUTO_TEST_CASE(with_lock_of_a_local_holder_is_cancelled_and_hands_on) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    mutex m(s, "local-with");
+    auto body = []() -> asio::awaitable<void> { co_await sleep_for(10s); };
+    auto ex = co_await asio::this_coro::executor;
+    auto next = std::make_shared<std::optional<error_code>>();
+    bool max_hold_seen = false;
+    asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+      try {
+        co_await with_lock(m, std::move(body), {.max_hold = 200ms});
+      } catch (const boost::system::system_error& e) {
+        max_hold_seen = e.code() == error::max_hold_exceeded;
+      }
+    }, asio::detached);
+    co_await sleep_for(20ms);
+    auto t0 = clock_type::now();
+    m.async_lock([next](error_code ec) { *next = ec; });
+    for (int i = 0; i < 300 && !next->has_value(); ++i) co_await sleep_for(5ms);
+    BOOST_TEST_REQUIRE(next->has_value());
+    BOOST_TEST(!**next);
+    BOOST_TEST(max_hold_seen);
+    BOOST_TEST((clock_type::now() - t0 < 1s));
+    co_await m.async_unlock(use_awaitable);
+    co_await expect_no_keys(c, "local-with");
+  }(c));
+}
+
+// Session loss while 20 local callers wait and one holds: every waiter fails with session_lost,
+// the holder learns it from async_wait_lost and its unlock.
+BOOST_AUTO_TEST_CASE(session_loss_fails_every_local_caller) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    // A short TTL: the session learns of the revoke at its next renewal (TTL/3).
+    auto s = co_await session::async_create(c, session_options{.ttl = 3s}, use_awaitable);
+    mutex m(s, "local-loss");
+    co_await m.async_lock(use_awaitable);
+    auto results = std::make_shared<std::vector<std::optional<error_code>>>(20);
+    for (int i = 0; i < 20; ++i) m.async_lock([results, i](error_code ec) { (*results)[i] = ec; });
+    auto lost = std::make_shared<std::optional<error_code>>();
+    m.async_wait_lost([lost](error_code ec) { *lost = ec; });
+    co_await sleep_for(50ms);
+    co_await c.async_lease_revoke(s.lease(), use_awaitable);
+    for (int i = 0; i < 300; ++i) {
+      if (lost->has_value() && std::all_of(results->begin(), results->end(), [](auto& r) { return r.has_value(); }))
+        break;
+      co_await sleep_for(10ms);
+    }
+    BOOST_TEST(lost->has_value());
+    for (auto& r : *results) {
+      BOOST_TEST_REQUIRE(r.has_value());
+      BOOST_TEST(*r == error::session_lost, r->message());
+    }
+    auto [ec] = co_await m.async_unlock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == error::session_lost);
+    auto [again] = co_await m.async_lock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(again == error::session_lost);
+    co_await expect_no_keys(c, "local-loss");
+  }(c));
+}
+
+// Linger: the key stays after the last unlock, so the next lock costs no RPC; another session's
+// waiter ends the linger at once; with nobody waiting the key goes when the linger ends.
+BOOST_AUTO_TEST_CASE(linger_keeps_the_key_until_another_session_waits) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    auto other = co_await session::async_create(c, use_awaitable);
+    mutex m(s, "linger", {.linger = 10s});
+    co_await m.async_lock(use_awaitable);
+    auto token = m.fencing_token();
+    co_await m.async_unlock(use_awaitable);
+    BOOST_TEST(co_await count_keys(c, "linger/") == 1);
+    auto before = writes();
+    for (int i = 0; i < 20; ++i) {
+      co_await m.async_lock(use_awaitable);
+      BOOST_TEST(m.fencing_token() == token);
+      co_await m.async_unlock(use_awaitable);
+    }
+    co_await m.async_try_lock(use_awaitable);
+    co_await m.async_unlock(use_awaitable);
+    BOOST_TEST(writes() - before == 0.0);
+    // Another session: the linger ends at once, long before its 10 s.
+    mutex m2(other, "linger");
+    auto t0 = clock_type::now();
+    co_await m2.async_lock(use_awaitable);
+    BOOST_TEST((clock_type::now() - t0 < 1s));
+    BOOST_TEST(m2.fencing_token() > token);
+    co_await m2.async_unlock(use_awaitable);
+    // A short linger with nobody waiting ends by itself.
+    mutex shortly(s, "linger-short", {.linger = 100ms});
+    co_await shortly.async_lock(use_awaitable);
+    co_await shortly.async_unlock(use_awaitable);
+    BOOST_TEST(co_await count_keys(c, "linger-short/") == 1);
+    co_await sleep_for(400ms);
+    co_await expect_no_keys(c, "linger-short");
+    co_await expect_no_keys(c, "linger");
+  }(c));
+}
