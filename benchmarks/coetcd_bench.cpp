@@ -53,6 +53,7 @@ struct config {
   std::chrono::microseconds hold{0};
   std::chrono::seconds ttl{60};
   bool share_session = false;
+  std::chrono::milliseconds linger{0};
   bool json = false;
   std::string prefix;
 };
@@ -160,7 +161,7 @@ asio::awaitable<void> wait_for_start(run_state& st) {
 }
 
 asio::awaitable<void> mutex_loop(run_state& st, coetcd::session& s, lock_slot& slot, bool try_only, int client) {
-  coetcd::mutex m(s, slot.name);
+  coetcd::mutex m(s, slot.name, coetcd::mutex_options{.linger = st.cfg.linger});
   co_await wait_for_start(st);
   while (!st.done()) {
     auto t0 = clock_type::now();
@@ -330,7 +331,7 @@ std::string json_string(const std::string& s) {
 config parse_args(int argc, char** argv) {
   config cfg;
   std::string endpoints = "127.0.0.1:2379", duration = "5s", hold = "0s";
-  int ttl = 60;
+  int ttl = 60, linger_ms = 0;
   po::options_description desc(
       "coetcd-bench: lock contention on etcd with coetcd\n"
       "Usage: coetcd-bench [options]\nOptions");
@@ -348,6 +349,7 @@ config parse_args(int argc, char** argv) {
       ("share-session", po::bool_switch(&cfg.share_session),
        "one session per client shared by its workers (the async-server case; an election's workers "
        "share its leadership)")
+      ("linger", po::value(&linger_ms), "mutex: keep the key this many ms after the last unlock (default 0)")
       ("prefix", po::value(&cfg.prefix), "key prefix (default /coetcd-bench/<pid>/)")
       ("json", po::bool_switch(&cfg.json), "print one JSON object");
   po::variables_map vm;
@@ -363,6 +365,7 @@ config parse_args(int argc, char** argv) {
   cfg.duration = bench::parse_duration(duration);
   cfg.hold = bench::parse_duration(hold);
   cfg.ttl = std::chrono::seconds(ttl);
+  cfg.linger = std::chrono::milliseconds(linger_ms);
   if (cfg.prefix.empty()) cfg.prefix = "/coetcd-bench/" + std::to_string(::getpid()) + "/";
   const std::vector<std::string> modes{"mutex", "try_lock", "election", "txn", "delete_chain", "local"};
   if (std::find(modes.begin(), modes.end(), cfg.mode) == modes.end())
@@ -499,6 +502,7 @@ int main(int argc, char** argv) {
   if (cfg.json) {
     std::printf(
         "{\"impl\":%s,\"mode\":%s,\"workers\":%d,\"locks\":%d,\"clients\":%d,\"share_session\":%s,"
+        "\"linger_ms\":%d,"
         "\"seconds\":%.3f,\"share_min\":%.3f,\"share_max\":%.3f,\"max_gap_ms\":%.3f,"
         "\"acquisitions\":%" PRId64 ",\"attempts\":%" PRId64 ",\"acquisitions_per_s\":%.1f,"
         "\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"mean_ms\":%.3f,"
@@ -506,7 +510,7 @@ int main(int argc, char** argv) {
         "\"range_per_acq\":%.2f,\"delete_per_acq\":%.2f,\"watch_msgs_per_acq\":%.2f,"
         "\"violations\":%" PRId64 ",\"errors\":%" PRId64 ",\"leftover_keys\":%" PRId64 ",\"first_error\":%s}\n",
         cfg.mode == "local" ? "\"local\"" : "\"coetcd\"", json_string(cfg.mode).c_str(), cfg.workers, cfg.locks,
-        cfg.clients, cfg.share_session ? "true" : "false", elapsed, share_min, share_max, max_gap_ms, st.acquisitions,
+        cfg.clients, cfg.share_session ? "true" : "false", static_cast<int>(cfg.linger.count()), elapsed, share_min, share_max, max_gap_ms, st.acquisitions,
         st.attempts,
         ops_per_s, ms(st.wait.quantile(0.5)), ms(st.wait.quantile(0.9)), ms(st.wait.quantile(0.99)),
         ms(double(st.wait.max())), ms(st.wait.mean()), cpu_per_1000, bench::peak_rss_mb(), rpcs, per_acq("Txn"),

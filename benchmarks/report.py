@@ -14,11 +14,13 @@ raw, out_md, out_png, setting = sys.argv[1:5]
 cells = [json.loads(line) for line in open(raw) if line.strip()]
 
 
-def find(impl, mode, workers=1, locks=1):
+def find(impl, mode, workers=1, locks=1, share=False, clients=1, linger=0):
     """The cell's median round by throughput (one whole run, so its fields agree with each
     other), with the violations and errors of every round and the spread of throughput."""
     runs = [c for c in cells
-            if c["impl"] == impl and c["mode"] == mode and c["workers"] == workers and c["locks"] == locks]
+            if c["impl"] == impl and c["mode"] == mode and c["workers"] == workers and c["locks"] == locks
+            and c.get("share_session", False) == share and c.get("clients", 1) == clients
+            and c.get("linger_ms", 0) == linger]
     if not runs:
         return None
     runs.sort(key=lambda c: c["acquisitions_per_s"])
@@ -120,6 +122,57 @@ rss = g1000["peak_rss_mb"] / c1000["peak_rss_mb"] if c1000 and g1000 else None
 target("peak RSS, 1000 waiters ≤ 1/3 of Go", rss, 3.0,
        f"{c1000['peak_rss_mb']:.1f} vs {g1000['peak_rss_mb']:.1f} MB (Go/coetcd {rss:.2f}×)" if rss else "–")
 lines += ["", "![throughput and p99 wait vs waiters](latest.png)", ""]
+
+# The async server: workers of one process share a session per client and one lock name.
+shared_rows = [(w, 1) for w in (1, 10, 100, 1000)] + [(100, 4)]
+lines += [
+    "## The async server: callers sharing a session",
+    "",
+    "Workers are coroutines (goroutines) of one process that share one session per client and",
+    "take one lock name (`--share-session`; *sessions* = clients). coetcd queues them locally",
+    "behind the session's one key; Go's twin takes a `sync.Mutex` per session and then",
+    "`concurrency.Mutex` (a Go session shares its lock with itself). The *in-process* reference",
+    "is the same workers on an async FIFO lock with no etcd: the limit of a local hand-off here.",
+    "Share = each session's acquisitions against the mean; gap = the longest a session went",
+    "without an acquisition.",
+    "",
+    "| workers | sessions | coetcd acq/s | Go twin acq/s | coetcd/Go | in-process acq/s | coetcd/in-process "
+    "| coetcd RPCs/acq | Go RPCs/acq | coetcd p99 ms | share min–max | longest gap ms | violations |",
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|",
+]
+for w, k in shared_rows:
+    c = find("coetcd", "mutex", w, 1, True, k)
+    g = find("go", "mutex", w, 1, True, k)
+    ref = find("local", "local", w, 1) if k == 1 else None
+    viol = "/".join(str(x["violations"] + x["errors"]) if x else "–" for x in (c, g))
+    share = f"{c['share_min']:.2f}–{c['share_max']:.2f}" if c and k > 1 else "–"
+    lines.append(
+        f"| {w} | {k} | {tput(c)} | {tput(g)} | {fmt_ratio(ratio(c, g))} | {tput(ref)} | {fmt_ratio(ratio(c, ref))} "
+        f"| {num(c, 'rpcs_per_acq', '{:.4f}')} | {num(g, 'rpcs_per_acq', '{:.2f}')} | {num(c, 'p99_ms', '{:.2f}')} "
+        f"| {share} | {num(c, 'max_gap_ms', '{:.1f}') if k > 1 else '–'} | {viol} |")
+lin = find("coetcd", "mutex", 1, 1, linger=100)
+lines += [
+    "",
+    f"**Linger** (`--linger 100`, one worker): {tput(lin)} acq/s, against Go's `concurrency.Mutex` "
+    f"{tput(find('go', 'mutex'))} ({fmt_ratio(ratio(lin, find('go', 'mutex')))}).",
+    "",
+    "| target | measured | |",
+    "|---|---:|---|",
+]
+c100, g100, r100 = find("coetcd", "mutex", 100, 1, True), find("go", "mutex", 100, 1, True), find("local", "local", 100)
+target("100 / 1 session: ≥ 100,000 acq/s", c100["acquisitions_per_s"] / 100000 if c100 else None, 1.0,
+       tput(c100))
+target("100 / 1 session: ≥ 0.5 × in-process", ratio(c100, r100), 0.5)
+target("100 / 1 session: ≥ 100 × Go's twin", ratio(c100, g100), 100)
+c4, g4 = find("coetcd", "mutex", 100, 1, True, 4), find("go", "mutex", 100, 1, True, 4)
+target("100 / 4 sessions: ≥ 20 × Go's twin", ratio(c4, g4), 20)
+target("100 / 4 sessions: ≥ 10 × the 100-waiter cell (a session each)", ratio(c4, find("coetcd", "mutex", 100)), 10)
+target("100 / 4 sessions: ≤ 0.05 RPCs/acq", (0.05 / c4["rpcs_per_acq"]) if c4 and c4["rpcs_per_acq"] > 0 else
+       (1.0 if c4 else None), 1.0, num(c4, "rpcs_per_acq", "{:.4f}"))
+target("100 / 4 sessions: each share within 0.5–2 × the mean",
+       1.0 if c4 and c4["share_min"] >= 0.5 and c4["share_max"] <= 2 else 0.0, 1.0, share if c4 else "–")
+target("1 worker with linger: ≥ 20 × Go's concurrency.Mutex", ratio(lin, find("go", "mutex")), 20)
+lines += ["", "![throughput vs callers per session](latest-shared.png)", ""]
 open(out_md, "w").write("\n".join(lines))
 
 # The plot: waiters on one lock on the x axis.
@@ -157,5 +210,29 @@ plot '{data}' u 1:3 w lp lw 2 t 'coetcd mutex', '' u 1:5 w lp lw 2 t 'Go concurr
 unset multiplot
 """
     gp = os.path.join(tmp, "plot.gp")
+    open(gp, "w").write(script)
+    subprocess.run(["gnuplot", gp], check=True)
+
+    # Throughput against callers per session (one session, one name).
+    shared = os.path.join(tmp, "shared.dat")
+    with open(shared, "w") as f:
+        for w in (1, 10, 100, 1000):
+            vals = []
+            for c in (find("coetcd", "mutex", w, 1, True), find("go", "mutex", w, 1, True), find("local", "local", w)):
+                vals.append(c["acquisitions_per_s"] if c else "NaN")
+            f.write(f"{w} " + " ".join(str(v) for v in vals) + "\n")
+    shared_png = os.path.join(os.path.dirname(out_png), "latest-shared.png")
+    script = f"""
+set terminal pngcairo size 700,460 font ',10'
+set output '{shared_png}'
+set title 'Callers of one session on one lock ({setting})'
+set logscale xy
+set xlabel 'callers (coroutines / goroutines) per session'
+set ylabel 'acquisitions/s'
+set key bottom right
+set grid
+plot '{shared}' u 1:2 w lp lw 2 t 'coetcd mutex', '' u 1:3 w lp lw 2 t 'Go: sync.Mutex + concurrency.Mutex', \\
+     '' u 1:4 w lp lw 2 dt 2 t 'in-process async lock (no etcd)'
+"""
     open(gp, "w").write(script)
     subprocess.run(["gnuplot", gp], check=True)

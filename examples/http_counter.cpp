@@ -6,7 +6,6 @@
 #include <coetcd.hpp>
 
 #include <boost/asio.hpp>
-#include <boost/asio/experimental/channel.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -23,10 +22,10 @@ constexpr std::string_view counter_key = "/http_counter/value";
 
 struct counter {
   coetcd::client& etcd;
+  // One mutex object shared by every request coroutine, as a std::mutex is shared by threads:
+  // it excludes each request from every other one, here and in other processes. Requests of
+  // this process hand it to each other without an RPC while no other process waits.
   coetcd::mutex& lock;
-  // coetcd's mutex excludes sessions (processes); requests within this process first take
-  // turns here, a one-slot channel used as an async semaphore.
-  asio::experimental::channel<void(error_code)> local_turn;
 
   asio::awaitable<std::int64_t> read() {
     auto r = co_await etcd.async_get(counter_key, use_awaitable);
@@ -34,20 +33,16 @@ struct counter {
   }
 
   asio::awaitable<std::int64_t> increment() {
-    co_await local_turn.async_send(error_code{}, use_awaitable);
-    struct release {
-      asio::experimental::channel<void(error_code)>& c;
-      ~release() { c.try_receive([](error_code) {}); }
-    } turn{local_turn};
-    co_await lock.async_lock(use_awaitable);
-    auto value = co_await read() + 1;
-    // Written only while we still hold the lock: a stale holder cannot overwrite.
-    coetcd::txn write;
-    write.when(lock.is_owner()).then(coetcd::txn_op::put(counter_key, std::to_string(value)));
-    auto r = co_await etcd.async_txn(write, use_awaitable);
-    co_await lock.async_unlock(use_awaitable);
-    if (!r.succeeded) throw std::runtime_error("lost the lock before writing");
-    co_return value;
+    auto body = [this]() -> asio::awaitable<std::int64_t> {
+      auto value = co_await read() + 1;
+      // Written only while we still hold the lock: a stale holder cannot overwrite.
+      coetcd::txn write;
+      write.when(lock.is_owner()).then(coetcd::txn_op::put(counter_key, std::to_string(value)));
+      auto r = co_await etcd.async_txn(write, use_awaitable);
+      if (!r.succeeded) throw std::runtime_error("lost the lock before writing");
+      co_return value;
+    };
+    co_return co_await coetcd::with_lock(lock, std::move(body));  // unlocks on every way out
   }
 };
 
@@ -84,7 +79,7 @@ asio::awaitable<void> run(coetcd::client& etcd, unsigned short port, asio::signa
   auto ex = co_await asio::this_coro::executor;
   auto s = co_await coetcd::session::async_create(etcd, use_awaitable);
   coetcd::mutex lock(s, "/http_counter/lock");
-  counter c{etcd, lock, asio::experimental::channel<void(error_code)>(ex, 1)};
+  counter c{etcd, lock};
   asio::ip::tcp::acceptor acceptor(ex, {asio::ip::make_address("127.0.0.1"), port});
   stop.async_wait([&](error_code, int) { acceptor.close(); });
   std::cout << "http_counter listening on 127.0.0.1:" << acceptor.local_endpoint().port() << std::endl;

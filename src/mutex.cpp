@@ -123,6 +123,7 @@ mutex_queue::~mutex_queue() {
 void mutex_queue::lock(std::shared_ptr<mutex_state> by, bool try_only, bool cancellable,
                        std::shared_ptr<early_cancel> cancel, asio::any_completion_handler<void(error_code)> h) {
   auto& impl = *session->impl;
+  if (impl.closed()) return impl.complete(std::move(h), error::client_closed);
   if (session->lost) return impl.complete(std::move(h), error::session_lost);
   if (try_only && (holder || !waiters.empty() || (state == key_state::owned && yield_due(by->options))))
     return impl.complete(std::move(h), error::locked);

@@ -301,8 +301,9 @@ BOOST_AUTO_TEST_CASE(a_dead_member_first_in_the_list_does_not_stop_the_client) {
   }(c), 60s);
 }
 
-// The mutual-exclusion checker under faults 1–3 at once: three `lockcheck work` processes take
-// one lock while the raft leader is killed, one worker is killed with SIGKILL and another is
+// The mutual-exclusion checker under faults 1–3 at once: three `lockcheck work` processes, each
+// with three coroutines on one session (so the lock also passes locally), take one lock while
+// the raft leader is killed, one worker is killed with SIGKILL and another is
 // paused past its TTL. `lockcheck verify` then proves from etcd's revisions that no two
 // critical sections overlapped, tokens only grew, every section was released or expired and no
 // key is left. COETCD_SOAK_SECONDS=N stretches each phase to N seconds (default 3).
@@ -317,7 +318,7 @@ BOOST_AUTO_TEST_CASE(checker_proves_exclusion_under_leader_kill_holder_kill_and_
   run_command(COETCD_LOCKCHECK_PATH " clean " + eps + " fault-check");
   std::vector<std::unique_ptr<child_process>> workers;
   for (int i = 0; i < 3; ++i)
-    workers.push_back(std::make_unique<child_process>(lockcheck("work " + eps + " fault-check w" + std::to_string(i) + " 3")));
+    workers.push_back(std::make_unique<child_process>(lockcheck("work " + eps + " fault-check w" + std::to_string(i) + " 3 3")));
   std::this_thread::sleep_for(phase);
   int leader = cluster().leader();
   BOOST_TEST_REQUIRE(leader >= 0);
@@ -348,5 +349,10 @@ BOOST_AUTO_TEST_CASE(checker_proves_exclusion_under_leader_kill_holder_kill_and_
   BOOST_TEST_MESSAGE(verdict.output);
   BOOST_TEST(verdict.exit_code == 0, verdict.output);
   BOOST_TEST(verdict.output.find("lockcheck OK") != std::string::npos, verdict.output);
+  // Local hand-offs happened and were checked too.
+  auto at = verdict.output.find(" local hand-offs)");
+  auto open = verdict.output.rfind('(', at);
+  BOOST_TEST_REQUIRE((at != std::string::npos && open != std::string::npos), verdict.output);
+  BOOST_TEST(std::stol(verdict.output.substr(open + 1, at - open - 1)) > 0, verdict.output);
   run_command(COETCD_LOCKCHECK_PATH " clean " + eps + " fault-check");
 }
