@@ -36,6 +36,13 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   void unlisten(std::uint64_t id) { listeners_.erase(id); }
   /// The key with the oldest create revision, if any.
   const key_value* oldest() const;
+  /// Whether the view has caught up with revision `rev` and has no `key` created at `rev`: the
+  /// key made then is gone (expired, revoked, deleted by hand).
+  bool shows_gone(const std::string& key, std::int64_t rev) const {
+    if (!ready_ || view_rev_ < rev) return false;
+    auto it = keys_.find(key);
+    return it == keys_.end() || it->second.create_revision != rev;
+  }
   /// Whether the view is current and shows a key under the prefix other than `key`.
   bool has_other_keys(const std::string& key) const {
     return ready_ && order_.size() > keys_.count(key);

@@ -49,12 +49,20 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
             std::shared_ptr<early_cancel> cancel, asio::any_completion_handler<void(error_code)> h);
   void unlock(const std::shared_ptr<mutex_state>& by, asio::any_completion_handler<void(error_code)> h);
   void start_driver();
+  void spawn_driver();
   asio::awaitable<void> drive();
   void acquired(std::int64_t rev, response_header h);
   void acquire_failed(error_code ec);
   void grant();
   /// The lock is free locally: the next caller, a linger, or a release of the key.
   void pass_on(asio::any_completion_handler<void(error_code)> h, const mutex_options& options);
+  /// Gives the key up. The state changes now: co_spawn starts the coroutine later, and a lock
+  /// in between must not be granted a key on its way out.
+  void start_release(asio::any_completion_handler<void(error_code)> h) {
+    stop_linger();
+    state = key_state::releasing;
+    asio::co_spawn(session->impl->strand_, release(std::move(h)), asio::detached);
+  }
   asio::awaitable<void> release(asio::any_completion_handler<void(error_code)> h);
   bool foreign_waiting() const { return view && view->core().has_other_keys(key); }
   /// Whether another session's turn has come: one has waited behind our key for
@@ -105,6 +113,7 @@ std::shared_ptr<mutex_queue> queue_of(const std::shared_ptr<mutex_state>& m) {
       q->loss_listener.reset();
       q->stop_linger();
       q->fail_all(error::session_lost);
+      if (q->state != mutex_queue::key_state::acquiring) q->complete_parting();  // else the driver does
     }
   });
   slot = q;
@@ -114,10 +123,17 @@ std::shared_ptr<mutex_queue> queue_of(const std::shared_ptr<mutex_state>& m) {
 }  // namespace
 
 mutex_queue::~mutex_queue() {
-  if (loss_listener) session->unlisten(*loss_listener);
-  if (linger_listener && view) view->core().unlisten(*linger_listener);
-  if (auto it = session->mutex_queues.find(name); it != session->mutex_queues.end() && it->second.expired())
-    session->mutex_queues.erase(it);
+  // The last reference may go on a user's thread (a handler's copy of a mutex's state): the
+  // session's and the view's maps are changed on the strand.
+  auto forget = [s = session, v = std::move(view), name = name, loss = loss_listener, linger = linger_listener] {
+    if (loss) s->unlisten(*loss);
+    if (linger && v) v->core().unlisten(*linger);
+    if (auto it = s->mutex_queues.find(name); it != s->mutex_queues.end() && it->second.expired())
+      s->mutex_queues.erase(it);
+  };
+  auto& strand = session->impl->strand_;
+  if (strand.running_in_this_thread()) forget();
+  else asio::dispatch(strand, std::move(forget));
 }
 
 void mutex_queue::lock(std::shared_ptr<mutex_state> by, bool try_only, bool cancellable,
@@ -149,7 +165,8 @@ void mutex_queue::cancel_waiter(std::uint64_t id) {
   auto h = std::move(it->done);
   waiters.erase(it);
   // Nobody is left to take the key the driver is after: stop it. The last caller completes once
-  // the driver has cleaned up, so that when its handler runs the key is gone.
+  // the driver has cleaned up, so that when its handler runs the key is gone (unless its put was
+  // still on the wire: then the put is abandoned and its key deleted as soon as it completes).
   if (waiters.empty() && state == key_state::acquiring && driver_cancellable) {
     parting.emplace_back(std::move(h), asio::error::operation_aborted);
     return driver_cancel.emit(asio::cancellation_type::terminal);
@@ -163,6 +180,14 @@ void mutex_queue::fail_all(error_code ec) {
 
 void mutex_queue::start_driver() {
   state = key_state::acquiring;
+  spawn_driver();
+}
+
+void mutex_queue::spawn_driver() {
+  if (waiters.empty()) {  // everyone left before it started
+    state = key_state::none;
+    return complete_parting();
+  }
   ++session->key_users[key];
   // A caller nobody can cancel stays first in the queue until it holds: then the driver cannot
   // be cancelled either, and awaits its txn without the abandonable side task.
@@ -221,8 +246,12 @@ void mutex_queue::acquire_failed(error_code ec) {
   state = key_state::none;
   complete_parting();
   if (ec == asio::error::operation_aborted) {
-    // Cancelled because the queue ran empty; callers that came since need a new driver.
-    if (!waiters.empty()) start_driver();
+    // Cancelled because the queue ran empty; callers that came since need a new driver. Not
+    // from inside this one: its cancellation slot is the one the next driver takes.
+    if (!waiters.empty()) {
+      state = key_state::acquiring;
+      asio::post(session->impl->strand_, [self = shared_from_this()] { self->spawn_driver(); });
+    }
     return;
   }
   fail_all(ec);
@@ -232,11 +261,11 @@ void mutex_queue::acquired(std::int64_t r, response_header h) {
   state = key_state::owned;
   rev = r;
   header = std::move(h);
-  session->key_rev[key] = r;
   foreign_since.reset();
   handoffs_since_foreign = 0;
+  complete_parting();  // a caller that left while the txn was on the wire
   if (waiters.empty()) {  // the last caller was cancelled as the key became ours
-    asio::co_spawn(session->impl->strand_, release({}), asio::detached);
+    start_release({});
     return;
   }
   grant();
@@ -278,6 +307,7 @@ void mutex_queue::unlock(const std::shared_ptr<mutex_state>& by, asio::any_compl
   if (session->lost) {
     holder.reset();
     state = key_state::none;
+    complete_parting();
     return session->impl->complete(std::move(h), error::session_lost);
   }
   const auto options = by->options;
@@ -286,6 +316,15 @@ void mutex_queue::unlock(const std::shared_ptr<mutex_state>& by, asio::any_compl
 
 void mutex_queue::pass_on(asio::any_completion_handler<void(error_code)> h, const mutex_options& options) {
   holder.reset();
+  if (view && view->core().shows_gone(key, rev)) {
+    // Our key vanished (expired, revoked, deleted by hand) and another session may own the name
+    // now: no local hand-off on it. The callers still waiting queue again with a new key.
+    state = key_state::none;
+    if (--session->key_users[key] <= 0) session->key_users.erase(key);
+    if (h) session->impl->complete(std::move(h), error::session_lost);
+    if (!waiters.empty() && !session->lost) start_driver();
+    return;
+  }
   if (!waiters.empty() && !yield_due(options)) {
     ++handoffs_since_foreign;
     grant();
@@ -299,20 +338,17 @@ void mutex_queue::pass_on(asio::any_completion_handler<void(error_code)> h, cons
   }
   // Nobody left here, or another session's turn: release the key (the driver queues the callers
   // still waiting again once the delete is done).
-  asio::co_spawn(session->impl->strand_, release(std::move(h)), asio::detached);
+  start_release(std::move(h));
 }
 
 asio::awaitable<void> mutex_queue::release(asio::any_completion_handler<void(error_code)> h) {
   auto self = shared_from_this();
   auto& s = *session;
-  stop_linger();
-  state = key_state::releasing;
   error_code result;
   if (--s.key_users[key] > 0) {  // an election of this session on the same name still uses it
     state = key_state::none;
   } else {
     s.key_users.erase(key);
-    s.key_rev.erase(key);
     delete_in_flight deleting(s, key);
     for (int attempt = 0;; ++attempt) {
       auto resent = std::make_shared<bool>(false);
@@ -334,8 +370,8 @@ asio::awaitable<void> mutex_queue::release(asio::any_completion_handler<void(err
       if (attempt == 0 && h) s.impl->complete(std::move(h), result);
       // The key may still be there under a live lease, blocking the name: keep trying while the
       // session lives (after it ends, the lease takes the key with it).
-      if (s.lost || ec == error::client_closed || s.impl->closed()) break;
-      asio::steady_timer pause(s.impl->strand_, std::chrono::milliseconds(attempt < 4 ? 250 << attempt : 4000));
+      if (!may_pass(ec) || s.lost || s.impl->closed()) break;
+      asio::steady_timer pause(s.impl->strand_, retry_pause(attempt));
       co_await pause.async_wait(as_result);
       if (s.lost || s.impl->closed()) break;
     }
@@ -373,7 +409,7 @@ void mutex_queue::end_linger() {
   if (!lingering) return;
   stop_linger();
   if (!holder && waiters.empty() && state == key_state::owned)
-    asio::co_spawn(session->impl->strand_, release({}), asio::detached);
+    start_release({});
 }
 
 }  // namespace coetcd::detail

@@ -121,7 +121,6 @@ asio::awaitable<void> release_key(session_state& s, const std::string& key, std:
   auto& users = s.key_users[key];
   if (--users > 0) co_return;
   s.key_users.erase(key);
-  s.key_rev.erase(key);
   delete_in_flight deleting(s, key);
   co_await delete_key(s, key, rev);
 }
@@ -155,12 +154,26 @@ asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_vie
   co_return o->done ? o->ec : make_error_code(asio::error::operation_aborted);
 }
 
+bool may_pass(const error_code& ec) {
+  return ec == error::endpoints_unreachable || ec == error::request_timeout || ec == error::cluster_no_leader ||
+         ec == error::invalid_auth_token ||
+         (ec.category() == grpc_category() &&
+          (ec.value() == grpc::StatusCode::UNAVAILABLE || ec.value() == grpc::StatusCode::DEADLINE_EXCEEDED));
+}
+
 asio::awaitable<void> delete_key(session_state& s, const std::string& key, std::int64_t rev) {
   co_await asio::this_coro::reset_cancellation_state();
   auto t = txn();
   if (rev != 0) t.when(compare::create_revision(key) == rev);
   t.then(txn_op::del(key));
-  co_await batched_txn(*s.owner, std::move(t), {});
+  // A key left under a live lease blocks the name for everyone: keep trying through an outage
+  // while the session lives (once it ends, the lease takes the key with it).
+  for (int attempt = 0;; ++attempt) {
+    auto [ec, r] = co_await batched_txn(*s.owner, t, {});
+    if (!may_pass(ec) || s.lost || s.impl->closed()) co_return;
+    asio::steady_timer pause(s.impl->strand_, retry_pause(attempt));
+    co_await pause.async_wait(as_result);
+  }
 }
 
 std::string lease_hex(std::int64_t id) {

@@ -46,8 +46,15 @@ asio::awaitable<void> release_key(session_state& s, const std::string& key, std:
 asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_view>& view, const std::string& prefix,
                                       const std::string& key, std::int64_t rev);
 
+/// A failure that an outage explains (unreachable, timed out, no leader), which may pass.
+bool may_pass(const error_code& ec);
+/// How long to wait before retry `attempt` (0, 1, ...) of a clean-up: 250 ms doubling to 4 s.
+inline std::chrono::milliseconds retry_pause(int attempt) {
+  return std::chrono::milliseconds(attempt < 4 ? 250 << attempt : 4000);
+}
+
 /// Deletes our key, guarded by its create revision when known. Runs even when the calling
-/// operation was cancelled.
+/// operation was cancelled; retried through an outage while the session lives.
 asio::awaitable<void> delete_key(session_state& s, const std::string& key, std::int64_t rev);
 
 std::string lease_hex(std::int64_t id);

@@ -26,8 +26,6 @@ struct session_state : std::enable_shared_from_this<session_state> {
   std::uint64_t next_id = 0;
   /// Locks of this session per key (holders and waiters): the key is ours to delete at zero.
   std::map<std::string, int> key_users;
-  /// Create revision of each such key when it was last acquired: older ones are stale.
-  std::map<std::string, std::int64_t> key_rev;
   /// The local queue of each mutex name in use (see mutex.cpp); expired entries are replaced.
   std::map<std::string, std::weak_ptr<mutex_queue>> mutex_queues;
   /// Keys whose delete is on the wire; each timer is cancelled when it completes.
