@@ -54,6 +54,7 @@ struct config {
   std::chrono::seconds ttl{60};
   bool share_session = false;
   std::chrono::milliseconds linger{0};
+  coetcd::mutex_options lock_options;
   bool json = false;
   std::string prefix;
 };
@@ -161,7 +162,7 @@ asio::awaitable<void> wait_for_start(run_state& st) {
 }
 
 asio::awaitable<void> mutex_loop(run_state& st, coetcd::session& s, lock_slot& slot, bool try_only, int client) {
-  coetcd::mutex m(s, slot.name, coetcd::mutex_options{.linger = st.cfg.linger});
+  coetcd::mutex m(s, slot.name, st.cfg.lock_options);
   co_await wait_for_start(st);
   while (!st.done()) {
     auto t0 = clock_type::now();
@@ -331,7 +332,8 @@ std::string json_string(const std::string& s) {
 config parse_args(int argc, char** argv) {
   config cfg;
   std::string endpoints = "127.0.0.1:2379", duration = "5s", hold = "0s";
-  int ttl = 60, linger_ms = 0;
+  int ttl = 60, linger_ms = 0, fair_hold_ms = -1;
+  long fair_handoffs = -1;
   po::options_description desc(
       "coetcd-bench: lock contention on etcd with coetcd\n"
       "Usage: coetcd-bench [options]\nOptions");
@@ -350,6 +352,8 @@ config parse_args(int argc, char** argv) {
        "one session per client shared by its workers (the async-server case; an election's workers "
        "share its leadership)")
       ("linger", po::value(&linger_ms), "mutex: keep the key this many ms after the last unlock (default 0)")
+      ("fair-hold", po::value(&fair_hold_ms), "mutex_options::fair_hold in ms (default: the library's)")
+      ("fair-handoffs", po::value(&fair_handoffs), "mutex_options::fair_handoffs (default: the library's)")
       ("prefix", po::value(&cfg.prefix), "key prefix (default /coetcd-bench/<pid>/)")
       ("json", po::bool_switch(&cfg.json), "print one JSON object");
   po::variables_map vm;
@@ -366,6 +370,9 @@ config parse_args(int argc, char** argv) {
   cfg.hold = bench::parse_duration(hold);
   cfg.ttl = std::chrono::seconds(ttl);
   cfg.linger = std::chrono::milliseconds(linger_ms);
+  cfg.lock_options.linger = cfg.linger;
+  if (fair_hold_ms >= 0) cfg.lock_options.fair_hold = std::chrono::milliseconds(fair_hold_ms);
+  if (fair_handoffs >= 0) cfg.lock_options.fair_handoffs = static_cast<std::size_t>(fair_handoffs);
   if (cfg.prefix.empty()) cfg.prefix = "/coetcd-bench/" + std::to_string(::getpid()) + "/";
   const std::vector<std::string> modes{"mutex", "try_lock", "election", "txn", "delete_chain", "local"};
   if (std::find(modes.begin(), modes.end(), cfg.mode) == modes.end())
@@ -506,7 +513,7 @@ int main(int argc, char** argv) {
         "\"seconds\":%.3f,\"share_min\":%.3f,\"share_max\":%.3f,\"max_gap_ms\":%.3f,"
         "\"acquisitions\":%" PRId64 ",\"attempts\":%" PRId64 ",\"acquisitions_per_s\":%.1f,"
         "\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"mean_ms\":%.3f,"
-        "\"cpu_s_per_1000\":%.4f,\"peak_rss_mb\":%.1f,\"rpcs_per_acq\":%.2f,\"txn_per_acq\":%.2f,"
+        "\"cpu_s_per_1000\":%.4f,\"peak_rss_mb\":%.1f,\"rpcs_per_acq\":%.4f,\"txn_per_acq\":%.2f,"
         "\"range_per_acq\":%.2f,\"delete_per_acq\":%.2f,\"watch_msgs_per_acq\":%.2f,"
         "\"violations\":%" PRId64 ",\"errors\":%" PRId64 ",\"leftover_keys\":%" PRId64 ",\"first_error\":%s}\n",
         cfg.mode == "local" ? "\"local\"" : "\"coetcd\"", json_string(cfg.mode).c_str(), cfg.workers, cfg.locks,
