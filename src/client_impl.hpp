@@ -15,6 +15,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -86,6 +87,7 @@ class early_cancel {
     auto ec = std::make_shared<early_cancel>();
     if (slot.is_connected()) {
       slot.assign([ec, s](asio::cancellation_type) {
+        ec->emitted_ = true;
         asio::dispatch(s, [ec] {
           if (ec->cancel_) std::exchange(ec->cancel_, {})();
           else ec->requested_ = true;
@@ -101,8 +103,12 @@ class early_cancel {
     cancel_ = std::move(cancel);
     return false;
   }
+  /// Whether cancellation was emitted, read where it is emitted (the handler's executor), before
+  /// it has reached the strand.
+  bool emitted() const noexcept { return emitted_; }
 
  private:
+  std::atomic<bool> emitted_{false};
   bool requested_ = false;
   std::function<void()> cancel_;
 };

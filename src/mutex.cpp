@@ -36,6 +36,7 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
     std::shared_ptr<mutex_state> by;
     bool try_only;
     bool cancellable;
+    std::shared_ptr<early_cancel> cancel;
     asio::any_completion_handler<void(error_code)> done;
   };
   using clock = std::chrono::steady_clock;
@@ -54,6 +55,7 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   void acquired(std::int64_t rev, response_header h);
   void acquire_failed(error_code ec);
   void grant();
+  void deliver(waiter w);
   /// The lock is free locally: the next caller, a linger, or a release of the key.
   void pass_on(asio::any_completion_handler<void(error_code)> h, const mutex_options& options);
   /// Gives the key up. The state changes now: co_spawn starts the coroutine later, and a lock
@@ -149,7 +151,7 @@ void mutex_queue::lock(std::shared_ptr<mutex_state> by, bool try_only, bool canc
       }))
     return impl.complete(std::move(h), asio::error::operation_aborted);
   const auto options = by->options;
-  waiters.push_back(waiter{id, std::move(by), try_only, cancellable, std::move(h)});
+  waiters.push_back(waiter{id, std::move(by), try_only, cancellable, std::move(cancel), std::move(h)});
   if (state == key_state::owned && !holder) {  // idle between callers, or lingering
     stop_linger();
     return pass_on({}, options);
@@ -285,7 +287,27 @@ void mutex_queue::grant() {
     m.held = false;
     return pass_on({}, m.options);
   }
-  session->impl->complete(std::move(w.done), error_code{});
+  deliver(std::move(w));
+}
+
+void mutex_queue::deliver(waiter w) {
+  // The grant reaches the caller through a post. A cancellation emitted before its handler runs
+  // (the other branch of an `||` finished first, and its result will be discarded) must win:
+  // otherwise nobody would ever unlock. So the slot stays ours until then, and the check is made
+  // on the handler's executor, where the cancellation is emitted.
+  auto& impl = *session->impl;
+  auto ex = asio::get_associated_executor(w.done, impl.io_ex_);
+  asio::post(impl.io_ex_, asio::bind_executor(ex, [self = shared_from_this(), w = std::move(w)]() mutable {
+    asio::get_associated_cancellation_slot(w.done).clear();
+    if (!w.cancel->emitted()) return std::move(w.done)(error_code{});
+    asio::dispatch(self->session->impl->strand_, [self, by = w.by] {
+      if (self->holder == by) {
+        by->held = false;
+        self->pass_on({}, by->options);
+      }
+    });
+    std::move(w.done)(make_error_code(asio::error::operation_aborted));
+  }));
 }
 
 bool mutex_queue::yield_due(const mutex_options& o) {
