@@ -36,7 +36,7 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
     std::shared_ptr<mutex_state> by;
     bool try_only;
     bool cancellable;
-    std::shared_ptr<early_cancel> cancel;
+    std::shared_ptr<early_cancel> cancel;  // null when nobody can cancel the caller
     asio::any_completion_handler<void(error_code)> done;
   };
   using clock = std::chrono::steady_clock;
@@ -146,7 +146,7 @@ void mutex_queue::lock(std::shared_ptr<mutex_state> by, bool try_only, bool canc
   if (try_only && (holder || !waiters.empty() || (state == key_state::owned && yield_due(by->options))))
     return impl.complete(std::move(h), error::locked);
   auto id = next_id++;
-  if (cancel->registered([w = weak_from_this(), id] {
+  if (cancel && cancel->registered([w = weak_from_this(), id] {
         if (auto q = w.lock()) q->cancel_waiter(id);
       }))
     return impl.complete(std::move(h), asio::error::operation_aborted);
@@ -296,6 +296,7 @@ void mutex_queue::deliver(waiter w) {
   // otherwise nobody would ever unlock. So the slot stays ours until then, and the check is made
   // on the handler's executor, where the cancellation is emitted.
   auto& impl = *session->impl;
+  if (!w.cancel) return impl.complete(std::move(w.done), error_code{});  // nobody can cancel it
   auto ex = asio::get_associated_executor(w.done, impl.io_ex_);
   asio::post(impl.io_ex_, asio::bind_executor(ex, [self = shared_from_this(), w = std::move(w)]() mutable {
     asio::get_associated_cancellation_slot(w.done).clear();
@@ -465,7 +466,7 @@ void mutex::start_lock(const std::shared_ptr<detail::mutex_state>& m, bool try_o
   auto slot = asio::get_associated_cancellation_slot(h);
   const bool cancellable = slot.is_connected();
   auto& strand = m->session->impl->strand_;
-  auto cancel = detail::early_cancel::take(slot, strand);
+  auto cancel = cancellable ? detail::early_cancel::take(slot, strand) : nullptr;
   asio::dispatch(strand, [m, try_only, cancellable, cancel, h = std::move(h)]() mutable {
     detail::queue_of(m)->lock(m, try_only, cancellable, std::move(cancel), std::move(h));
   });
