@@ -54,8 +54,9 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   asio::awaitable<void> drive();
   void acquired(std::int64_t rev, response_header h);
   void acquire_failed(error_code ec);
-  void grant();
-  void deliver(waiter w);
+  /// Gives the lock to the first waiter; `unlocked`: the unlock that passed it on, if any.
+  void grant(asio::any_completion_handler<void(error_code)> unlocked = {});
+  void deliver(waiter w, asio::any_completion_handler<void(error_code)> unlocked);
   /// The lock is free locally: the next caller, a linger, or a release of the key.
   void pass_on(asio::any_completion_handler<void(error_code)> h, const mutex_options& options);
   /// Gives the key up. The state changes now: co_spawn starts the coroutine later, and a lock
@@ -273,7 +274,7 @@ void mutex_queue::acquired(std::int64_t r, response_header h) {
   grant();
 }
 
-void mutex_queue::grant() {
+void mutex_queue::grant(asio::any_completion_handler<void(error_code)> unlocked) {
   auto w = std::move(waiters.front());
   waiters.pop_front();
   auto& m = *w.by;
@@ -284,23 +285,26 @@ void mutex_queue::grant() {
   holder = w.by;
   if (m.orphaned) {  // nobody is left to unlock it
     session->impl->complete(std::move(w.done), asio::error::operation_aborted);
+    if (unlocked) session->impl->complete(std::move(unlocked), error_code{});
     m.held = false;
     return pass_on({}, m.options);
   }
-  deliver(std::move(w));
+  deliver(std::move(w), std::move(unlocked));
 }
 
-void mutex_queue::deliver(waiter w) {
-  // The grant reaches the caller through a post. A cancellation emitted before its handler runs
-  // (the other branch of an `||` finished first, and its result will be discarded) must win:
-  // otherwise nobody would ever unlock. So the slot stays ours until then, and the check is made
-  // on the handler's executor, where the cancellation is emitted.
+void mutex_queue::deliver(waiter w, asio::any_completion_handler<void(error_code)> unlocked) {
+  // One post carries the grant and, on a local hand-off, the completion of the unlock that made
+  // it: each handler is then dispatched to its own executor (inline when that is the one running).
+  //
+  // A cancellation emitted before the new holder's handler runs (the other branch of an `||`
+  // finished first, and the lock's result will be discarded) must win, or nobody would ever
+  // unlock. So the slot stays ours until then, and the check is made on the handler's executor,
+  // where the cancellation is emitted; a grant given back passes on, on the strand.
   auto& impl = *session->impl;
-  if (!w.cancel) return impl.complete(std::move(w.done), error_code{});  // nobody can cancel it
   auto ex = asio::get_associated_executor(w.done, impl.io_ex_);
-  asio::post(impl.io_ex_, asio::bind_executor(ex, [self = shared_from_this(), w = std::move(w)]() mutable {
+  auto to_holder = asio::bind_executor(ex, [self = shared_from_this(), w = std::move(w)]() mutable {
     asio::get_associated_cancellation_slot(w.done).clear();
-    if (!w.cancel->emitted()) return std::move(w.done)(error_code{});
+    if (!w.cancel || !w.cancel->emitted()) return std::move(w.done)(error_code{});
     asio::dispatch(self->session->impl->strand_, [self, by = w.by] {
       if (self->holder == by) {
         by->held = false;
@@ -308,7 +312,13 @@ void mutex_queue::deliver(waiter w) {
       }
     });
     std::move(w.done)(make_error_code(asio::error::operation_aborted));
-  }));
+  });
+  asio::post(impl.io_ex_, [to_holder = std::move(to_holder), unlocked = std::move(unlocked)]() mutable {
+    asio::dispatch(std::move(to_holder));
+    if (!unlocked) return;
+    asio::get_associated_cancellation_slot(unlocked).clear();
+    asio::dispatch(asio::append(std::move(unlocked), error_code{}));
+  });
 }
 
 bool mutex_queue::yield_due(const mutex_options& o) {
@@ -350,9 +360,7 @@ void mutex_queue::pass_on(asio::any_completion_handler<void(error_code)> h, cons
   }
   if (!waiters.empty() && !yield_due(options)) {
     ++handoffs_since_foreign;
-    grant();
-    if (h) session->impl->complete(std::move(h), error_code{});
-    return;
+    return grant(std::move(h));
   }
   if (waiters.empty() && options.linger.count() > 0 && !foreign_waiting()) {
     start_linger(options.linger);
