@@ -15,14 +15,6 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
-namespace {
-
-/// Asserts that nothing is left under a lock name's prefix once the test is done.
-asio::awaitable<void> expect_no_keys(client& c, std::string name) {
-  BOOST_TEST(co_await count_keys(c, name + "/") == 0, "keys left under " << name << "/");
-}
-}  // namespace
-
 BOOST_AUTO_TEST_CASE(session_grants_keeps_and_revokes) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));

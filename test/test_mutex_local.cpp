@@ -20,10 +20,6 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-asio::awaitable<void> expect_no_keys(client& c, std::string name) {
-  BOOST_TEST(co_await count_keys(c, name + "/") == 0, "keys left under " << name << "/");
-}
-
 /// Write RPCs etcd has handled so far (lock txns and deletes).
 double writes() { return server().grpc_handled("Txn") + server().grpc_handled("DeleteRange"); }
 

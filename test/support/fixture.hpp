@@ -42,4 +42,9 @@ inline asio::awaitable<std::int64_t> count_keys(client& c, std::string_view pref
   co_return r.count;
 }
 
+/// Asserts that nothing is left under a lock name's prefix once a test is done.
+inline asio::awaitable<void> expect_no_keys(client& c, std::string name) {
+  BOOST_TEST(co_await count_keys(c, name + "/") == 0, "keys left under " << name << "/");
+}
+
 }  // namespace coetcd::test
