@@ -1,5 +1,7 @@
 #include "session_state.hpp"
 
+#include <algorithm>
+
 namespace coetcd::detail {
 
 void session_state::finish(error_code reason, error_code for_waiters) {
@@ -44,11 +46,13 @@ asio::awaitable<std::tuple<error_code, session>> create(client& c, session_optio
   if (o.ttl.count() <= 0 || o.ttl.count() > 9'000'000'000) co_return std::make_tuple(make_error_code(error::invalid_argument), session());
   std::int64_t id = o.lease;
   std::int64_t ttl = o.ttl.count();
+  std::int64_t left = 0;  // what is left of an adopted lease: it expires then unless renewed
   if (id != 0) {
     auto [ec, r] = co_await c.async_lease_time_to_live(id, as_result);
     if (ec) co_return std::make_tuple(ec, session());
     if (r.ttl < 0) co_return std::make_tuple(make_error_code(error::lease_not_found), session());
     ttl = r.granted_ttl;
+    left = std::max<std::int64_t>(r.ttl, 1);
   } else {
     auto [ec, g] = co_await c.async_lease_grant(ttl, as_result);
     if (ec) co_return std::make_tuple(ec, session());
@@ -60,7 +64,9 @@ asio::awaitable<std::tuple<error_code, session>> create(client& c, session_optio
   s->impl = c.impl();
   s->lease = id;
   s->ttl = std::chrono::seconds(ttl);
-  s->keep = c.keep_alive(id, s->ttl);
+  // The local deadline until the first renewal answers: the granted TTL of a new lease, what
+  // remains of an adopted one (counting from its granted TTL would trust it for too long).
+  s->keep = c.keep_alive(id, left > 0 ? std::chrono::seconds(left) : s->ttl);
   s->keep.async_wait_lost(asio::bind_executor(s->impl->strand_, [w = std::weak_ptr<session_state>(s)](error_code ec) {
     auto s = w.lock();
     if (!s || ec == asio::error::operation_aborted) return;  // stopped by close()/orphan()

@@ -147,3 +147,23 @@ BOOST_AUTO_TEST_CASE(keepalive_survives_a_restart_shorter_than_the_ttl) {
     BOOST_TEST(!*lost, lost->message());
   }(c, own), 40s);
 }
+
+// An adopted lease is trusted only for what is left of it: with the member paused right after
+// the adoption, the session is lost by the lease's real expiry, not a whole TTL later.
+BOOST_AUTO_TEST_CASE(an_adopted_lease_is_lost_by_its_real_expiry) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto l = co_await c.async_lease_grant(8, use_awaitable);
+    co_await sleep_for(5s);  // about 3 s left
+    auto s = co_await session::async_create(c, session_options{.lease = l.id}, use_awaitable);
+    auto adopted = std::chrono::steady_clock::now();
+    server().pause();
+    while (!s.lost() && std::chrono::steady_clock::now() - adopted < 10s) co_await sleep_for(50ms);
+    server().resume();
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - adopted).count();
+    BOOST_TEST(s.lost());
+    BOOST_TEST(seconds < 5.0, "lost after " << seconds << " s; the lease had about 3 s left");
+    s.orphan();
+  }(c), 30s);
+}
