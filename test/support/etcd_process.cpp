@@ -111,8 +111,18 @@ std::string etcd_process::endpoint() const {
 
 void etcd_process::start() {
   if (pid_ > 0) return;
-  launch();
-  wait_healthy();
+  // A restart reuses our ports, and while we were down another suite may hold one for a moment
+  // (free_port binds each port it probes): try again a few times before giving up.
+  for (int attempt = 0;; ++attempt) {
+    launch();
+    try {
+      wait_healthy();
+      return;
+    } catch (const std::runtime_error& e) {
+      if (attempt >= 4 || std::string(e.what()).find("address already in use") == std::string::npos) throw;
+      std::this_thread::sleep_for(500ms);
+    }
+  }
 }
 
 void etcd_process::launch() {
