@@ -53,8 +53,7 @@ struct config {
   std::chrono::microseconds hold{0};
   std::chrono::seconds ttl{60};
   bool share_session = false;
-  std::chrono::milliseconds linger{0};
-  coetcd::mutex_options lock_options;
+  coetcd::mutex_options lock_options;  // --linger, --fair-hold, --fair-handoffs
   bool json = false;
   std::string prefix;
 };
@@ -369,8 +368,7 @@ config parse_args(int argc, char** argv) {
   cfg.duration = bench::parse_duration(duration);
   cfg.hold = bench::parse_duration(hold);
   cfg.ttl = std::chrono::seconds(ttl);
-  cfg.linger = std::chrono::milliseconds(linger_ms);
-  cfg.lock_options.linger = cfg.linger;
+  cfg.lock_options.linger = std::chrono::milliseconds(linger_ms);
   if (fair_hold_ms >= 0) cfg.lock_options.fair_hold = std::chrono::milliseconds(fair_hold_ms);
   if (fair_handoffs >= 0) cfg.lock_options.fair_handoffs = static_cast<std::size_t>(fair_handoffs);
   if (cfg.prefix.empty()) cfg.prefix = "/coetcd-bench/" + std::to_string(::getpid()) + "/";
@@ -517,7 +515,7 @@ int main(int argc, char** argv) {
         "\"range_per_acq\":%.2f,\"delete_per_acq\":%.2f,\"watch_msgs_per_acq\":%.2f,"
         "\"violations\":%" PRId64 ",\"errors\":%" PRId64 ",\"leftover_keys\":%" PRId64 ",\"first_error\":%s}\n",
         cfg.mode == "local" ? "\"local\"" : "\"coetcd\"", json_string(cfg.mode).c_str(), cfg.workers, cfg.locks,
-        cfg.clients, cfg.share_session ? "true" : "false", static_cast<int>(cfg.linger.count()), elapsed, share_min, share_max, max_gap_ms, st.acquisitions,
+        cfg.clients, cfg.share_session ? "true" : "false", static_cast<int>(cfg.lock_options.linger.count()), elapsed, share_min, share_max, max_gap_ms, st.acquisitions,
         st.attempts,
         ops_per_s, ms(st.wait.quantile(0.5)), ms(st.wait.quantile(0.9)), ms(st.wait.quantile(0.99)),
         ms(double(st.wait.max())), ms(st.wait.mean()), cpu_per_1000, bench::peak_rss_mb(), rpcs, per_acq("Txn"),
