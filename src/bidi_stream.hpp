@@ -69,7 +69,10 @@ class bidi_stream final : public std::enable_shared_from_this<bidi_stream<Req, R
     reading_ = false;
     if (!ok) return broken();
     if (cb_.message) cb_.message(in_);
-    if (!broken_) read();
+    // A write failed while this read was on the wire: the stream is over even though the read
+    // succeeded, and it must still be finished, or its owner never hears that it ended.
+    if (broken_) return try_finish();
+    read();
   }
 
   void flush() {

@@ -6,11 +6,44 @@
 
 #include <boost/system/system_error.hpp>
 
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/query.hpp>
+
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 namespace coetcd::detail {
+
+/// The clients of one execution context. close() is posted to a client's strand; when the
+/// context is shut down (destroyed) with such a close never run, or with no close at all, its
+/// clients are closed here, while no thread runs the context and before its scheduler goes: the
+/// completion-queue thread must not post into a context that no longer exists.
+struct client_registry {
+  std::mutex m;  // taken when a client is made or destroyed, and at shutdown: never per call
+  std::map<client_impl*, std::weak_ptr<client_impl>> clients;
+};
+
 namespace {
+
+class client_service final : public asio::execution_context::service {
+ public:
+  static inline asio::execution_context::id id;
+  explicit client_service(asio::execution_context& ctx) : service(ctx) {}
+  std::shared_ptr<client_registry> registry = std::make_shared<client_registry>();
+
+ private:
+  void shutdown() override {
+    std::vector<std::shared_ptr<client_impl>> live;
+    {
+      std::lock_guard lock(registry->m);
+      for (auto& [p, w] : registry->clients)
+        if (auto c = w.lock()) live.push_back(std::move(c));
+    }
+    for (auto& c : live) c->close_at_shutdown();
+  }
+};
 
 std::string read_pem(const std::string& path, const char* what, const char* marker) {
   std::ifstream in(path, std::ios::binary);
@@ -89,10 +122,24 @@ client_impl::client_impl(asio::any_io_executor ex, client_options options)
   cq_thread_ = std::thread([this] { cq_loop(); });
 }
 
+void client_impl::register_with_context() {
+  auto& ctx = asio::query(io_ex_, asio::execution::context);
+  registry_ = asio::use_service<client_service>(ctx).registry;
+  std::lock_guard lock(registry_->m);
+  registry_->clients[this] = weak_from_this();
+}
+
 client_impl::~client_impl() {
+  if (registry_) {
+    std::lock_guard lock(registry_->m);
+    registry_->clients.erase(this);
+  }
+  // The last owner is going: nothing is on the wire (every call and stream holds a reference),
+  // and no other thread can reach us. A close() posted to a strand that never ran ends here.
+  close_now();
   if (cq_thread_.joinable()) {
-    cq_.Shutdown();
-    cq_thread_.join();
+    if (cq_thread_.get_id() == std::this_thread::get_id()) cq_thread_.detach();
+    else cq_thread_.join();
   }
 }
 
@@ -135,6 +182,11 @@ keepalive_manager& client_impl::keepalives() {
 }
 
 void client_impl::close() {
+  // From any thread: the state it ends is the strand's. Inline when already on the strand.
+  asio::dispatch(strand_, [self = shared_from_this()] { self->close_now(); });
+}
+
+void client_impl::close_now() {
   if (closed_) return;
   closed_ = true;
   for (auto* c : calls_) c->cancel_rpc();
@@ -217,7 +269,9 @@ void client_impl::authenticate() {
 namespace coetcd {
 
 client::client(asio::any_io_executor ex, client_options options)
-    : impl_(std::make_shared<detail::client_impl>(std::move(ex), std::move(options))) {}
+    : impl_(std::make_shared<detail::client_impl>(std::move(ex), std::move(options))) {
+  impl_->register_with_context();
+}
 
 client& client::operator=(client&& other) noexcept {
   if (this != &other) {

@@ -145,8 +145,14 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   client_impl(const client_impl&) = delete;
   client_impl& operator=(const client_impl&) = delete;
 
+  /// Ends every call and stream (they complete with client_closed) and stops the CQ thread. Any
+  /// thread; the work is done on the strand, at once when called there.
   void close();
+  /// On strand (or from the destructor).
   bool closed() const noexcept { return closed_; }
+  /// The execution context is shutting down: no thread runs it, so the strand's state is ours.
+  void close_at_shutdown() { close_now(); }
+  void register_with_context();
 
   /// A context for one RPC: deadline (unary), wait-for-ready, auth token, "hasleader" (streams).
   std::unique_ptr<grpc::ClientContext> make_context(std::optional<sys_time> deadline, bool stream) const;
@@ -208,9 +214,11 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 
  private:
   void cq_loop();
+  void close_now();
   void authenticate();
 
   std::thread cq_thread_;
+  std::shared_ptr<struct client_registry> registry_;
   bool closed_ = false;
   std::unordered_set<call_base*> calls_;
   std::string token_;

@@ -28,6 +28,28 @@ inline error_code exception_to_error(std::exception_ptr e) {
   }
 }
 
+// The client's calls for work that holds the client's state, not the user's `client` object:
+// background work (a clean-up, a lock view) may outlive that object, and then finds the state
+// closed instead of touching freed memory.
+inline auto get_on(const std::shared_ptr<client_impl>& c, std::string key, get_options o) {
+  auto init = [c](handler<get_result> h, std::string key, std::string end, get_options o) {
+    start_get(c, std::move(key), std::move(end), o, std::move(h));
+  };
+  return asio::async_initiate<decltype(as_result), void(error_code, get_result)>(init, as_result, std::move(key),
+                                                                               std::string(o.range_end), o);
+}
+inline auto watch_on(const std::shared_ptr<client_impl>& c, std::string key, watch_options o) {
+  auto init = [c](handler<watcher> h, std::string key, std::string end, watch_options o) {
+    start_watch(c, std::move(key), std::move(end), o, std::move(h));
+  };
+  return asio::async_initiate<decltype(as_result), void(error_code, watcher)>(init, as_result, std::move(key),
+                                                                            std::string(o.range_end), o);
+}
+inline auto lease_revoke_on(const std::shared_ptr<client_impl>& c, std::int64_t id) {
+  auto init = [c](handler<response_header> h, std::int64_t id) { start_lease_revoke(c, id, std::move(h)); };
+  return asio::async_initiate<decltype(as_result), void(error_code, response_header)>(init, as_result, id);
+}
+
 /// Runs `body` (returning error_code) and completes `h` with it.
 inline void spawn_op(const std::shared_ptr<client_impl>& c, asio::awaitable<error_code> body,
                      asio::any_completion_handler<void(error_code)> h) {
@@ -36,6 +58,38 @@ inline void spawn_op(const std::shared_ptr<client_impl>& c, asio::awaitable<erro
                  asio::bind_cancellation_slot(slot, [c, h = std::move(h)](std::exception_ptr e, error_code ec) mutable {
                    c->complete(std::move(h), e ? exception_to_error(e) : ec);
                  }));
+}
+
+/// spawn_op for an operation whose success grants something the caller must give back (a
+/// leadership, a lock). A cancellation that comes after the body succeeded, but before the
+/// handler runs, means the caller has moved on (the other branch of an `||` finished first) and
+/// will never give it back: then `give_back()` runs on the strand and the handler gets
+/// operation_aborted. The check is made on the handler's executor, where such a cancellation is
+/// emitted, so none can slip between the check and the handler.
+inline void spawn_grant_op(const std::shared_ptr<client_impl>& c, asio::awaitable<error_code> body,
+                           asio::any_completion_handler<void(error_code)> h, std::function<void()> give_back) {
+  auto cancel = early_cancel::take(asio::get_associated_cancellation_slot(h), c->strand_);
+  auto to_body = std::make_shared<asio::cancellation_signal>();
+  auto done = [c, cancel, to_body, h = std::move(h), give_back = std::move(give_back)](std::exception_ptr e,
+                                                                                   error_code ec) mutable {
+    if (e) ec = exception_to_error(e);
+    auto ex = asio::get_associated_executor(h, c->io_ex_);
+    auto deliver = [c, cancel, ec, h = std::move(h), give_back = std::move(give_back)]() mutable {
+      asio::get_associated_cancellation_slot(h).clear();
+      if (!ec && cancel->emitted()) {
+        asio::dispatch(c->strand_, std::move(give_back));
+        ec = asio::error::operation_aborted;
+      }
+      asio::dispatch(asio::append(std::move(h), ec));
+    };
+    asio::post(c->io_ex_, asio::bind_executor(ex, std::move(deliver)));
+  };
+  asio::co_spawn(c->strand_, std::move(body), asio::bind_cancellation_slot(to_body->slot(), std::move(done)));
+  // The body hears of a cancellation on the strand, where it runs.
+  asio::dispatch(c->strand_, [cancel, to_body] {
+    if (cancel->registered([to_body] { to_body->emit(asio::cancellation_type::terminal); }))
+      to_body->emit(asio::cancellation_type::terminal);
+  });
 }
 
 /// Lets the body see terminal, partial and total cancellation and handle it itself (cleanup

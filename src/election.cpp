@@ -35,7 +35,7 @@ asio::awaitable<error_code> put_value(election_state& e, const std::string& valu
   auto t = txn()
                .when(compare::create_revision(e.key) == e.rev)
                .then(txn_op::put(e.key, value, put_options{.lease = e.session->lease}));
-  auto [ec, r] = co_await batched_txn(*e.session->owner, std::move(t), {});
+  auto [ec, r] = co_await batched_txn(e.session->impl, std::move(t), {});
   if (ec) co_return ec;
   if (!r.succeeded) co_return error::not_leader;
   e.header = r.header;
@@ -68,6 +68,8 @@ asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::st
     else if (a.rev == 0) ec = error::session_lost;
     else ec = co_await wait_turn(s, e.view, e.prefix, e.key, a.rev);
   }
+  // Cancelled after the txn showed us oldest: the caller has moved on and would never resign.
+  if (!ec && co_await cancellation_requested()) ec = asio::error::operation_aborted;
   if (ec) {
     co_await release_key(s, e.key, a.rev);
     e.rev = 0;
@@ -91,7 +93,7 @@ asio::awaitable<error_code> resign(std::shared_ptr<election_state> ep) {
   if (!e.leader) co_return error_code{};
   auto t = txn().when(compare::create_revision(e.key) == e.rev).then(txn_op::del(e.key));
   delete_in_flight deleting(*e.session, e.key);
-  auto [ec, r] = co_await batched_txn(*e.session->owner, std::move(t), {});
+  auto [ec, r] = co_await batched_txn(e.session->impl, std::move(t), {});
   if (ec) co_return ec;  // still leader: the caller may retry
   step_down(e);
   e.header = r.header;
@@ -105,7 +107,7 @@ asio::awaitable<error_code> resign(std::shared_ptr<election_state> ep) {
 /// Reports each change of the oldest candidate's key or value, as seen by the name's shared view.
 class observer_core : public std::enable_shared_from_this<observer_core> {
  public:
-  observer_core(client& c, std::string prefix) : client_(c), prefix_(std::move(prefix)) {}
+  observer_core(std::shared_ptr<client_impl> c, std::string prefix) : client_(std::move(c)), prefix_(std::move(prefix)) {}
 
   void start() {
     view_ = lock_view_for(client_, prefix_);
@@ -119,14 +121,14 @@ class observer_core : public std::enable_shared_from_this<observer_core> {
   }
   void next(asio::any_completion_handler<void(error_code, std::optional<key_value>)> h,
             std::shared_ptr<early_cancel> cancel);
-  const strand_type& strand() const { return client_.impl()->strand_; }
+  const strand_type& strand() const { return client_->strand_; }
 
  private:
   void report();
   void end(error_code ec);
   void deliver();
 
-  client& client_;
+  std::shared_ptr<client_impl> client_;
   std::string prefix_;
   std::shared_ptr<lock_view> view_;
   std::uint64_t listener_ = 0;
@@ -163,23 +165,23 @@ void observer_core::deliver() {
   if (!ready_.empty()) {
     auto v = std::move(ready_.front());
     ready_.pop_front();
-    return client_.impl()->complete(std::move(h), error_code{}, std::move(v));
+    return client_->complete(std::move(h), error_code{}, std::move(v));
   }
-  client_.impl()->complete(std::move(h), final_, std::optional<key_value>());
+  client_->complete(std::move(h), final_, std::optional<key_value>());
 }
 
 void observer_core::next(asio::any_completion_handler<void(error_code, std::optional<key_value>)> h,
                          std::shared_ptr<early_cancel> cancel) {
-  if (waiter_) return client_.impl()->complete(std::move(h), asio::error::already_started, std::optional<key_value>());
+  if (waiter_) return client_->complete(std::move(h), asio::error::already_started, std::optional<key_value>());
   auto seq = ++wait_seq_;
   bool cancelled = cancel->registered([w = weak_from_this(), seq] {
     auto self = w.lock();
     if (!self || !self->waiter_ || self->wait_seq_ != seq) return;
     auto h = std::move(*self->waiter_);
     self->waiter_.reset();
-    self->client_.impl()->complete(std::move(h), asio::error::operation_aborted, std::optional<key_value>());
+    self->client_->complete(std::move(h), asio::error::operation_aborted, std::optional<key_value>());
   });
-  if (cancelled) return client_.impl()->complete(std::move(h), asio::error::operation_aborted, std::optional<key_value>());
+  if (cancelled) return client_->complete(std::move(h), asio::error::operation_aborted, std::optional<key_value>());
   waiter_.emplace(std::move(h));
   deliver();
 }
@@ -201,7 +203,16 @@ election::~election() = default;
 
 void election::start_campaign(const std::shared_ptr<detail::election_state>& e, std::string v,
                               asio::any_completion_handler<void(error_code)> h) {
-  detail::spawn_op(e->session->impl, detail::campaign(e, std::move(v)), std::move(h));
+  // Leadership won for a caller that has moved on is resigned, or nobody would ever resign it.
+  auto give_back = [e] {
+    if (!e->leader) return;
+    e->leader = false;
+    auto resign = [](std::shared_ptr<detail::election_state> e, std::int64_t rev) -> asio::awaitable<void> {
+      co_await detail::release_key(*e->session, e->key, rev);
+    };
+    asio::co_spawn(e->session->impl->strand_, resign(e, std::exchange(e->rev, 0)), asio::detached);
+  };
+  detail::spawn_grant_op(e->session->impl, detail::campaign(e, std::move(v)), std::move(h), std::move(give_back));
 }
 
 void election::start_proclaim(const std::shared_ptr<detail::election_state>& e, std::string v,
@@ -221,7 +232,7 @@ void election::start_leader(const std::shared_ptr<detail::election_state>& e,
   asio::co_spawn(
       impl->strand_,
       [](std::shared_ptr<detail::election_state> e) -> asio::awaitable<std::tuple<error_code, key_value>> {
-        auto [ec, r] = co_await e->session->owner->async_get(e->prefix, detail::first_create, detail::as_result);
+        auto [ec, r] = co_await detail::get_on(e->session->impl, e->prefix, detail::first_create);
         if (ec) co_return std::make_tuple(ec, key_value());
         if (r.kvs.empty()) co_return std::make_tuple(make_error_code(error::no_leader), key_value());
         co_return std::make_tuple(error_code(), std::move(r.kvs.front()));
@@ -241,7 +252,7 @@ const response_header& election::header() const noexcept { return state_->header
 
 election_observer::election_observer(client& c, std::string_view name) {
   if (name.empty()) throw boost::system::system_error(make_error_code(error::empty_key), "coetcd: election name");
-  core_ = std::make_shared<detail::observer_core>(c, std::string(name) + "/");
+  core_ = std::make_shared<detail::observer_core>(c.impl(), std::string(name) + "/");
   auto core = core_;
   asio::dispatch(c.impl()->strand_, [core] { core->start(); });
 }

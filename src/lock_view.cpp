@@ -1,11 +1,12 @@
 #include "lock_view.hpp"
 
+#include "bidi_stream.hpp"
 #include "txn_batcher.hpp"
 
 namespace coetcd::detail {
 
 void lock_view_core::start() {
-  asio::co_spawn(client_.impl()->strand_, run(), [self = shared_from_this()](std::exception_ptr e) {
+  asio::co_spawn(client_->strand_, run(), [self = shared_from_this()](std::exception_ptr e) {
     if (e) self->fail_all(exception_to_error(e));
   });
 }
@@ -61,10 +62,10 @@ asio::awaitable<void> lock_view_core::run() {
     order_.clear();
     // Watch first ("from now": synced at once), then read: the Range's revision is at or after
     // the watch's start, so no change falls between them; events up to it are skipped.
-    auto [ec, w] = co_await client_.async_watch(prefix_, watch_options{.prefix = true}, as_result);
+    auto [ec, w] = co_await watch_on(client_, prefix_, watch_options{.prefix = true});
     if (!ec && !stopped_) {
       watcher_ = std::move(w);
-      auto [ec2, r] = co_await client_.async_get(prefix_, get_options{.prefix = true}, as_result);
+      auto [ec2, r] = co_await get_on(client_, prefix_, get_options{.prefix = true});
       ec = ec2;
       if (!ec) {
         base_rev_ = view_rev_ = r.header.revision;
@@ -90,9 +91,11 @@ asio::awaitable<void> lock_view_core::run() {
       fail_all(ec);
       co_return;
     }
+    // Refused (permission denied, bad credentials): waiting on cannot help the waiters of now.
+    if (is_fatal_stream_error(ec)) fail_all(ec);
     // A compaction past our resume point, a cancelled watch or a transport error: rebuild the
     // view from scratch; waiters keep waiting and are re-evaluated against the new view.
-    asio::steady_timer pause(client_.impl()->strand_, std::chrono::milliseconds(100));
+    asio::steady_timer pause(client_->strand_, std::chrono::milliseconds(100));
     co_await pause.async_wait(as_result);
   }
   watcher_ = watcher();
@@ -110,7 +113,10 @@ void lock_view_core::apply(const watch_batch& b) {
       keys_.erase(it);
     }
   }
-  view_rev_ = std::max(view_rev_, b.header.revision);
+  // A watch catching up sends at most 1000 revisions per response, each stamped with the
+  // current revision: only the last event says how far the view has really seen. A response
+  // without events is a progress notice, which covers everything up to its revision.
+  view_rev_ = std::max(view_rev_, b.events.empty() ? b.header.revision : b.events.back().kv.mod_revision);
 }
 
 void lock_view_core::changed(bool check_all) {
@@ -165,7 +171,7 @@ auto lock_view_core::enqueue(txn t) -> asio::awaitable<txn_outcome> {
   auto self = shared_from_this();
   if (!stopped_ && (!waiters_.empty() || !holding_.empty())) {
     auto p = std::make_shared<parked_txn>(
-        parked_txn{std::move(t), asio::steady_timer(client_.impl()->strand_, park_limit), false, false, {}, {}});
+        parked_txn{std::move(t), asio::steady_timer(client_->strand_, park_limit), false, false, {}, {}});
     parked_.push_back(p);
     co_await p->wake.async_wait(as_result);
     while (p->taken && !p->done) {  // in flight with a release: its outcome is ours
@@ -207,14 +213,19 @@ auto lock_view_core::release(const std::string& key, std::shared_ptr<bool> resen
   co_return std::tuple(sent.ec, !sent.ec && sent.results.at(0).del().deleted > 0);
 }
 
-std::shared_ptr<lock_view> existing_lock_view(client& c, const std::string& prefix) {
-  auto& views = c.impl()->lock_views_;
+lock_view::~lock_view() {
+  // The last mutex, election or observer holding the view may go on any thread.
+  asio::dispatch(core_->strand(), [core = core_] { core->stop(); });
+}
+
+std::shared_ptr<lock_view> existing_lock_view(const std::shared_ptr<client_impl>& c, const std::string& prefix) {
+  auto& views = c->lock_views_;
   auto it = views.find(prefix);
   return it == views.end() ? nullptr : it->second.lock();
 }
 
-std::shared_ptr<lock_view> lock_view_for(client& c, const std::string& prefix) {
-  auto& views = c.impl()->lock_views_;
+std::shared_ptr<lock_view> lock_view_for(const std::shared_ptr<client_impl>& c, const std::string& prefix) {
+  auto& views = c->lock_views_;
   if (auto v = views[prefix].lock()) return v;
   auto core = std::make_shared<lock_view_core>(c, prefix);
   auto v = std::make_shared<lock_view>(core);

@@ -24,7 +24,9 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
     std::function<void(error_code)> done;  // {} = our key is the oldest; session_lost = key gone
   };
 
-  lock_view_core(client& c, std::string prefix) : client_(c), prefix_(std::move(prefix)) {}
+  lock_view_core(std::shared_ptr<client_impl> c, std::string prefix) : client_(std::move(c)), prefix_(std::move(prefix)) {}
+
+  const strand_type& strand() const noexcept { return client_->strand_; }
 
   // All on the strand.
   void start();
@@ -78,7 +80,7 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
     txn_result result;
   };
 
-  client& client_;
+  std::shared_ptr<client_impl> client_;  // not the user's object: the view may outlive it
   std::string prefix_;
   watcher watcher_;
   bool ready_ = false;
@@ -101,7 +103,7 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
 class lock_view {
  public:
   explicit lock_view(std::shared_ptr<lock_view_core> core) : core_(std::move(core)) {}
-  ~lock_view() { core_->stop(); }
+  ~lock_view();
   lock_view_core& core() { return *core_; }
 
  private:
@@ -109,8 +111,8 @@ class lock_view {
 };
 
 /// The client's view of `prefix`, created on first use. On strand.
-std::shared_ptr<lock_view> lock_view_for(client& c, const std::string& prefix);
+std::shared_ptr<lock_view> lock_view_for(const std::shared_ptr<client_impl>& c, const std::string& prefix);
 /// The client's view of `prefix` if one is running, else null. On strand.
-std::shared_ptr<lock_view> existing_lock_view(client& c, const std::string& prefix);
+std::shared_ptr<lock_view> existing_lock_view(const std::shared_ptr<client_impl>& c, const std::string& prefix);
 
 }  // namespace coetcd::detail

@@ -78,7 +78,7 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   void fail_all(error_code ec);
   void complete_parting();
   void ensure_view() {
-    if (!view) view = lock_view_for(*session->owner, prefix);
+    if (!view) view = lock_view_for(session->impl, prefix);
   }
 
   std::shared_ptr<session_state> session;
@@ -211,7 +211,7 @@ asio::awaitable<void> mutex_queue::drive() {
   // would have to wait.
   const std::optional<std::uint64_t> try_id =
       waiters.front().try_only ? std::optional(waiters.front().id) : std::nullopt;
-  if (!view) view = existing_lock_view(*s.owner, prefix);
+  if (!view) view = existing_lock_view(s.impl, prefix);
   const auto via = try_id ? nullptr : view;
   const std::string no_value;
   const bool cancellable = co_await can_be_cancelled();
@@ -389,7 +389,7 @@ asio::awaitable<void> mutex_queue::release(asio::any_completion_handler<void(err
       // delete costs about 15 % of the lock rate. Only this queue creates this key, and it puts
       // it again only after this delete has completed.
       if (view) sent = co_await view->core().release(key, resent);
-      else sent = co_await batched_delete(*s.owner, key, resent);
+      else sent = co_await batched_delete(s.impl, key, resent);
       auto [ec, deleted] = sent;
       // A delete resent after a failure that was in fact applied (a leader change mid-commit)
       // finds its key gone: that is our release, not a loss.

@@ -127,7 +127,7 @@ asio::awaitable<void> release_key(session_state& s, const std::string& key, std:
 
 asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_view>& view, const std::string& prefix,
                                       const std::string& key, std::int64_t rev) {
-  if (!view) view = lock_view_for(*s.owner, prefix);
+  if (!view) view = lock_view_for(s.impl, prefix);
   struct outcome {
     asio::steady_timer wake;
     bool done = false;
@@ -169,7 +169,7 @@ asio::awaitable<void> delete_key(session_state& s, const std::string& key, std::
   // A key left under a live lease blocks the name for everyone: keep trying through an outage
   // while the session lives (once it ends, the lease takes the key with it).
   for (int attempt = 0;; ++attempt) {
-    auto [ec, r] = co_await batched_txn(*s.owner, t, {});
+    auto [ec, r] = co_await batched_txn(s.impl, t, {});
     if (!may_pass(ec) || s.lost || s.impl->closed()) co_return;
     asio::steady_timer pause(s.impl->strand_, retry_pause(attempt));
     co_await pause.async_wait(as_result);

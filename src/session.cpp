@@ -167,7 +167,7 @@ void session::start_close(const std::shared_ptr<detail::session_state>& s,
   }
   detail::spawn_op(s->impl, [](std::shared_ptr<detail::session_state> s) -> asio::awaitable<error_code> {
     detail::end_session(s);
-    auto [ec, hdr] = co_await s->owner->async_lease_revoke(s->lease, detail::as_result);
+    auto [ec, hdr] = co_await detail::lease_revoke_on(s->impl, s->lease);
     co_return ec == error::lease_not_found ? error_code() : ec;  // already gone: the same outcome
   }(s), std::move(h));
 }

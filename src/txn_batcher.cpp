@@ -194,10 +194,10 @@ void txn_batcher::finish(std::vector<item>& batch, error_code ec, txn_result r, 
   schedule();
 }
 
-asio::awaitable<txn_batcher::outcome> batched_write(client& c, std::vector<txn_op> ops, std::string queue,
+asio::awaitable<txn_batcher::outcome> batched_write(const std::shared_ptr<client_impl>& c, std::vector<txn_op> ops, std::string queue,
                                                     std::shared_ptr<bool> resent) {
   // Named, not a temporary in the co_await: g++ 12.2 would destroy its shared_ptr twice.
-  auto initiation = [impl = c.impl()](auto h, std::vector<txn_op> ops, std::string queue) {
+  auto initiation = [impl = c](auto h, std::vector<txn_op> ops, std::string queue) {
     impl->batcher().submit(std::move(ops), std::move(queue), std::move(h));
   };
   auto out = co_await asio::async_initiate<const asio::use_awaitable_t<>, void(txn_batcher::outcome)>(
@@ -206,10 +206,10 @@ asio::awaitable<txn_batcher::outcome> batched_write(client& c, std::vector<txn_o
   co_return out;
 }
 
-asio::awaitable<std::tuple<error_code, txn_result>> batched_txn(client& c, txn t, std::string queue,
+asio::awaitable<std::tuple<error_code, txn_result>> batched_txn(const std::shared_ptr<client_impl>& c, txn t, std::string queue,
                                                                 std::shared_ptr<bool> resent) {
   // Not a coroutine: the caller waits on the batcher with no frame of ours in between.
-  auto initiation = [impl = c.impl(), resent = std::move(resent)](auto h, txn t, std::string queue) {
+  auto initiation = [impl = c, resent = std::move(resent)](auto h, txn t, std::string queue) {
     impl->batcher().submit_txn(std::move(t), std::move(queue),
                                [h = std::move(h), resent](error_code ec, txn_result r, bool was_resent) mutable {
                                  if (resent && was_resent) *resent = true;
@@ -220,7 +220,7 @@ asio::awaitable<std::tuple<error_code, txn_result>> batched_txn(client& c, txn t
                                                                                std::move(queue));
 }
 
-asio::awaitable<std::tuple<error_code, bool>> batched_delete(client& c, std::string key, std::shared_ptr<bool> resent) {
+asio::awaitable<std::tuple<error_code, bool>> batched_delete(const std::shared_ptr<client_impl>& c, std::string key, std::shared_ptr<bool> resent) {
   std::vector<txn_op> ops{txn_op::del(key)};
   auto out = co_await batched_write(c, std::move(ops), {}, std::move(resent));
   co_return std::tuple(out.ec, !out.ec && out.results.at(0).del().deleted > 0);

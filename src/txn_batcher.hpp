@@ -88,14 +88,14 @@ class txn_batcher : public std::enable_shared_from_this<txn_batcher> {
 
 /// One txn through the client's batcher (same effect applied twice, as for submit). `resent`,
 /// when given, is set if it was sent more than once.
-asio::awaitable<std::tuple<error_code, txn_result>> batched_txn(client& c, txn t, std::string queue,
+asio::awaitable<std::tuple<error_code, txn_result>> batched_txn(const std::shared_ptr<client_impl>& c, txn t, std::string queue,
                                                                 std::shared_ptr<bool> resent = {});
 /// One delete of a key of our own through the batcher: completes with whether the key was there.
 /// Only for keys nothing else re-creates while the delete is in flight.
-asio::awaitable<std::tuple<error_code, bool>> batched_delete(client& c, std::string key,
+asio::awaitable<std::tuple<error_code, bool>> batched_delete(const std::shared_ptr<client_impl>& c, std::string key,
                                                              std::shared_ptr<bool> resent = {});
 /// Several ops through the batcher, applied at one revision. `resent` as for batched_txn.
-asio::awaitable<txn_batcher::outcome> batched_write(client& c, std::vector<txn_op> ops, std::string queue,
+asio::awaitable<txn_batcher::outcome> batched_write(const std::shared_ptr<client_impl>& c, std::vector<txn_op> ops, std::string queue,
                                                     std::shared_ptr<bool> resent = {});
 
 }  // namespace coetcd::detail

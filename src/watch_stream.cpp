@@ -117,6 +117,9 @@ void watch_stream::send_create(watcher_state& w) {
 namespace {
 error_code cancel_reason_error(const std::string& reason) {
   if (reason.find("permission denied") != std::string::npos) return error::permission_denied;
+  if (reason.find("invalid auth token") != std::string::npos || reason.find("revision of auth store is old") != std::string::npos)
+    return error::invalid_auth_token;
+  if (reason.find("user name is empty") != std::string::npos) return error::auth_required;
   return error::watch_canceled;
 }
 }  // namespace
@@ -135,11 +138,22 @@ void watch_stream::on_message(const pb::WatchResponse& r) {
     if (it == watchers_.end()) return;  // cancelled meanwhile; its cancel request follows
     auto& w = *it->second;
     if (r.canceled()) {
+      auto why = r.compact_revision() ? make_error_code(error::compacted) : cancel_reason_error(r.cancel_reason());
+      // The stream keeps the token it was opened with, which expires on the server after
+      // --auth-token-ttl without use: open a new stream with a fresh token and ask again.
+      // Twice refused with fresh tokens, it is not the token.
+      if (why == error::invalid_auth_token && client_->uses_auth() && w.auth_refusals++ < 2) {
+        if (stream_) {
+          client_->invalidate_token(stream_->token());
+          stream_->cancel();
+        }
+        return;
+      }
       auto keep = it->second;
       watchers_.erase(it);
-      return end(w, r.compact_revision() ? make_error_code(error::compacted) : cancel_reason_error(r.cancel_reason()),
-                 r.compact_revision());
+      return end(w, why, r.compact_revision());
     }
+    w.auth_refusals = 0;
     if (w.next_rev == 0) w.next_rev = r.header().revision() + 1;
     if (w.create_waiter) {
       auto h = std::move(*w.create_waiter);

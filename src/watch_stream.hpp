@@ -16,6 +16,7 @@ struct watcher_state {
   pb::WatchCreateRequest request;  // as asked; re-creations start from next_rev instead
   std::int64_t next_rev = 0;       // first revision not yet delivered (0: not known yet)
   bool done = false;               // no further batches; final_ec says why
+  int auth_refusals = 0;           // creates refused for an expired token since the last success
   error_code final_ec;
   std::int64_t compact_revision = 0;
   std::deque<watch_batch> ready;   // delivered by the server, not yet taken by async_next

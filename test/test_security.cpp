@@ -2,6 +2,7 @@
 #define BOOST_TEST_MODULE coetcd_security
 #include "support/fixture.hpp"
 
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/system/system_error.hpp>
 
 #include <fstream>
@@ -165,5 +166,52 @@ BOOST_AUTO_TEST_CASE(user_password_auth_and_reauthentication) {
   // root, alice, the wrong password twice (put, watch) = 4; the expired token's re-authentication
   // makes it 5.
   BOOST_TEST(etcd.grpc_handled("Authenticate") - auths_before == 5.0);
+  etcdctl(etcd, "--user root:rootpw auth disable");
+}
+
+// A simple token expires after --auth-token-ttl of disuse, but a stream keeps the token it was
+// opened with. After the client has been idle past the TTL: a new watch on the old stream still
+// gets its events, a lock another session holds for a second still comes (its view's watch is
+// created on that stream), and a session renewed over the keepalive stream is not lost.
+BOOST_AUTO_TEST_CASE(streams_outlive_an_expired_auth_token) {
+  etcd_config cfg;
+  cfg.auth_token_ttl = 1;
+  etcd_process etcd(cfg);
+  auto run = [&](const std::string& a) {
+    auto r = etcdctl(etcd, a);
+    BOOST_TEST_REQUIRE(r.exit_code == 0, a << ": " << r.output);
+  };
+  run("user add root:rootpw");
+  run("auth enable");
+  asio::io_context ioc;
+  auto root = options_for(etcd);
+  root.user = "root";
+  root.password = "rootpw";
+  client c(ioc, root), other(ioc, root);
+  run_for(ioc, [](client& c, client& other) -> asio::awaitable<void> {
+    using namespace boost::asio::experimental::awaitable_operators;
+    auto s = co_await session::async_create(c, session_options{.ttl = 2s}, use_awaitable);
+    auto first = co_await c.async_watch("/auth4/a", use_awaitable);
+    co_await sleep_for(2500ms);  // every token of `c` has expired on the server
+    auto w = co_await c.async_watch("/auth4/b", use_awaitable);
+    co_await other.async_put("/auth4/b", "v", use_awaitable);
+    auto r = co_await (w.async_next(asio::as_tuple(use_awaitable)) || sleep_for(5s));
+    BOOST_TEST_REQUIRE(r.index() == 0u, "a watch created after the token expired got no event");
+    BOOST_TEST(!std::get<0>(std::get<0>(r)), std::get<0>(std::get<0>(r)).message());
+
+    auto holder = co_await session::async_create(other, session_options{.ttl = 10s}, use_awaitable);
+    mutex mh(holder, "/auth4/lock");
+    co_await mh.async_lock(use_awaitable);
+    co_await sleep_for(2500ms);
+    mutex m(s, "/auth4/lock");
+    asio::steady_timer release(co_await asio::this_coro::executor, 1s);
+    release.async_wait([&mh](error_code) { mh.async_unlock(asio::detached); });
+    auto l = co_await (m.async_lock(asio::as_tuple(use_awaitable)) || sleep_for(10s));
+    BOOST_TEST_REQUIRE(l.index() == 0u, "no lock within 10 s of its release");
+    BOOST_TEST(!std::get<0>(std::get<0>(l)), std::get<0>(std::get<0>(l)).message());
+    BOOST_TEST(!s.lost(), "the session's renewals stopped with the token");
+    co_await m.async_unlock(use_awaitable);
+    co_await other.async_delete("/auth4/", delete_options{.prefix = true}, use_awaitable);
+  }(c, other), 60s);
   etcdctl(etcd, "--user root:rootpw auth disable");
 }
