@@ -117,12 +117,37 @@ asio::awaitable<acquire_result> acquire_or_abandon(const std::shared_ptr<session
   return acquire_abandonable(s, prefix, key, value, view, cancellable);
 }
 
+namespace {
+
+/// After the clean-up of a txn whose outcome is unknown (it timed out, or the connection broke):
+/// that txn may still be in etcd's raft pipeline and put our key after the delete, under our
+/// live lease, blocking the name until the session ends. So look again a few times and delete a
+/// key made after our delete, unless the session uses the key again by then (a late put then
+/// merges with that lock's key: its put-if-absent adopts it).
+asio::awaitable<void> sweep_late_put(std::shared_ptr<session_state> s, std::string key, std::int64_t deleted_at) {
+  for (auto after : {std::chrono::seconds(1), std::chrono::seconds(3), std::chrono::seconds(10)}) {
+    asio::steady_timer pause(s->impl->strand_, after);
+    co_await pause.async_wait(as_result);
+    if (s->lost || s->impl->closed() || s->key_users.contains(key) || s->deleting.contains(key)) co_return;
+    delete_in_flight deleting(*s, key);
+    auto t = txn().when(compare::create_revision(key) > deleted_at).then(txn_op::del(key));
+    co_await batched_txn(s->impl, std::move(t), {});
+  }
+}
+
+}  // namespace
+
 asio::awaitable<void> release_key(session_state& s, const std::string& key, std::int64_t rev) {
   auto& users = s.key_users[key];
   if (--users > 0) co_return;
   s.key_users.erase(key);
-  delete_in_flight deleting(s, key);
-  co_await delete_key(s, key, rev);
+  std::int64_t deleted_at = 0;
+  {
+    delete_in_flight deleting(s, key);
+    deleted_at = co_await delete_key(s, key, rev);
+  }
+  if (rev == 0 && deleted_at != 0)
+    asio::co_spawn(s.impl->strand_, sweep_late_put(s.shared_from_this(), key, deleted_at), asio::detached);
 }
 
 asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_view>& view, const std::string& prefix,
@@ -161,7 +186,7 @@ bool may_pass(const error_code& ec) {
           (ec.value() == grpc::StatusCode::UNAVAILABLE || ec.value() == grpc::StatusCode::DEADLINE_EXCEEDED));
 }
 
-asio::awaitable<void> delete_key(session_state& s, const std::string& key, std::int64_t rev) {
+asio::awaitable<std::int64_t> delete_key(session_state& s, const std::string& key, std::int64_t rev) {
   co_await asio::this_coro::reset_cancellation_state();
   auto t = txn();
   if (rev != 0) t.when(compare::create_revision(key) == rev);
@@ -170,7 +195,8 @@ asio::awaitable<void> delete_key(session_state& s, const std::string& key, std::
   // while the session lives (once it ends, the lease takes the key with it).
   for (int attempt = 0;; ++attempt) {
     auto [ec, r] = co_await batched_txn(s.impl, t, {});
-    if (!may_pass(ec) || s.lost || s.impl->closed()) co_return;
+    if (!ec) co_return r.header.revision;
+    if (!may_pass(ec) || s.lost || s.impl->closed()) co_return 0;
     asio::steady_timer pause(s.impl->strand_, retry_pause(attempt));
     co_await pause.async_wait(as_result);
   }

@@ -38,7 +38,9 @@ asio::awaitable<acquire_result> acquire_or_abandon(const std::shared_ptr<session
                                                    bool cancellable);
 
 /// This lock or campaign no longer uses `key`: deletes it unless another one of the session
-/// still does. `rev` guards the delete when known, so a newer key is never removed.
+/// still does. `rev` guards the delete when known, so a newer key is never removed. `rev` 0
+/// means the txn that may have made the key has an unknown outcome: a put of it that lands
+/// after the delete is swept up later (at 1, 4 and 14 s; see sweep_late_put).
 asio::awaitable<void> release_key(session_state& s, const std::string& key, std::int64_t rev);
 
 /// Waits until our key (created at `rev`) is the oldest under the prefix. Errors: session_lost
@@ -54,8 +56,9 @@ inline std::chrono::milliseconds retry_pause(int attempt) {
 }
 
 /// Deletes our key, guarded by its create revision when known. Runs even when the calling
-/// operation was cancelled; retried through an outage while the session lives.
-asio::awaitable<void> delete_key(session_state& s, const std::string& key, std::int64_t rev);
+/// operation was cancelled; retried through an outage while the session lives. Returns the
+/// revision of the delete's txn, or 0 when it never got through.
+asio::awaitable<std::int64_t> delete_key(session_state& s, const std::string& key, std::int64_t rev);
 
 std::string lease_hex(std::int64_t id);
 

@@ -50,7 +50,10 @@ void start_watch(const std::shared_ptr<client_impl>&, std::string key, std::stri
 /// RPC is cancelled and the handler gets asio::error::operation_aborted. A cancelled write may
 /// still have been applied by the server.
 ///
-/// Lifetime: the client must be destroyed (or closed) before its executor's execution context.
+/// Lifetime: sessions, mutexes and elections must go before their client; work they leave in the
+/// background (a clean-up delete, the release of a destroyed held mutex) holds the client's
+/// internal state and ends when it finds the client closed. A client still open when its
+/// execution context is shut down is closed by that shutdown.
 class client {
  public:
   /// Throws boost::system::system_error with error::invalid_endpoint, error::tls_file_unreadable
@@ -71,7 +74,9 @@ class client {
 
   /// Cancels every pending request, watch and keepalive (their handlers complete with
   /// error::client_closed), then stops the completion-queue thread. Never blocks on the network.
-  /// Idempotent; later operations fail with error::client_closed.
+  /// Idempotent; later operations fail with error::client_closed. May be called from any thread:
+  /// the work is done on the client's strand (at once when called there). If the execution
+  /// context is shut down before that has run, the context's shutdown closes the client.
   void close();
 
   // ---- KV ----
