@@ -13,6 +13,7 @@ struct election_state {
   std::string prefix;  // name + "/"
   std::string key;     // prefix + hex(lease)
   bool leader = false;
+  bool led_before_campaign = false;  // a campaign of a sitting leader only proclaims
   std::int64_t rev = 0;
   response_header header;
   std::shared_ptr<lock_view> view;
@@ -46,6 +47,7 @@ asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::st
   co_await handle_cancellation_manually();
   auto& e = *ep;
   auto& s = *e.session;
+  e.led_before_campaign = e.leader;
   if (s.lost) co_return error::session_lost;
   if (e.leader) co_return co_await put_value(e, value);
   ++s.key_users[e.key];  // counted like a mutex's, so a clean-up never removes a newer campaign's key
@@ -205,7 +207,7 @@ void election::start_campaign(const std::shared_ptr<detail::election_state>& e, 
                               asio::any_completion_handler<void(error_code)> h) {
   // Leadership won for a caller that has moved on is resigned, or nobody would ever resign it.
   auto give_back = [e] {
-    if (!e->leader) return;
+    if (!e->leader || e->led_before_campaign) return;
     e->leader = false;
     auto resign = [](std::shared_ptr<detail::election_state> e, std::int64_t rev) -> asio::awaitable<void> {
       co_await detail::release_key(*e->session, e->key, rev);

@@ -92,10 +92,11 @@ asio::awaitable<void> lock_view_core::run() {
       co_return;
     }
     // Refused (permission denied, bad credentials): waiting on cannot help the waiters of now.
-    if (is_fatal_stream_error(ec)) fail_all(ec);
+    const bool refused = is_fatal_stream_error(ec);
+    if (refused) fail_all(ec);
     // A compaction past our resume point, a cancelled watch or a transport error: rebuild the
     // view from scratch; waiters keep waiting and are re-evaluated against the new view.
-    asio::steady_timer pause(client_->strand_, std::chrono::milliseconds(100));
+    asio::steady_timer pause(client_->strand_, std::chrono::milliseconds(refused ? 1000 : 100));
     co_await pause.async_wait(as_result);
   }
   watcher_ = watcher();

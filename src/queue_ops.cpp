@@ -125,14 +125,23 @@ namespace {
 /// key made after our delete, unless the session uses the key again by then (a late put then
 /// merges with that lock's key: its put-if-absent adopts it).
 asio::awaitable<void> sweep_late_put(std::shared_ptr<session_state> s, std::string key, std::int64_t deleted_at) {
+  // The session's end (closed, lost, or its client closed) ends the sweep at once, so it never
+  // keeps io_context::run() from returning.
+  if (s->lost) co_return;
+  auto pause = std::make_shared<asio::steady_timer>(s->impl->strand_);
+  auto ended = s->listen([pause] { pause->cancel(); });
   for (auto after : {std::chrono::seconds(1), std::chrono::seconds(3), std::chrono::seconds(10)}) {
-    asio::steady_timer pause(s->impl->strand_, after);
-    co_await pause.async_wait(as_result);
-    if (s->lost || s->impl->closed() || s->key_users.contains(key) || s->deleting.contains(key)) co_return;
+    pause->expires_after(after);
+    co_await pause->async_wait(as_result);
+    if (s->lost || s->impl->closed()) break;
+    // In use again, or being deleted: a late put landing now finds the key there and does
+    // nothing; one landing after that use ends is for the next look.
+    if (s->key_users.contains(key) || s->deleting.contains(key)) continue;
     delete_in_flight deleting(*s, key);
     auto t = txn().when(compare::create_revision(key) > deleted_at).then(txn_op::del(key));
     co_await batched_txn(s->impl, std::move(t), {});
   }
+  s->unlisten(ended);
 }
 
 }  // namespace

@@ -50,10 +50,16 @@ void start_watch(const std::shared_ptr<client_impl>&, std::string key, std::stri
 /// RPC is cancelled and the handler gets asio::error::operation_aborted. A cancelled write may
 /// still have been applied by the server.
 ///
-/// Lifetime: sessions, mutexes and elections must go before their client; work they leave in the
-/// background (a clean-up delete, the release of a destroyed held mutex) holds the client's
-/// internal state and ends when it finds the client closed. A client still open when its
-/// execution context is shut down is closed by that shutdown.
+/// Lifetime: sessions, mutexes and elections go before their client, and the client before its
+/// executor's execution context. Work they leave in the background (a clean-up delete, the
+/// release of a destroyed held mutex) holds the client's internal state and ends when it finds
+/// the client closed; if such work still holds it when the context is shut down, the shutdown
+/// closes it.
+///
+/// Cancellation through `||` of awaitable operators: run the coroutine on a strand (or a
+/// single-threaded io_context). Asio's cancellation slots are not thread-safe, so on an
+/// executor that runs the two branches on two threads at once, a lock or campaign that wins at
+/// the same instant as the other branch may be discarded by `||` while it holds.
 class client {
  public:
   /// Throws boost::system::system_error with error::invalid_endpoint, error::tls_file_unreadable
