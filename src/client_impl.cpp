@@ -271,18 +271,30 @@ namespace coetcd {
 client::client(asio::any_io_executor ex, client_options options)
     : impl_(std::make_shared<detail::client_impl>(std::move(ex), std::move(options))) {
   impl_->register_with_context();
+  impl_->user_ = this;
+}
+
+client::client(client&& other) noexcept : impl_(std::move(other.impl_)) {
+  if (impl_) impl_->user_ = this;
 }
 
 client& client::operator=(client&& other) noexcept {
   if (this != &other) {
-    if (impl_) impl_->close();
+    if (impl_) {
+      impl_->user_ = nullptr;
+      impl_->close();
+    }
     impl_ = std::move(other.impl_);
+    if (impl_) impl_->user_ = this;
   }
   return *this;
 }
 
 client::~client() {
-  if (impl_) impl_->close();
+  if (impl_) {
+    impl_->user_ = nullptr;
+    impl_->close();
+  }
 }
 
 void client::close() {

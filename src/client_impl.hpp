@@ -209,6 +209,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::unique_ptr<pb::Watch::Stub> watch_;
   std::unique_ptr<pb::Auth::Stub> auth_;
   grpc::CompletionQueue cq_;
+  /// The user's object that owns this state now (moves update it), for session::get_client().
+  /// Touched only by the user's calls, never by background work.
+  client* user_ = nullptr;
   /// One view of each contended lock name, shared by this client's mutexes (see lock_view.hpp).
   std::map<std::string, std::weak_ptr<lock_view>> lock_views_;
 

@@ -15,10 +15,6 @@ std::string prefix_range_end(std::string_view prefix) {
   return std::string(1, '\0');  // every byte was 0xff: the range runs to the end of the keyspace
 }
 
-compare& compare::prefix() {
-  range_end_ = prefix_range_end(key_);
-  return *this;
-}
 
 namespace detail {
 namespace pb = etcdserverpb;
@@ -85,8 +81,12 @@ watch_event from_pb(const mvccpb::Event& e) {
 
 namespace {
 
-std::string range_end_of(const std::string& key, bool prefix, const std::string& range_end) {
-  return prefix ? prefix_range_end(key) : range_end;
+/// `prefix` wins over `from_key`, which wins over an explicit range end.
+template <class Options>
+std::string range_end_of(const std::string& key, const Options& o, const std::string& range_end) {
+  if (o.prefix) return prefix_range_end(key);
+  if (o.from_key) return std::string(1, '\0');
+  return range_end;
 }
 
 pb::RangeRequest_SortOrder sort_order_pb(sort_order o) {
@@ -181,7 +181,7 @@ bool ops_have_empty_key(const std::vector<txn_op>& ops) {
 pb::RangeRequest to_pb(const std::string& key, const std::string& range_end, const get_options& o) {
   pb::RangeRequest r;
   r.set_key(key);
-  r.set_range_end(range_end_of(key, o.prefix, range_end));
+  r.set_range_end(range_end_of(key, o, range_end));
   r.set_limit(o.limit);
   r.set_revision(o.revision);
   r.set_sort_order(sort_order_pb(o.order));
@@ -210,7 +210,7 @@ pb::PutRequest to_pb(const std::string& key, const std::string& value, const put
 pb::DeleteRangeRequest to_pb(const std::string& key, const std::string& range_end, const delete_options& o) {
   pb::DeleteRangeRequest r;
   r.set_key(key);
-  r.set_range_end(range_end_of(key, o.prefix, range_end));
+  r.set_range_end(range_end_of(key, o, range_end));
   r.set_prev_kv(o.prev_kv);
   return r;
 }
@@ -226,7 +226,7 @@ pb::TxnRequest to_pb(const txn& t) {
 pb::WatchCreateRequest to_pb(const std::string& key, const std::string& range_end, const watch_options& o) {
   pb::WatchCreateRequest r;
   r.set_key(key);
-  r.set_range_end(range_end_of(key, o.prefix, range_end));
+  r.set_range_end(range_end_of(key, o, range_end));
   r.set_start_revision(o.start_revision);
   r.set_prev_kv(o.prev_kv);
   r.set_progress_notify(o.progress_notify);

@@ -124,6 +124,7 @@ class observer_core : public std::enable_shared_from_this<observer_core> {
   void next(asio::any_completion_handler<void(error_code, std::optional<key_value>)> h,
             std::shared_ptr<early_cancel> cancel);
   const strand_type& strand() const { return client_->strand_; }
+  const asio::any_io_executor& io_executor() const { return client_->io_ex_; }
 
  private:
   void report();
@@ -246,6 +247,7 @@ void election::start_leader(const std::shared_ptr<detail::election_state>& e,
       }));
 }
 
+election::executor_type election::get_executor() const noexcept { return state_->session->impl->io_ex_; }
 const std::string& election::name() const noexcept { return state_->name; }
 const std::string& election::key() const noexcept { return state_->key; }
 bool election::is_leader() const noexcept { return state_->leader; }
@@ -257,6 +259,10 @@ election_observer::election_observer(client& c, std::string_view name) {
   core_ = std::make_shared<detail::observer_core>(c.impl(), std::string(name) + "/");
   auto core = core_;
   asio::dispatch(c.impl()->strand_, [core] { core->start(); });
+}
+
+election_observer::executor_type election_observer::get_executor() const noexcept {
+  return core_ ? core_->io_executor() : executor_type();
 }
 
 election_observer::~election_observer() {

@@ -194,6 +194,10 @@ lease_keepalive& lease_keepalive::operator=(lease_keepalive&& other) noexcept {
 
 lease_keepalive::~lease_keepalive() { stop(); }
 
+lease_keepalive::executor_type lease_keepalive::get_executor() const noexcept {
+  return state_ ? state_->client->io_ex_ : executor_type();
+}
+
 void lease_keepalive::stop() {
   if (!state_) return;
   auto s = state_;

@@ -60,7 +60,6 @@ asio::awaitable<std::tuple<error_code, session>> create(client& c, session_optio
     ttl = g.ttl;
   }
   auto s = std::make_shared<session_state>();
-  s->owner = &c;
   s->impl = c.impl();
   s->lease = id;
   s->ttl = std::chrono::seconds(ttl);
@@ -146,9 +145,12 @@ session::~session() {
   });
 }
 
+session::executor_type session::get_executor() const noexcept {
+  return state_ ? state_->impl->io_ex_ : executor_type();
+}
 std::int64_t session::lease() const noexcept { return state_ ? state_->lease : 0; }
 std::chrono::seconds session::ttl() const noexcept { return state_ ? state_->ttl : std::chrono::seconds(0); }
-client& session::get_client() const noexcept { return *state_->owner; }
+client& session::get_client() const noexcept { return *state_->impl->user_; }
 bool session::lost() const noexcept { return !state_ || state_->lost; }
 asio::cancellation_slot session::loss_slot() const noexcept {
   return state_ ? state_->loss_signal.slot() : asio::cancellation_slot();

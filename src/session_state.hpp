@@ -12,8 +12,6 @@ namespace coetcd::detail {
 struct mutex_queue;
 
 struct session_state : std::enable_shared_from_this<session_state> {
-  client* owner = nullptr;  // the user's client, for session::get_client() only: background
-                           // work (clean-ups, releases) may outlive it and uses `impl`
   std::shared_ptr<client_impl> impl;
   std::int64_t lease = 0;
   std::chrono::seconds ttl{0};

@@ -279,6 +279,10 @@ void watcher::cancel() {
   asio::dispatch(s->stream->client().strand_, [s] { s->stream->cancel(s); });
 }
 
+watcher::executor_type watcher::get_executor() const noexcept {
+  return state_ ? state_->stream->client().io_ex_ : executor_type();
+}
+
 std::int64_t watcher::id() const noexcept { return state_ ? state_->id : 0; }
 
 void watcher::start_next(const std::shared_ptr<detail::watcher_state>& s, detail::handler<watch_batch> h) {

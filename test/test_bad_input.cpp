@@ -5,6 +5,7 @@
 #include "support/fixture.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
@@ -282,4 +283,123 @@ BOOST_AUTO_TEST_CASE(cancelling_campaign_at_every_await_point_leaves_no_key) {
     co_await ls.async_close(use_awaitable);
     co_await cs.async_close(use_awaitable);
   }(c), 60s);
+}
+
+// A fence from a mutex that does not hold the lock never passes: never locked, a try_lock that
+// found it held, a lock cancelled while waiting, after unlock, after the session was lost. Each
+// guarded txn must fail and write nothing.
+BOOST_AUTO_TEST_CASE(a_fence_without_the_lock_never_passes) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto holder_s = co_await session::async_create(c, use_awaitable);
+    auto s = co_await session::async_create(c, use_awaitable);
+    mutex holder(holder_s, "fence");
+    auto fenced = [&c](mutex& m, std::string what) -> asio::awaitable<void> {
+      auto r = co_await c.async_txn(txn().when(m.is_owner()).then(txn_op::put("fence-written", what)), use_awaitable);
+      BOOST_TEST(!r.succeeded, what << ": the fence passed");
+      BOOST_TEST(co_await count_keys(c, "fence-written") == 0, what);
+    };
+    mutex never(s, "fence-free");
+    co_await fenced(never, "never locked (name free)");
+    co_await holder.async_lock(use_awaitable);
+    mutex m(s, "fence");
+    co_await fenced(m, "never locked (name held)");
+    auto [e1] = co_await m.async_try_lock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(e1 == error::locked);
+    co_await fenced(m, "failed try_lock");
+    {
+      using namespace boost::asio::experimental::awaitable_operators;
+      auto r = co_await (m.async_lock(use_awaitable) || sleep_for(100ms));
+      BOOST_TEST(r.index() == 1u);
+    }
+    co_await fenced(m, "cancelled lock");
+    co_await holder.async_unlock(use_awaitable);
+    co_await m.async_lock(use_awaitable);
+    co_await m.async_unlock(use_awaitable);
+    co_await fenced(m, "after unlock");
+    mutex lost(s, "fence-lost");
+    co_await lost.async_lock(use_awaitable);
+    auto r = etcdctl(server(), "lease revoke " + hex(s.lease()));
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+    co_await sleep_for(300ms);
+    co_await fenced(lost, "after session loss");
+  }(c));
+}
+
+// A client moved into another object (construction and assignment): sessions made from it keep
+// working through the new object, get_client() returns it, and a held mutex destroyed after the
+// move is released in the background (under ASan: nothing reaches the moved-from object).
+BOOST_AUTO_TEST_CASE(a_moved_client_keeps_its_sessions) {
+  asio::io_context ioc;
+  client checker(ioc, options_for(server()));
+  auto first = std::make_unique<client>(ioc, options_for(server()));
+  run_for(ioc, [](client& checker, std::unique_ptr<client>& first) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(*first, use_awaitable);
+    auto m = std::make_unique<mutex>(s, "moved-client");
+    co_await m->async_lock(use_awaitable);
+    auto moved = std::make_unique<client>(std::move(*first));
+    first.reset();  // the moved-from object is gone
+    BOOST_TEST(&s.get_client() == moved.get());
+    co_await m->async_unlock(use_awaitable);
+    co_await m->async_lock(use_awaitable);
+    m.reset();  // destroyed while held: released in the background
+    bool free = false;
+    for (int i = 0; i < 100 && !free; ++i) {
+      free = co_await count_keys(checker, "moved-client/") == 0;
+      if (!free) co_await sleep_for(20ms);
+    }
+    BOOST_TEST(free, "the destroyed mutex's key was not released");
+    client assigned(co_await asio::this_coro::executor, options_for(server()));
+    assigned = std::move(*moved);
+    moved.reset();
+    BOOST_TEST(&s.get_client() == &assigned);
+    election e(s, "moved-client-e");
+    co_await e.async_campaign("v", use_awaitable);
+    co_await e.async_resign(use_awaitable);
+    co_await s.async_close(use_awaitable);
+    BOOST_TEST(co_await count_keys(checker, "moved-client") == 0);
+  }(checker, first));
+}
+
+// "Every key >= key" has a spelling that cannot shrink to one key: from_key, for get, delete,
+// watch and compare. `range_end = "\0"` (a C++ literal, so an empty view) still means one key.
+BOOST_AUTO_TEST_CASE(from_key_covers_every_key_after) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    for (auto k : {"zz-from/a", "zz-from/b", "zz-fromz"}) co_await c.async_put(k, "v", use_awaitable);
+    auto one = co_await c.async_get("zz-from/", get_options{.range_end = "\0", .count_only = true}, use_awaitable);
+    BOOST_TEST(one.count == 0);  // the key "zz-from/" itself only
+    auto all = co_await c.async_get("zz-from/", get_options{.from_key = true, .count_only = true}, use_awaitable);
+    BOOST_TEST(all.count >= 3);
+    auto w = co_await c.async_watch("zz-from/b", watch_options{.from_key = true}, use_awaitable);
+    co_await c.async_put("zz-fromzz", "v", use_awaitable);
+    auto b = co_await w.async_next(use_awaitable);
+    BOOST_TEST(b.events.at(0).kv.key == "zz-fromzz");
+    auto t = co_await c.async_txn(txn().when(compare::version("zz-from/").from_key() > 0), use_awaitable);
+    BOOST_TEST(t.succeeded);
+    auto d = co_await c.async_delete("zz-from/", delete_options{.from_key = true}, use_awaitable);
+    BOOST_TEST(d.deleted >= 4);
+    BOOST_TEST(co_await count_keys(c, "zz-from") == 0);
+  }(c));
+}
+
+// Every I/O object answers get_executor() with its client's executor.
+BOOST_AUTO_TEST_CASE(every_io_object_has_the_clients_executor) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    auto ex = c.get_executor();
+    BOOST_TEST((s.get_executor() == ex));
+    BOOST_TEST((mutex(s, "exec").get_executor() == ex));
+    BOOST_TEST((election(s, "exec-e").get_executor() == ex));
+    BOOST_TEST((election_observer(c, "exec-e").get_executor() == ex));
+    auto w = co_await c.async_watch("exec-w", use_awaitable);
+    BOOST_TEST((w.get_executor() == ex));
+    auto k = c.keep_alive(s.lease());
+    BOOST_TEST((k.get_executor() == ex));
+    BOOST_TEST((session().get_executor() == session::executor_type()));
+  }(c));
 }

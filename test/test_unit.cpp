@@ -74,3 +74,29 @@ BOOST_AUTO_TEST_CASE(compare_builder_records_target_op_and_operand) {
   auto p = compare::create_revision("/lock/").prefix() < 5;
   BOOST_TEST(p.range_end() == "/lock0");
 }
+
+// Revisions, versions and leases compare with integers, values with strings; the other way
+// round does not compile (it used to: `mod_revision(k) == std::to_string(rev)` compared the
+// revision with 0 on the server).
+template <class Subject, class Operand>
+concept comparable = requires(Subject s, Operand v) {
+  { s == v } -> std::same_as<compare>;
+};
+static_assert(comparable<compare::number, std::int64_t>);
+static_assert(comparable<compare::number, int>);
+static_assert(!comparable<compare::number, std::string>);
+static_assert(!comparable<compare::number, const char*>);
+static_assert(comparable<compare::text, std::string>);
+static_assert(comparable<compare::text, const char*>);
+static_assert(!comparable<compare::text, int>);
+static_assert(!comparable<compare::text, std::int64_t>);
+
+BOOST_AUTO_TEST_CASE(range_ends_that_cannot_be_lost) {
+  // "\0" as a C++ literal is an empty string: one key. from_key() is the spelling that stays.
+  auto lost = compare::version("k").range("\0") > 0;
+  BOOST_TEST(lost.range_end().empty());
+  auto all = compare::version("k").from_key() > 0;
+  BOOST_TEST(all.range_end() == std::string(1, '\0'));
+  auto text = compare::value("k").prefix() == "x";
+  BOOST_TEST(text.range_end() == "l");
+}

@@ -67,7 +67,9 @@ class client {
   /// problems surface in the first requests (error::endpoints_unreachable).
   client(asio::any_io_executor ex, client_options options = {});
   client(asio::io_context& ioc, client_options options = {}) : client(ioc.get_executor(), std::move(options)) {}
-  client(client&&) noexcept = default;
+  /// Sessions, mutexes and elections made from `other` keep working; session::get_client()
+  /// returns the new object.
+  client(client&& other) noexcept;
   client& operator=(client&&) noexcept;
   client(const client&) = delete;
   client& operator=(const client&) = delete;

@@ -18,6 +18,11 @@ struct election_state;
 /// order, on the same shared watch and local queue view as coetcd's mutex.
 ///
 /// The session must outlive the election. One operation at a time per election object.
+///
+/// Threads: initiating functions (async_*) and the destructor may be called from any thread;
+/// they hand their work to the client's strand. The accessors (is_leader(), revision(), …) read what the strand
+/// last wrote: call them where the object's completions run (the coroutine that awaits them),
+/// not from another thread while the io_context runs on several.
 class election {
  public:
   /// Throws boost::system::system_error(error::empty_key) for an empty name.
@@ -65,6 +70,9 @@ class election {
         });
   }
 
+  /// The client's executor, on which handlers run by default (empty for an empty object).
+  using executor_type = asio::any_io_executor;
+  executor_type get_executor() const noexcept;
   const std::string& name() const noexcept;
   /// Our proposal key: name + "/" + hex(lease).
   const std::string& key() const noexcept;

@@ -16,6 +16,9 @@ class observer_core;
 /// of leader changes, in order. Observing starts when the object is constructed, on one watch of
 /// the client's shared Watch stream; changes are queued until taken. Move-only; destroying it
 /// stops observing. The client must outlive it.
+///
+/// Threads: async_next and the destructor may be called from any thread; they hand their work to
+/// the client's strand.
 class election_observer {
  public:
   /// Throws boost::system::system_error(error::empty_key) for an empty name.
@@ -34,6 +37,10 @@ class election_observer {
           start_next(c, std::move(h));
         });
   }
+
+  /// The client's executor, on which handlers run by default (empty for an empty object).
+  using executor_type = asio::any_io_executor;
+  executor_type get_executor() const noexcept;
 
  private:
   static void start_next(const std::shared_ptr<detail::observer_core>&,

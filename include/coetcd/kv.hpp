@@ -37,9 +37,11 @@ enum class sort_target { key, version, create_revision, mod_revision, value };
 
 /// Options of a get (etcd Range). By default a get reads the single key given.
 struct get_options {
-  /// Read [key, range_end). Ignored when `prefix` is set. "\0"sv means "all keys >= key".
+  /// Read [key, range_end). Ignored when `prefix` or `from_key` is set. Mind that `"\0"` as a
+  /// C++ string literal is an empty view (one key): for "every key >= key" set `from_key`.
   std::string_view range_end;
   bool prefix = false;        ///< read every key starting with `key`
+  bool from_key = false;      ///< read every key >= `key` (Go's WithFromKey; range end "\0")
   std::int64_t limit = 0;     ///< at most this many keys (0: no limit)
   std::int64_t revision = 0;  ///< read at this revision (0: latest)
   sort_order order = sort_order::none;
@@ -73,8 +75,9 @@ struct put_result {
 };
 
 struct delete_options {
-  std::string_view range_end;   ///< delete [key, range_end); ignored when `prefix` is set
+  std::string_view range_end;   ///< delete [key, range_end); ignored when `prefix` or `from_key` is set
   bool prefix = false;     ///< delete every key starting with `key`
+  bool from_key = false;   ///< delete every key >= `key`
   bool prev_kv = false;    ///< return the deleted pairs
 };
 

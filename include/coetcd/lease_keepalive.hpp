@@ -16,6 +16,9 @@ namespace coetcd {
 /// time of the last answered renewal plus the TTL the server reported. Reaching the deadline
 /// without an answer, a reply saying the lease is gone, or the client closing ends the
 /// keepalive and completes async_wait_lost.
+///
+/// Threads: initiating functions (async_*) and the destructor may be called from any thread;
+/// they hand their work to the client's strand.
 class lease_keepalive {
  public:
   lease_keepalive() = default;
@@ -43,6 +46,10 @@ class lease_keepalive {
   /// Internal: used by client::keep_alive.
   lease_keepalive(std::shared_ptr<detail::kept_lease> s, std::int64_t id) noexcept
       : state_(std::move(s)), id_(id) {}
+
+  /// The client's executor, on which handlers run by default (empty for an empty object).
+  using executor_type = asio::any_io_executor;
+  executor_type get_executor() const noexcept;
 
  private:
   static void start_wait(const std::shared_ptr<detail::kept_lease>&, asio::any_completion_handler<void(error_code)>);

@@ -50,6 +50,11 @@ struct mutex_options {
 ///
 /// Any number of operations may be pending on one object (share it between coroutines as a
 /// std::mutex is shared between threads). The session must outlive the mutex.
+///
+/// Threads: initiating functions (async_*) and the destructor may be called from any thread;
+/// they hand their work to the client's strand. The accessors (held(), fencing_token(), is_owner(), …) read what the strand
+/// last wrote: call them where the object's completions run (the coroutine that awaits them),
+/// not from another thread while the io_context runs on several.
 class mutex {
  public:
   /// Throws boost::system::system_error(error::empty_key) for an empty name.
@@ -102,6 +107,9 @@ class mutex {
   }
 
   /// The lock's name, e.g. "jobs/build".
+  /// The client's executor, on which handlers run by default (empty for an empty object).
+  using executor_type = asio::any_io_executor;
+  executor_type get_executor() const noexcept;
   const std::string& name() const noexcept;
   /// Our key: name + "/" + hex(lease).
   const std::string& key() const noexcept;

@@ -25,6 +25,11 @@ struct session_state;
 /// Move-only. Destroying a session that was neither closed nor orphaned revokes its lease in the
 /// background, so keys held under it (lock keys, election proposals) vanish at once instead of
 /// after the TTL. The client must outlive its sessions.
+///
+/// Threads: initiating functions (async_*) and the destructor may be called from any thread;
+/// they hand their work to the client's strand. The accessors (lost(), lease(), …) read what the strand
+/// last wrote: call them where the object's completions run (the coroutine that awaits them),
+/// not from another thread while the io_context runs on several.
 class session {
  public:
   /// Grants a lease (or adopts options.lease) and starts keeping it alive.
@@ -47,6 +52,9 @@ class session {
   session& operator=(session&&) noexcept;
   ~session();
 
+  /// The client's executor, on which handlers run by default (empty for an empty object).
+  using executor_type = asio::any_io_executor;
+  executor_type get_executor() const noexcept;
   std::int64_t lease() const noexcept;
   std::chrono::seconds ttl() const noexcept;
   client& get_client() const noexcept;

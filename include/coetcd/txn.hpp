@@ -17,35 +17,20 @@ enum class compare_op { equal, greater, less, not_equal };
 
 /// One condition of a txn. Build with the named constructors:
 ///   compare::version("k") == 0, compare::value("k") != "x", compare::create_revision("k") < 5
+/// Revisions, versions and leases compare with integers and values with strings; the other
+/// way round does not compile (a revision compared with its decimal text would compare with
+/// something else on the server).
 class compare {
  public:
   enum class target { version, create_revision, mod_revision, value, lease };
+  class number;
+  class text;
 
-  static compare version(std::string key) { return compare(target::version, std::move(key)); }
-  static compare create_revision(std::string key) { return compare(target::create_revision, std::move(key)); }
-  static compare mod_revision(std::string key) { return compare(target::mod_revision, std::move(key)); }
-  static compare value(std::string key) { return compare(target::value, std::move(key)); }
-  static compare lease(std::string key) { return compare(target::lease, std::move(key)); }
-
-  /// Compare every key in [key, range_end) instead of one key ("\0": all keys >= key).
-  compare& range(std::string range_end) { range_end_ = std::move(range_end); return *this; }
-  /// Compare every key starting with the key.
-  compare& prefix();
-
-  template <std::integral T>
-  compare operator==(T v) const { return with(compare_op::equal, static_cast<std::int64_t>(v)); }
-  template <std::integral T>
-  compare operator!=(T v) const { return with(compare_op::not_equal, static_cast<std::int64_t>(v)); }
-  template <std::integral T>
-  compare operator<(T v) const { return with(compare_op::less, static_cast<std::int64_t>(v)); }
-  template <std::integral T>
-  compare operator>(T v) const { return with(compare_op::greater, static_cast<std::int64_t>(v)); }
-  compare operator==(std::string v) const { return with(compare_op::equal, std::move(v)); }
-  compare operator!=(std::string v) const { return with(compare_op::not_equal, std::move(v)); }
-  compare operator<(std::string v) const { return with(compare_op::less, std::move(v)); }
-  compare operator>(std::string v) const { return with(compare_op::greater, std::move(v)); }
-  compare operator==(const char* v) const { return *this == std::string(v); }
-  compare operator!=(const char* v) const { return *this != std::string(v); }
+  static number version(std::string key);
+  static number create_revision(std::string key);
+  static number mod_revision(std::string key);
+  static number lease(std::string key);
+  static text value(std::string key);
 
   target what() const noexcept { return target_; }
   compare_op op() const noexcept { return op_; }
@@ -54,13 +39,10 @@ class compare {
   const std::variant<std::int64_t, std::string>& operand() const noexcept { return operand_; }
 
  private:
-  compare(target t, std::string key) : target_(t), key_(std::move(key)) {}
-  compare with(compare_op op, std::variant<std::int64_t, std::string> v) const {
-    compare c = *this;
-    c.op_ = op;
-    c.operand_ = std::move(v);
-    return c;
-  }
+  template <class Subject, class Operand>
+  friend class compare_subject;
+  compare(target t, std::string key, std::string range_end, compare_op op, std::variant<std::int64_t, std::string> v)
+      : target_(t), op_(op), key_(std::move(key)), range_end_(std::move(range_end)), operand_(std::move(v)) {}
 
   target target_;
   compare_op op_ = compare_op::equal;
@@ -68,6 +50,86 @@ class compare {
   std::string range_end_;
   std::variant<std::int64_t, std::string> operand_ = std::int64_t{0};
 };
+
+/// The left side of a compare: what is compared, of which keys.
+template <class Subject, class Operand>
+class compare_subject {
+ public:
+  /// Compare every key in [key, range_end). Mind that `"\0"` written as a C++ string literal is
+  /// an empty string: for "every key >= key" use from_key().
+  Subject& range(std::string range_end) {
+    range_end_ = std::move(range_end);
+    return static_cast<Subject&>(*this);
+  }
+  /// Compare every key starting with the key.
+  Subject& prefix() {
+    range_end_ = prefix_range_end(key_);
+    return static_cast<Subject&>(*this);
+  }
+  /// Compare every key >= the key (etcd's range end "\0").
+  Subject& from_key() {
+    range_end_ = std::string(1, '\0');
+    return static_cast<Subject&>(*this);
+  }
+
+ protected:
+  compare_subject(compare::target t, std::string key) : target_(t), key_(std::move(key)) {}
+  compare with(compare_op op, Operand v) const {
+    return compare(target_, key_, range_end_, op, std::variant<std::int64_t, std::string>(std::move(v)));
+  }
+
+ private:
+  compare::target target_;
+  std::string key_;
+  std::string range_end_;
+};
+
+/// A version, create or mod revision, or lease: compared with integers.
+class compare::number : public compare_subject<compare::number, std::int64_t> {
+ public:
+  template <std::integral T>
+  compare operator==(T v) const { return with(compare_op::equal, static_cast<std::int64_t>(v)); }
+  template <std::integral T>
+  compare operator!=(T v) const { return with(compare_op::not_equal, static_cast<std::int64_t>(v)); }
+  template <std::integral T>
+  compare operator<(T v) const { return with(compare_op::less, static_cast<std::int64_t>(v)); }
+  template <std::integral T>
+  compare operator>(T v) const { return with(compare_op::greater, static_cast<std::int64_t>(v)); }
+
+ private:
+  friend class compare;
+  number(target t, std::string key) : compare_subject(t, std::move(key)) {}
+};
+
+/// A value: compared with strings (bytes).
+class compare::text : public compare_subject<compare::text, std::string> {
+ public:
+  compare operator==(std::string_view v) const { return with(compare_op::equal, std::string(v)); }
+  compare operator!=(std::string_view v) const { return with(compare_op::not_equal, std::string(v)); }
+  compare operator<(std::string_view v) const { return with(compare_op::less, std::string(v)); }
+  compare operator>(std::string_view v) const { return with(compare_op::greater, std::string(v)); }
+  // An integer is not a value (and a literal 0 would pass as a null `const char*`).
+  template <std::integral T>
+  compare operator==(T) const = delete;
+  template <std::integral T>
+  compare operator!=(T) const = delete;
+  template <std::integral T>
+  compare operator<(T) const = delete;
+  template <std::integral T>
+  compare operator>(T) const = delete;
+
+ private:
+  friend class compare;
+  text(target t, std::string key) : compare_subject(t, std::move(key)) {}
+};
+
+inline compare::number compare::version(std::string key) { return number(target::version, std::move(key)); }
+inline compare::number compare::create_revision(std::string key) {
+  return number(target::create_revision, std::move(key));
+}
+inline compare::number compare::mod_revision(std::string key) { return number(target::mod_revision, std::move(key)); }
+inline compare::number compare::lease(std::string key) { return number(target::lease, std::move(key)); }
+inline compare::text compare::value(std::string key) { return text(target::value, std::move(key)); }
 
 class txn;
 

@@ -12,6 +12,9 @@ namespace coetcd {
 ///
 /// When the stream breaks (member restart, failover) the client re-creates the watch from the
 /// revision after the last one delivered: no event is lost or repeated across reconnects.
+///
+/// Threads: initiating functions (async_*) and the destructor may be called from any thread;
+/// they hand their work to the client's strand.
 class watcher {
  public:
   watcher() = default;
@@ -39,6 +42,9 @@ class watcher {
   void cancel();
 
   /// The client-assigned watch id (stable across reconnects), 0 for an empty watcher.
+  /// The client's executor, on which handlers run by default (empty for an empty object).
+  using executor_type = asio::any_io_executor;
+  executor_type get_executor() const noexcept;
   std::int64_t id() const noexcept;
   explicit operator bool() const noexcept { return state_ != nullptr; }
 
