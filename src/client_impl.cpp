@@ -232,7 +232,11 @@ error_code client_impl::map_status(const grpc::Status& s) const {
   if (has("key is not provided")) return error::empty_key;
   if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
     return channel_->GetState(false) == GRPC_CHANNEL_READY ? error::request_timeout : error::endpoints_unreachable;
-  return {static_cast<int>(s.error_code()), grpc_category()};
+  // What the server explained in words keeps its words (transport failures say nothing of etcd's).
+  auto code = s.error_code();
+  if (!m.empty() && code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::CANCELLED)
+    return server_error(static_cast<int>(code), m);
+  return {static_cast<int>(code), grpc_category()};
 }
 
 void client_impl::with_token(std::function<void(error_code)> then) {

@@ -127,6 +127,9 @@ class keepalive_manager;
 class lock_view;
 class txn_batcher;
 
+/// An error of server_category() for a status the server explained in `text` (see error.hpp).
+error_code server_error(int status, const std::string& text);
+
 /// Parsed form of client_options::endpoints.
 struct endpoint {
   bool tls = false;

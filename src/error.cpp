@@ -1,7 +1,11 @@
 #include <coetcd/error.hpp>
 
+#include <map>
+#include <mutex>
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace coetcd {
 namespace {
@@ -59,7 +63,65 @@ class grpc_category_impl final : public boost::system::error_category {
   }
 };
 
+/// Each distinct (status, server text) gets a number, for ever: an error_code carries only an
+/// int. A server says few distinct things; past `max_messages` the text is dropped.
+struct server_messages {
+  static constexpr std::size_t max_messages = 4096;
+  std::mutex m;
+  std::vector<std::pair<int, std::string>> all;
+  std::map<std::pair<int, std::string>, int> index;
+
+  // Numbered from 1: an error_code of value 0 is no error.
+  std::pair<int, std::string> at(int ev) {
+    std::lock_guard lock(m);
+    if (ev < 1 || static_cast<std::size_t>(ev) > all.size()) return {-1, {}};
+    return all[static_cast<std::size_t>(ev - 1)];
+  }
+};
+
+server_messages& messages() {
+  static server_messages s;
+  return s;
+}
+
+class server_category_impl final : public boost::system::error_category {
+ public:
+  const char* name() const noexcept override { return "etcd-server"; }
+  std::string message(int ev) const override {
+    auto [status, text] = messages().at(ev);
+    return text + " (" + grpc_category().message(status) + ")";
+  }
+  boost::system::error_condition default_error_condition(int ev) const noexcept override {
+    return {messages().at(ev).first, grpc_category()};
+  }
+};
+
 }  // namespace
+
+const boost::system::error_category& server_category() noexcept {
+  static const server_category_impl c;
+  return c;
+}
+
+int grpc_status(const error_code& ec) noexcept {
+  if (ec.category() == grpc_category()) return ec.value();
+  if (ec.category() == server_category()) return messages().at(ec.value()).first;
+  return -1;
+}
+
+namespace detail {
+error_code server_error(int status, const std::string& text) {
+  auto& s = messages();
+  std::lock_guard lock(s.m);
+  auto key = std::pair(status, text);
+  if (auto it = s.index.find(key); it != s.index.end()) return {it->second, server_category()};
+  if (s.all.size() >= server_messages::max_messages) return {status, grpc_category()};
+  s.all.push_back(key);
+  int ev = static_cast<int>(s.all.size());
+  s.index.emplace(std::move(key), ev);
+  return {ev, server_category()};
+}
+}  // namespace detail
 
 const boost::system::error_category& etcd_category() noexcept {
   static const etcd_category_impl c;

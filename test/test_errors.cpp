@@ -152,3 +152,26 @@ BOOST_AUTO_TEST_CASE(destroying_a_client_with_work_in_flight_does_not_hang) {
   ioc.run_for(200ms);
   BOOST_TEST((std::chrono::steady_clock::now() - t0 < 3s));
 }
+
+// An error etcd explains in words and coetcd has no code for keeps the server's words: a lease
+// granted with the id of one that exists ("etcdserver: lease already exists",
+// FAILED_PRECONDITION). It still compares as its gRPC status.
+BOOST_AUTO_TEST_CASE(what_the_server_said_reaches_the_caller) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto first = co_await c.async_lease_grant(30, use_awaitable);
+    auto [ec, r] = co_await c.async_lease_grant(30, first.id, asio::as_tuple(use_awaitable));
+    BOOST_TEST_REQUIRE(!!ec);
+    BOOST_TEST(ec.message().find("lease already exists") != std::string::npos, ec.message());
+    BOOST_TEST(ec.message().find("FAILED_PRECONDITION") != std::string::npos, ec.message());
+    BOOST_TEST((ec.category() == server_category()));
+    BOOST_TEST(grpc_status(ec) == 9);
+    BOOST_TEST((ec == boost::system::error_condition(9, grpc_category())));
+    // The same words give the same code; errors of other categories have no gRPC status.
+    auto [ec2, r2] = co_await c.async_lease_grant(30, first.id, asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec2 == ec);
+    BOOST_TEST(grpc_status(make_error_code(error::locked)) == -1);
+    co_await c.async_lease_revoke(first.id, use_awaitable);
+  }(c));
+}

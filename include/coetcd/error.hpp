@@ -51,6 +51,14 @@ enum class error {
 const boost::system::error_category& etcd_category() noexcept;
 /// gRPC status codes (grpc::StatusCode values) as error codes.
 const boost::system::error_category& grpc_category() noexcept;
+/// Failures the server explained in words that coetcd has no code for. message() is the
+/// server's text and its gRPC status, e.g. "etcdserver: key not found (gRPC INVALID_ARGUMENT)";
+/// the error compares equal to error_condition(status, grpc_category()), and grpc_status()
+/// gives the status. Transport failures (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED) stay in
+/// grpc_category().
+const boost::system::error_category& server_category() noexcept;
+/// The gRPC status of an error of grpc_category() or server_category(); -1 for any other.
+int grpc_status(const error_code& ec) noexcept;
 
 inline error_code make_error_code(error e) noexcept {
   return {static_cast<int>(e), etcd_category()};
