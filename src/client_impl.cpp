@@ -284,10 +284,9 @@ client::client(client&& other) noexcept : impl_(std::move(other.impl_)) {
 
 client& client::operator=(client&& other) noexcept {
   if (this != &other) {
-    if (impl_) {
-      impl_->user_ = nullptr;
-      impl_->close();
-    }
+    // Sessions of the replaced connection keep naming this object (closed connection replaced),
+    // as before the move support: not a null one.
+    if (impl_) impl_->close();
     impl_ = std::move(other.impl_);
     if (impl_) impl_->user_ = this;
   }

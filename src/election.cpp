@@ -247,7 +247,9 @@ void election::start_leader(const std::shared_ptr<detail::election_state>& e,
       }));
 }
 
-election::executor_type election::get_executor() const noexcept { return state_->session->impl->io_ex_; }
+election::executor_type election::get_executor() const noexcept {
+  return state_ ? state_->session->impl->io_ex_ : executor_type();
+}
 const std::string& election::name() const noexcept { return state_->name; }
 const std::string& election::key() const noexcept { return state_->key; }
 bool election::is_leader() const noexcept { return state_->leader; }

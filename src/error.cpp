@@ -77,11 +77,17 @@ struct server_messages {
     if (ev < 1 || static_cast<std::size_t>(ev) > all.size()) return {-1, {}};
     return all[static_cast<std::size_t>(ev - 1)];
   }
+  int status_at(int ev) noexcept {
+    std::lock_guard lock(m);
+    if (ev < 1 || static_cast<std::size_t>(ev) > all.size()) return -1;
+    return all[static_cast<std::size_t>(ev - 1)].first;
+  }
 };
 
+// Never destroyed: a completion-queue thread may still name an error while statics go at exit.
 server_messages& messages() {
-  static server_messages s;
-  return s;
+  static auto* s = new server_messages;
+  return *s;
 }
 
 class server_category_impl final : public boost::system::error_category {
@@ -92,7 +98,7 @@ class server_category_impl final : public boost::system::error_category {
     return text + " (" + grpc_category().message(status) + ")";
   }
   boost::system::error_condition default_error_condition(int ev) const noexcept override {
-    return {messages().at(ev).first, grpc_category()};
+    return {messages().status_at(ev), grpc_category()};
   }
 };
 
@@ -105,7 +111,7 @@ const boost::system::error_category& server_category() noexcept {
 
 int grpc_status(const error_code& ec) noexcept {
   if (ec.category() == grpc_category()) return ec.value();
-  if (ec.category() == server_category()) return messages().at(ec.value()).first;
+  if (ec.category() == server_category()) return messages().status_at(ec.value());
   return -1;
 }
 

@@ -168,10 +168,15 @@ void keepalive_manager::on_closed(error_code ec) {
 namespace coetcd {
 
 lease_keepalive client::keep_alive(std::int64_t id, std::chrono::seconds ttl_hint) {
+  return detail::keep_alive_on(impl_, id, ttl_hint);
+}
+
+lease_keepalive detail::keep_alive_on(const std::shared_ptr<detail::client_impl>& impl, std::int64_t id,
+                                      std::chrono::seconds ttl_hint) {
   auto l = std::make_shared<detail::kept_lease>();
   l->id = id;
-  l->client = impl_;
-  asio::dispatch(impl_->strand_, [l, ttl_hint] {
+  l->client = impl;
+  asio::dispatch(impl->strand_, [l, ttl_hint] {
     if (l->client->closed()) {
       l->done = true;
       l->lost = error::client_closed;

@@ -9,6 +9,9 @@
 
 namespace coetcd::detail {
 
+/// client::keep_alive for code that holds the client's state rather than the user's object.
+lease_keepalive keep_alive_on(const std::shared_ptr<client_impl>& impl, std::int64_t id, std::chrono::seconds ttl_hint);
+
 class keepalive_manager;
 using steady_time = std::chrono::steady_clock::time_point;
 

@@ -492,7 +492,9 @@ void mutex::start_wait_lost(const std::shared_ptr<detail::mutex_state>& m,
   detail::wait_session_lost(m->session, std::move(h));
 }
 
-mutex::executor_type mutex::get_executor() const noexcept { return state_->session->impl->io_ex_; }
+mutex::executor_type mutex::get_executor() const noexcept {
+  return state_ ? state_->session->impl->io_ex_ : executor_type();
+}
 const std::string& mutex::name() const noexcept { return state_->name; }
 const std::string& mutex::key() const noexcept { return state_->key; }
 bool mutex::held() const noexcept { return state_->held; }

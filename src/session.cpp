@@ -1,5 +1,7 @@
 #include "session_state.hpp"
 
+#include "keepalive_manager.hpp"
+
 #include <algorithm>
 
 namespace coetcd::detail {
@@ -41,31 +43,34 @@ std::uint64_t session_state::listen(std::function<void()> fn) {
 
 namespace {
 
-asio::awaitable<std::tuple<error_code, session>> create(client& c, session_options o) {
+// Holds the client's state, not the user's object: that may be moved while the grant is on the wire.
+asio::awaitable<std::tuple<error_code, session>> create(std::shared_ptr<client_impl> c, session_options o) {
   // etcd's MaxLeaseTTL: 9,000,000,000 s.
   if (o.ttl.count() <= 0 || o.ttl.count() > 9'000'000'000) co_return std::make_tuple(make_error_code(error::invalid_argument), session());
   std::int64_t id = o.lease;
   std::int64_t ttl = o.ttl.count();
   std::int64_t left = 0;  // what is left of an adopted lease: it expires then unless renewed
   if (id != 0) {
-    auto [ec, r] = co_await c.async_lease_time_to_live(id, as_result);
+    auto init = [c](handler<lease_ttl_result> h, std::int64_t id) { start_lease_ttl(c, id, false, std::move(h)); };
+    auto [ec, r] = co_await asio::async_initiate<decltype(as_result), void(error_code, lease_ttl_result)>(init, as_result, id);
     if (ec) co_return std::make_tuple(ec, session());
     if (r.ttl < 0) co_return std::make_tuple(make_error_code(error::lease_not_found), session());
     ttl = r.granted_ttl;
     left = std::max<std::int64_t>(r.ttl, 1);
   } else {
-    auto [ec, g] = co_await c.async_lease_grant(ttl, as_result);
+    auto init = [c](handler<lease_grant_result> h, std::int64_t ttl) { start_lease_grant(c, ttl, 0, std::move(h)); };
+    auto [ec, g] = co_await asio::async_initiate<decltype(as_result), void(error_code, lease_grant_result)>(init, as_result, ttl);
     if (ec) co_return std::make_tuple(ec, session());
     id = g.id;
     ttl = g.ttl;
   }
   auto s = std::make_shared<session_state>();
-  s->impl = c.impl();
+  s->impl = c;
   s->lease = id;
   s->ttl = std::chrono::seconds(ttl);
   // The local deadline until the first renewal answers: the granted TTL of a new lease, what
   // remains of an adopted one (counting from its granted TTL would trust it for too long).
-  s->keep = c.keep_alive(id, left > 0 ? std::chrono::seconds(left) : s->ttl);
+  s->keep = keep_alive_on(c, id, left > 0 ? std::chrono::seconds(left) : s->ttl);
   s->keep.async_wait_lost(asio::bind_executor(s->impl->strand_, [w = std::weak_ptr<session_state>(s)](error_code ec) {
     auto s = w.lock();
     if (!s || ec == asio::error::operation_aborted) return;  // stopped by close()/orphan()
@@ -117,7 +122,7 @@ namespace coetcd {
 void session::start_create(client& c, session_options o, asio::any_completion_handler<void(error_code, session)> h) {
   auto impl = c.impl();
   auto slot = asio::get_associated_cancellation_slot(h);
-  asio::co_spawn(impl->strand_, detail::create(c, o),
+  asio::co_spawn(impl->strand_, detail::create(impl, o),
                  asio::bind_cancellation_slot(slot, [impl, h = std::move(h)](std::exception_ptr e,
                                                                              std::tuple<error_code, session> r) mutable {
                    if (e) return impl->complete(std::move(h), detail::exception_to_error(e), session());

@@ -371,7 +371,7 @@ BOOST_AUTO_TEST_CASE(from_key_covers_every_key_after) {
     for (auto k : {"zz-from/a", "zz-from/b", "zz-fromz"}) co_await c.async_put(k, "v", use_awaitable);
     auto one = co_await c.async_get("zz-from/", get_options{.range_end = "\0", .count_only = true}, use_awaitable);
     BOOST_TEST(one.count == 0);  // the key "zz-from/" itself only
-    auto all = co_await c.async_get("zz-from/", get_options{.from_key = true, .count_only = true}, use_awaitable);
+    auto all = co_await c.async_get("zz-from/", get_options{.count_only = true, .from_key = true}, use_awaitable);
     BOOST_TEST(all.count >= 3);
     auto w = co_await c.async_watch("zz-from/b", watch_options{.from_key = true}, use_awaitable);
     co_await c.async_put("zz-fromzz", "v", use_awaitable);

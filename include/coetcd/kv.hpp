@@ -41,7 +41,6 @@ struct get_options {
   /// C++ string literal is an empty view (one key): for "every key >= key" set `from_key`.
   std::string_view range_end;
   bool prefix = false;        ///< read every key starting with `key`
-  bool from_key = false;      ///< read every key >= `key` (Go's WithFromKey; range end "\0")
   std::int64_t limit = 0;     ///< at most this many keys (0: no limit)
   std::int64_t revision = 0;  ///< read at this revision (0: latest)
   sort_order order = sort_order::none;
@@ -53,6 +52,7 @@ struct get_options {
   std::int64_t max_mod_revision = 0;
   std::int64_t min_create_revision = 0;
   std::int64_t max_create_revision = 0;
+  bool from_key = false;      ///< read every key >= `key` (Go's WithFromKey; range end "\0"); last, so positional initialisers keep their meaning
 };
 
 struct get_result {
@@ -77,8 +77,8 @@ struct put_result {
 struct delete_options {
   std::string_view range_end;   ///< delete [key, range_end); ignored when `prefix` or `from_key` is set
   bool prefix = false;     ///< delete every key starting with `key`
-  bool from_key = false;   ///< delete every key >= `key`
   bool prev_kv = false;    ///< return the deleted pairs
+  bool from_key = false;   ///< delete every key >= `key`
 };
 
 struct delete_result {
