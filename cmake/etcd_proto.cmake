@@ -50,7 +50,7 @@ foreach(entry IN LISTS _etcd_protos)
 endforeach()
 
 add_library(coetcd_proto STATIC ${_gen_sources})
-target_include_directories(coetcd_proto SYSTEM PUBLIC "${_gen_dir}")
+target_include_directories(coetcd_proto SYSTEM PUBLIC "$<BUILD_INTERFACE:${_gen_dir}>")
 target_link_libraries(coetcd_proto PUBLIC PkgConfig::GRPCPP PkgConfig::PROTOBUF)
 set_target_properties(coetcd_proto PROPERTIES POSITION_INDEPENDENT_CODE ON)
 # Generated code is not ours to warn about, and -O1 keeps its compile time low on 2 cores.
