@@ -1,8 +1,11 @@
 #pragma once
 #include <coetcd/client.hpp>
+#include <coetcd/client_stats.hpp>
 #include <coetcd/election.hpp>
 #include <coetcd/election_observer.hpp>
 #include <coetcd/error.hpp>
+#include <coetcd/event.hpp>
+#include <coetcd/lock_status.hpp>
 #include <coetcd/mutex.hpp>
 #include <coetcd/session.hpp>
 #include <coetcd/with_lock.hpp>

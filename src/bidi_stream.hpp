@@ -30,6 +30,7 @@ class bidi_stream final : public std::enable_shared_from_this<bidi_stream<Req, R
     ctx_ = client_->make_context(std::nullopt, true);
     token_ = client_->token();
     rw_ = prepare(ctx_.get(), &client_->cq_);
+    bump(client_->telemetry_.stream(kind).opened);
     starting_ = true;
     rw_->StartCall(start_tag_.arm([self = this->shared_from_this()](bool ok) { self->on_started(ok); }));
   }
@@ -50,9 +51,13 @@ class bidi_stream final : public std::enable_shared_from_this<bidi_stream<Req, R
   const std::string& token() const noexcept { return token_; }
 
  private:
+  static constexpr stream_kind kind =
+      std::is_same_v<Req, pb::WatchRequest> ? stream_kind::watch : stream_kind::keepalive;
+
   void on_started(bool ok) {
     starting_ = false;
     if (!ok) return broken();
+    client_->note_outcome(ctx_.get(), {});
     ready_ = true;
     read();
     if (cb_.ready) cb_.ready();
@@ -105,6 +110,7 @@ class bidi_stream final : public std::enable_shared_from_this<bidi_stream<Req, R
       error_code ec = self->status_.ok() ? error_code(grpc::StatusCode::UNAVAILABLE, grpc_category())
                                          : self->client_->map_status(self->status_);
       if (self->client_->closed()) ec = error::client_closed;
+      else self->client_->note_outcome(self->ctx_.get(), ec);
       self->report(ec);
     }));
   }

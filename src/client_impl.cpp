@@ -91,7 +91,7 @@ constexpr const char* service_config = R"({
 }  // namespace
 
 client_impl::client_impl(asio::any_io_executor ex, client_options options)
-    : io_ex_(ex), strand_(asio::make_strand(ex)), options_(std::move(options)) {
+    : io_ex_(ex), strand_(asio::make_strand(ex)), options_(std::move(options)), telemetry_(options_.on_event) {
   auto eps = parse_endpoints(options_.endpoints);
   if (options_.request_timeout.count() <= 0)
     throw boost::system::system_error(make_error_code(error::invalid_argument),
@@ -237,6 +237,30 @@ error_code client_impl::map_status(const grpc::Status& s) const {
   if (!m.empty() && code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::CANCELLED)
     return server_error(static_cast<int>(code), m);
   return {static_cast<int>(code), grpc_category()};
+}
+
+void client_impl::note_outcome(grpc::ClientContext* ctx, error_code ec) {
+  if (!wants_events() || closed_) return;
+  const bool unreachable = ec == error::endpoints_unreachable || ec == error::cluster_no_leader ||
+                           (ec.category() == grpc_category() && ec.value() == grpc::StatusCode::UNAVAILABLE);
+  if (unreachable) {
+    if (link_down_) return;
+    link_down_ = true;
+    emit({.kind = event_kind::endpoint_unreachable, .name = last_peer_.empty() ? grpc_target(parse_endpoints(options_.endpoints)) : last_peer_, .error = ec});
+    return;
+  }
+  if (ec || (!link_down_ && !last_peer_.empty()) || !ctx) return;  // nothing new (the cheap path)
+  std::string peer = ctx->peer();  // "ipv4:127.0.0.1:2379"
+  if (auto colon = peer.find(':'); colon != std::string::npos && peer.rfind("ip", 0) == 0) peer.erase(0, colon + 1);
+  if (peer.empty()) return;
+  event e{.kind = event_kind::endpoint_connected, .name = peer};
+  if (!last_peer_.empty() && peer != last_peer_) {
+    e.kind = event_kind::endpoint_failed_over;
+    e.detail = "from " + last_peer_;
+  }
+  link_down_ = false;
+  last_peer_ = std::move(peer);
+  emit(std::move(e));
 }
 
 void client_impl::with_token(std::function<void(error_code)> then) {

@@ -4,6 +4,8 @@
 
 #include <coetcd/client.hpp>
 
+#include "telemetry.hpp"
+
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
 
 #include <grpcpp/grpcpp.h>
@@ -203,9 +205,17 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   keepalive_manager& keepalives();
   txn_batcher& batcher();
 
+  /// Posts `e` to the user's event hook, if there is one. On strand.
+  void emit(event e) { telemetry_.emit(strand_, std::move(e)); }
+  bool wants_events() const noexcept { return telemetry_.wants_events(); }
+  /// How a call or stream on `ctx` ended (`ec` empty: answered), for the endpoint events. Reads
+  /// the peer's address only when the connection's story changes. On strand.
+  void note_outcome(grpc::ClientContext* ctx, error_code ec);
+
   asio::any_io_executor io_ex_;
   strand_type strand_;
   client_options options_;
+  telemetry telemetry_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::KV::Stub> kv_;
   std::unique_ptr<pb::Lease::Stub> lease_;
@@ -225,6 +235,8 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 
   std::thread cq_thread_;
   std::shared_ptr<struct client_registry> registry_;
+  std::string last_peer_;  // the member that answered last when the story last changed
+  bool link_down_ = false;
   bool closed_ = false;
   std::unordered_set<call_base*> calls_;
   std::string token_;
@@ -236,6 +248,21 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::shared_ptr<keepalive_manager> keepalives_;
   std::shared_ptr<txn_batcher> batcher_;
 };
+
+template <class Req>
+constexpr rpc_kind rpc_kind_of() {
+  if constexpr (std::is_same_v<Req, pb::RangeRequest>) return rpc_kind::range;
+  else if constexpr (std::is_same_v<Req, pb::PutRequest>) return rpc_kind::put;
+  else if constexpr (std::is_same_v<Req, pb::DeleteRangeRequest>) return rpc_kind::delete_range;
+  else if constexpr (std::is_same_v<Req, pb::TxnRequest>) return rpc_kind::txn;
+  else if constexpr (std::is_same_v<Req, pb::CompactionRequest>) return rpc_kind::compact;
+  else if constexpr (std::is_same_v<Req, pb::LeaseGrantRequest>) return rpc_kind::lease_grant;
+  else if constexpr (std::is_same_v<Req, pb::LeaseRevokeRequest>) return rpc_kind::lease_revoke;
+  else if constexpr (std::is_same_v<Req, pb::LeaseTimeToLiveRequest>) return rpc_kind::lease_ttl;
+  else if constexpr (std::is_same_v<Req, pb::LeaseLeasesRequest>) return rpc_kind::lease_leases;
+  else if constexpr (std::is_same_v<Req, pb::AuthenticateRequest>) return rpc_kind::authenticate;
+  else static_assert(sizeof(Req) == 0, "count this RPC in telemetry.hpp");
+}
 
 template <class Resp>
 using reader_ptr = std::unique_ptr<grpc::ClientAsyncResponseReader<Resp>>;
@@ -318,6 +345,8 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     ctx_ = client_->make_context(deadline_, false);
     sent_token_ = client_->token();
     reader_ = prepare_(ctx_.get(), req_, &client_->cq_);
+    bump(counters().sent);
+    bump(client_->telemetry_.in_flight);
     reader_->StartCall();
     client_->track(this);
     reader_->Finish(&resp_, &status_, tag_.arm([self = this->shared_from_this()](bool) { self->on_finished(); }));
@@ -326,11 +355,16 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
   void on_finished() {
     client_->untrack(this);
     client_->release_unary_slot();
+    bump(client_->telemetry_.in_flight, -1);
     if (finished_) return;
-    if (status_.ok()) return finish({});
+    if (status_.ok()) {
+      client_->note_outcome(ctx_.get(), {});
+      return finish({});
+    }
     if (user_cancelled_) return finish(asio::error::operation_aborted);
     if (client_->closed()) return finish(error::client_closed);
     error_code ec = client_->map_status(status_);
+    client_->note_outcome(ctx_.get(), ec);
     if (ec == error::invalid_auth_token && opts_.needs_token && client_->uses_auth() && !auth_retried_) {
       auth_retried_ = true;
       client_->invalidate_token(sent_token_);
@@ -341,6 +375,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     auto backoff = std::chrono::milliseconds(50 * (1 << std::min(attempts_, 4)));
     if (transient && opts_.idempotent && std::chrono::system_clock::now() + backoff < deadline_) {
       ++attempts_;
+      bump(counters().retried);
       if (opts_.resent) *opts_.resent = true;
       waiting_ = true;
       retry_timer_.expires_after(backoff);
@@ -353,9 +388,12 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     finish(ec);
   }
 
+  telemetry::rpc_counters& counters() { return client_->telemetry_.rpc(rpc_kind_of<Req>()); }
+
   void finish(error_code ec) {
     if (finished_) return;
     finished_ = true;
+    if (ec) bump(counters().failed);
     done_(ec, resp_);
     work_ = {};
   }

@@ -50,6 +50,11 @@ inline auto lease_revoke_on(const std::shared_ptr<client_impl>& c, std::int64_t 
   return asio::async_initiate<decltype(as_result), void(error_code, response_header)>(init, as_result, id);
 }
 
+inline auto lease_ttl_on(const std::shared_ptr<client_impl>& c, std::int64_t id) {
+  auto init = [c](handler<lease_ttl_result> h, std::int64_t id) { start_lease_ttl(c, id, false, std::move(h)); };
+  return asio::async_initiate<decltype(as_result), void(error_code, lease_ttl_result)>(init, as_result, id);
+}
+
 /// Runs `body` (returning error_code) and completes `h` with it.
 inline void spawn_op(const std::shared_ptr<client_impl>& c, asio::awaitable<error_code> body,
                      asio::any_completion_handler<void(error_code)> h) {

@@ -79,6 +79,9 @@ asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::st
   }
   e.leader = true;
   e.header = a.txn.header;
+  if (s.impl->wants_events())
+    s.impl->emit({.kind = event_kind::leader_changed, .name = e.name, .key = e.key, .detail = "this session won",
+                  .lease = s.lease, .revision = e.rev});
   co_return error_code{};
 }
 
@@ -148,6 +151,10 @@ void observer_core::report() {
   std::optional<std::pair<std::string, std::int64_t>> now;
   if (leader) now.emplace(leader->key, leader->mod_revision);
   if (reported_any_ && now == last_) return;
+  if (client_->wants_events() && (!last_ || !now || last_->first != now->first))
+    client_->emit({.kind = event_kind::leader_changed, .name = prefix_.substr(0, prefix_.size() - 1),
+                   .key = leader ? leader->key : std::string(), .detail = leader ? "" : "no leader",
+                   .lease = leader ? leader->lease : 0, .revision = leader ? leader->create_revision : 0});
   reported_any_ = true;
   last_ = now;
   if (leader) ready_.push_back(*leader);

@@ -13,8 +13,10 @@ void keepalive_manager::add(const std::shared_ptr<kept_lease>& l, std::chrono::s
                                             : std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                   client_->options_.request_timeout));
   l->next_send = now;
+  l->ttl = l->deadline - now;
   if (closed_) return lose(l, error::client_closed);
   leases_.emplace(l->id, l);
+  count_leases();
   if (!stream_) open();
   tick();
 }
@@ -47,6 +49,7 @@ void keepalive_manager::close() {
   reopen_timer_.cancel();
   if (stream_) stream_->cancel();
   auto all = std::exchange(leases_, {});
+  count_leases();
   for (auto& [id, l] : all) lose(l, error::client_closed);
 }
 
@@ -57,6 +60,7 @@ void keepalive_manager::lose(const std::shared_ptr<kept_lease>& l, error_code wh
   for (auto it = leases_.lower_bound(l->id); it != leases_.end() && it->first == l->id; ++it) {
     if (it->second == l) {
       leases_.erase(it);
+      count_leases();
       break;
     }
   }
@@ -78,8 +82,18 @@ void keepalive_manager::tick() {
   auto now = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<kept_lease>> expired;
   for (auto& [id, l] : leases_) {
-    if (now >= l->deadline) expired.push_back(l);
-    else if (!l->in_flight && now >= l->next_send && stream_ && stream_->ready()) send(*l, now);
+    if (now >= l->deadline) {
+      expired.push_back(l);
+      continue;
+    }
+    if (!l->in_flight && now >= l->next_send && stream_ && stream_->ready()) send(*l, now);
+    if (!l->late_told && now >= late_point(*l) && client_->wants_events()) {
+      l->late_told = true;
+      client_->emit({.kind = event_kind::keepalive_late,
+                     .detail = l->in_flight ? "renewal sent, not answered" : "no stream to renew on",
+                     .lease = l->id,
+                     .duration = std::chrono::duration_cast<std::chrono::milliseconds>(l->deadline - now)});
+    }
   }
   for (auto& l : expired) lose(l, error::lease_expired);
   arm_timer();
@@ -89,9 +103,11 @@ void keepalive_manager::arm_timer() {
   if (leases_.empty()) return;
   auto when = steady_time::max();
   bool can_send = stream_ && stream_->ready();
+  const bool events = client_->wants_events();
   for (auto& [id, l] : leases_) {
     when = std::min(when, l->deadline);
     if (!l->in_flight && can_send) when = std::min(when, l->next_send);
+    if (events && !l->late_told) when = std::min(when, late_point(*l));
   }
   timer_.expires_at(when);
   timer_.async_wait([weak = weak_from_this()](error_code ec) {
@@ -114,6 +130,8 @@ void keepalive_manager::on_message(const pb::LeaseKeepAliveResponse& r) {
     }
     auto ttl = std::chrono::seconds(r.ttl());
     l.deadline = l.sent_at + ttl;
+    l.ttl = ttl;
+    l.late_told = false;
     l.next_send = now + std::max<std::chrono::steady_clock::duration>(ttl / 3, 500ms);
   }
   for (auto& l : gone) lose(l, error::lease_not_found);
@@ -129,7 +147,7 @@ void keepalive_manager::open() {
     if (ec) return self->on_closed(ec);
     std::weak_ptr<keepalive_manager> weak = self;
     stream_type::callbacks cb{
-        [weak] { if (auto s = weak.lock()) s->tick(); },
+        [weak] { if (auto s = weak.lock()) s->on_ready(); },
         [weak](const pb::LeaseKeepAliveResponse& r) { if (auto s = weak.lock()) s->on_message(r); },
         [weak](error_code ec) { if (auto s = weak.lock()) s->on_closed(ec); }};
     self->stream_ = std::make_shared<stream_type>(self->client_, std::move(cb));
@@ -139,15 +157,25 @@ void keepalive_manager::open() {
   });
 }
 
+void keepalive_manager::on_ready() {
+  if (auto why = std::exchange(ended_by_, std::nullopt)) {
+    bump(client_->telemetry_.stream(stream_kind::keepalive).reopened);
+    client_->emit({.kind = event_kind::stream_reopened, .name = "LeaseKeepAlive", .error = *why});
+  }
+  tick();
+}
+
 void keepalive_manager::on_closed(error_code ec) {
   if (stream_ && ec == error::invalid_auth_token) client_->invalidate_token(stream_->token());
   stream_.reset();
   if (closed_) return;
   if (is_fatal_stream_error(ec)) {
     auto all = std::exchange(leases_, {});
+    count_leases();
     for (auto& [id, l] : all) lose(l, ec);
     return;
   }
+  if (!ended_by_) ended_by_ = ec;
   // Renewals in flight on the dead stream will never be answered: resend on the next one.
   // Deadlines stay: they are what decides that a lease is lost.
   for (auto& [id, l] : leases_) l->in_flight = false;

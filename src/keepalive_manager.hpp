@@ -22,7 +22,9 @@ struct kept_lease {
   steady_time deadline{};
   steady_time next_send{};
   steady_time sent_at{};
+  steady_time::duration ttl{};  // the last granted TTL: decides when a renewal is late
   bool in_flight = false;
+  bool late_told = false;  // keepalive_late reported since the last renewal
   bool done = false;
   error_code lost;
   struct waiter {
@@ -56,6 +58,10 @@ class keepalive_manager final : public std::enable_shared_from_this<keepalive_ma
   void open();
   void on_message(const pb::LeaseKeepAliveResponse& r);
   void on_closed(error_code ec);
+  void on_ready();
+  void count_leases() { client_->telemetry_.leases.store(static_cast<std::int64_t>(leases_.size()), std::memory_order_relaxed); }
+  /// Under 40 % of its TTL left without an answer: a renewal was due at two thirds.
+  static steady_time late_point(const kept_lease& l) { return l.deadline - l.ttl * 2 / 5; }
 
   std::shared_ptr<client_impl> client_;
   std::multimap<std::int64_t, std::shared_ptr<kept_lease>> leases_;
@@ -66,6 +72,7 @@ class keepalive_manager final : public std::enable_shared_from_this<keepalive_ma
   bool opening_ = false;
   bool reopen_scheduled_ = false;
   bool closed_ = false;
+  std::optional<error_code> ended_by_;  // why the last stream ended, until the next one is up
 };
 
 }  // namespace coetcd::detail

@@ -94,6 +94,9 @@ asio::awaitable<void> lock_view_core::run() {
     // Refused (permission denied, bad credentials): waiting on cannot help the waiters of now.
     const bool refused = is_fatal_stream_error(ec);
     if (refused) fail_all(ec);
+    if (client_->wants_events())
+      client_->emit({.kind = event_kind::watch_relisted, .name = prefix_.substr(0, prefix_.size() - 1),
+                     .detail = refused ? "refused; trying again in 1 s" : "reading the queue anew", .error = ec});
     // A compaction past our resume point, a cancelled watch or a transport error: rebuild the
     // view from scratch; waiters keep waiting and are re-evaluated against the new view.
     asio::steady_timer pause(client_->strand_, std::chrono::milliseconds(refused ? 1000 : 100));

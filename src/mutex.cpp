@@ -31,6 +31,7 @@ struct mutex_state {
 
 struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   enum class key_state { none, acquiring, owned, releasing };
+  using clock = std::chrono::steady_clock;
   struct waiter {
     std::uint64_t id;
     std::shared_ptr<mutex_state> by;
@@ -38,11 +39,12 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
     bool cancellable;
     std::shared_ptr<early_cancel> cancel;  // null when nobody can cancel the caller
     asio::any_completion_handler<void(error_code)> done;
+    clock::time_point since = clock::now();
   };
-  using clock = std::chrono::steady_clock;
 
   mutex_queue(std::shared_ptr<session_state> s, const mutex_state& m)
-      : session(std::move(s)), name(m.name), prefix(m.prefix), key(m.key), linger_timer(session->impl->strand_) {}
+      : session(std::move(s)), name(m.name), prefix(m.prefix), key(m.key),
+        counters(session->impl->telemetry_.lock(name)), linger_timer(session->impl->strand_) {}
   ~mutex_queue();
 
   // All on the strand.
@@ -54,8 +56,9 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   asio::awaitable<void> drive();
   void acquired(std::int64_t rev, response_header h);
   void acquire_failed(error_code ec);
-  /// Gives the lock to the first waiter; `unlocked`: the unlock that passed it on, if any.
-  void grant(asio::any_completion_handler<void(error_code)> unlocked = {});
+  /// Gives the lock to the first waiter; `unlocked`: the unlock that passed it on, if any;
+  /// `local`: the key was ours already (a hand-off without a round trip).
+  void grant(asio::any_completion_handler<void(error_code)> unlocked = {}, bool local = false);
   void deliver(waiter w, asio::any_completion_handler<void(error_code)> unlocked);
   /// The lock is free locally: the next caller, a linger, or a release of the key.
   void pass_on(asio::any_completion_handler<void(error_code)> h, const mutex_options& options);
@@ -80,6 +83,24 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   void ensure_view() {
     if (!view) view = lock_view_for(session->impl, prefix);
   }
+  // client::stats() gauges, brought in line after each change of the queue or the holder.
+  void count_waiting() {
+    const auto n = static_cast<std::int64_t>(waiters.size());
+    if (n != counted_waiting) bump(counters->waiting, n - std::exchange(counted_waiting, n));
+  }
+  void count_held() {
+    const bool h = holder != nullptr;
+    if (h != counted_held) bump(counters->held, h ? 1 : -1);
+    counted_held = h;
+  }
+  /// The holder's hold ended because its key is gone.
+  void lost_hold(error_code why, const char* detail) {
+    bump(counters->lost);
+    auto& impl = *session->impl;
+    if (impl.wants_events())
+      impl.emit({.kind = event_kind::lock_lost, .name = name, .key = key, .detail = detail, .error = why,
+                 .lease = session->lease, .revision = rev});
+  }
 
   std::shared_ptr<session_state> session;
   std::string name, prefix, key;
@@ -98,6 +119,10 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   std::size_t handoffs_since_foreign = 0;
   asio::cancellation_signal driver_cancel;
   bool driver_cancellable = false;
+  std::shared_ptr<lock_counters> counters;
+  std::int64_t counted_waiting = 0;
+  bool counted_held = false;
+  clock::time_point held_since{};
   asio::steady_timer linger_timer;
   bool lingering = false;
   std::optional<std::uint64_t> linger_listener;
@@ -114,6 +139,7 @@ std::shared_ptr<mutex_queue> queue_of(const std::shared_ptr<mutex_state>& m) {
   q->loss_listener = m->session->listen([w = std::weak_ptr<mutex_queue>(q)] {
     if (auto q = w.lock()) {
       q->loss_listener.reset();
+      if (q->holder && !q->session->ended) q->lost_hold(q->session->why, "session lost while held");
       q->stop_linger();
       q->fail_all(error::session_lost);
       if (q->state != mutex_queue::key_state::acquiring) q->complete_parting();  // else the driver does
@@ -128,6 +154,8 @@ std::shared_ptr<mutex_queue> queue_of(const std::shared_ptr<mutex_state>& m) {
 mutex_queue::~mutex_queue() {
   // The last reference may go on a user's thread (a handler's copy of a mutex's state): the
   // session's and the view's maps are changed on the strand.
+  bump(counters->waiting, -counted_waiting);
+  if (counted_held) bump(counters->held, -1);
   auto forget = [s = session, v = std::move(view), name = name, loss = loss_listener, linger = linger_listener] {
     if (loss) s->unlisten(*loss);
     if (linger && v) v->core().unlisten(*linger);
@@ -153,6 +181,7 @@ void mutex_queue::lock(std::shared_ptr<mutex_state> by, bool try_only, bool canc
     return impl.complete(std::move(h), asio::error::operation_aborted);
   const auto options = by->options;
   waiters.push_back(waiter{id, std::move(by), try_only, cancellable, std::move(cancel), std::move(h)});
+  count_waiting();
   if (state == key_state::owned && !holder) {  // idle between callers, or lingering
     stop_linger();
     return pass_on({}, options);
@@ -167,6 +196,7 @@ void mutex_queue::cancel_waiter(std::uint64_t id) {
   if (it == waiters.end()) return;
   auto h = std::move(it->done);
   waiters.erase(it);
+  count_waiting();
   // Nobody is left to take the key the driver is after: stop it. The last caller completes once
   // the driver has cleaned up, so that when its handler runs the key is gone (unless its put was
   // still on the wire: then the put is abandoned and its key deleted as soon as it completes).
@@ -178,7 +208,9 @@ void mutex_queue::cancel_waiter(std::uint64_t id) {
 }
 
 void mutex_queue::fail_all(error_code ec) {
-  for (auto& w : std::exchange(waiters, {})) session->impl->complete(std::move(w.done), ec);
+  auto all = std::exchange(waiters, {});
+  count_waiting();
+  for (auto& w : all) session->impl->complete(std::move(w.done), ec);
 }
 
 void mutex_queue::start_driver() {
@@ -225,6 +257,7 @@ asio::awaitable<void> mutex_queue::drive() {
     if (try_id && !waiters.empty() && waiters.front().id == *try_id) {
       auto h = std::move(waiters.front().done);
       waiters.pop_front();
+      count_waiting();
       // Alone: it completes once its key is gone. Others keep the key queued: at once.
       if (waiters.empty()) parting.emplace_back(std::move(h), error::locked);
       else s.impl->complete(std::move(h), error::locked);
@@ -274,9 +307,10 @@ void mutex_queue::acquired(std::int64_t r, response_header h) {
   grant();
 }
 
-void mutex_queue::grant(asio::any_completion_handler<void(error_code)> unlocked) {
+void mutex_queue::grant(asio::any_completion_handler<void(error_code)> unlocked, bool local) {
   auto w = std::move(waiters.front());
   waiters.pop_front();
+  count_waiting();
   auto& m = *w.by;
   m.held = true;
   m.rev = rev;
@@ -289,6 +323,16 @@ void mutex_queue::grant(asio::any_completion_handler<void(error_code)> unlocked)
     m.held = false;
     return pass_on({}, m.options);
   }
+  count_held();
+  held_since = clock::now();
+  bump(counters->acquired);
+  if (local) bump(counters->handoffs);
+  counters->record_wait(held_since - w.since);
+  auto& impl = *session->impl;
+  if (impl.wants_events())
+    impl.emit({.kind = event_kind::lock_acquired, .name = name, .key = key, .detail = local ? "handed over locally" : "",
+               .lease = session->lease, .revision = rev,
+               .duration = std::chrono::duration_cast<std::chrono::milliseconds>(held_since - w.since)});
   deliver(std::move(w), std::move(unlocked));
 }
 
@@ -308,6 +352,11 @@ void mutex_queue::deliver(waiter w, asio::any_completion_handler<void(error_code
     asio::dispatch(self->session->impl->strand_, [self, by = w.by] {
       if (self->holder == by) {
         by->held = false;
+        auto& impl = *self->session->impl;
+        if (impl.wants_events())
+          impl.emit({.kind = event_kind::lock_released, .name = self->name, .key = self->key,
+                     .detail = "given back: the caller had stopped waiting", .lease = self->session->lease,
+                     .revision = self->rev});
         self->pass_on({}, by->options);
       }
     });
@@ -339,17 +388,25 @@ void mutex_queue::unlock(const std::shared_ptr<mutex_state>& by, asio::any_compl
   by->held = false;
   if (session->lost) {
     holder.reset();
+    count_held();
     state = key_state::none;
     complete_parting();
     return session->impl->complete(std::move(h), error::session_lost);
   }
   const auto options = by->options;
+  if (session->impl->wants_events() && !(view && view->core().shows_gone(key, rev)))
+    session->impl->emit({.kind = event_kind::lock_released, .name = name, .key = key, .lease = session->lease,
+                         .revision = rev,
+                         .duration = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - held_since)});
   pass_on(std::move(h), options);
 }
 
 void mutex_queue::pass_on(asio::any_completion_handler<void(error_code)> h, const mutex_options& options) {
+  const bool was_held = holder != nullptr;
   holder.reset();
+  count_held();
   if (view && view->core().shows_gone(key, rev)) {
+    if (was_held) lost_hold(error::session_lost, "the key was gone when it was unlocked");
     // Our key vanished (expired, revoked, deleted by hand) and another session may own the name
     // now: no local hand-off on it. The callers still waiting queue again with a new key.
     state = key_state::none;
@@ -360,7 +417,7 @@ void mutex_queue::pass_on(asio::any_completion_handler<void(error_code)> h, cons
   }
   if (!waiters.empty() && !yield_due(options)) {
     ++handoffs_since_foreign;
-    return grant(std::move(h));
+    return grant(std::move(h), true);
   }
   if (waiters.empty() && options.linger.count() > 0 && !foreign_waiting()) {
     start_linger(options.linger);

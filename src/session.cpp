@@ -74,6 +74,10 @@ asio::awaitable<std::tuple<error_code, session>> create(std::shared_ptr<client_i
   s->keep.async_wait_lost(asio::bind_executor(s->impl->strand_, [w = std::weak_ptr<session_state>(s)](error_code ec) {
     auto s = w.lock();
     if (!s || ec == asio::error::operation_aborted) return;  // stopped by close()/orphan()
+    if (ec != error::client_closed) {
+      bump(s->impl->telemetry_.sessions_lost);
+      s->impl->emit({.kind = event_kind::session_lost, .error = ec, .lease = s->lease});
+    }
     s->finish(ec, ec);
   }));
   co_return std::make_tuple(error_code{}, session(std::move(s)));

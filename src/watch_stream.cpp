@@ -27,6 +27,7 @@ void watch_stream::add(std::shared_ptr<watcher_state> w, handler<watcher> h) {
     });
   }
   watchers_.emplace(w->id, w);
+  count_watchers();
   if (stream_ && stream_->ready()) send_create(*w);
   else open();
 }
@@ -61,6 +62,7 @@ void watch_stream::next(const std::shared_ptr<watcher_state>& w, handler<watch_b
 void watch_stream::cancel(const std::shared_ptr<watcher_state>& w) {
   if (w->done) return;
   watchers_.erase(w->id);
+  count_watchers();
   end(*w, error::watch_canceled, 0);
   if (stream_ && stream_->ready()) {
     pb::WatchRequest req;
@@ -100,6 +102,10 @@ void watch_stream::open() {
 }
 
 void watch_stream::on_ready() {
+  if (auto why = std::exchange(ended_by_, std::nullopt)) {
+    bump(client_->telemetry_.stream(stream_kind::watch).reopened);
+    client_->emit({.kind = event_kind::stream_reopened, .name = "Watch", .error = *why});
+  }
   for (auto& [id, w] : watchers_) send_create(*w);
 }
 
@@ -109,6 +115,8 @@ void watch_stream::send_create(watcher_state& w) {
   *c = w.request;
   c->set_watch_id(w.id);
   if (w.next_rev > 0) c->set_start_revision(w.next_rev);
+  if (w.confirmed && client_->wants_events())
+    client_->emit({.kind = event_kind::watch_resumed, .name = w.request.key(), .revision = w.next_rev});
   w.partial.clear();
   pending_creates_.push_back(w.id);
   stream_->write(std::move(req));
@@ -151,9 +159,11 @@ void watch_stream::on_message(const pb::WatchResponse& r) {
       }
       auto keep = it->second;
       watchers_.erase(it);
+      count_watchers();
       return end(w, why, r.compact_revision());
     }
     w.auth_refusals = 0;
+    w.confirmed = true;
     if (w.next_rev == 0) w.next_rev = r.header().revision() + 1;
     if (w.create_waiter) {
       auto h = std::move(*w.create_waiter);
@@ -169,6 +179,7 @@ void watch_stream::on_message(const pb::WatchResponse& r) {
   auto& w = *keep;
   if (r.canceled()) {
     watchers_.erase(it);
+    count_watchers();
     return end(w, r.compact_revision() ? make_error_code(error::compacted) : cancel_reason_error(r.cancel_reason()),
                r.compact_revision());
   }
@@ -192,6 +203,7 @@ void watch_stream::on_closed(error_code ec) {
   pending_creates_.clear();
   if (closed_) return;
   if (is_fatal_stream_error(ec)) return end_all(ec);
+  if (!ended_by_) ended_by_ = ec;
   schedule_reopen();
 }
 
@@ -240,6 +252,7 @@ void watch_stream::end(watcher_state& w, error_code ec, std::int64_t compact_rev
 
 void watch_stream::end_all(error_code ec) {
   auto all = std::exchange(watchers_, {});
+  count_watchers();
   for (auto& [id, w] : all) end(*w, ec, 0);
 }
 

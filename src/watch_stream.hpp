@@ -16,6 +16,7 @@ struct watcher_state {
   pb::WatchCreateRequest request;  // as asked; re-creations start from next_rev instead
   std::int64_t next_rev = 0;       // first revision not yet delivered (0: not known yet)
   bool done = false;               // no further batches; final_ec says why
+  bool confirmed = false;          // the server has confirmed a creation once
   int auth_refusals = 0;           // creates refused for an expired token since the last success
   error_code final_ec;
   std::int64_t compact_revision = 0;
@@ -52,6 +53,9 @@ class watch_stream final : public std::enable_shared_from_this<watch_stream> {
   void deliver(watcher_state& w, watch_batch b);
   void end(watcher_state& w, error_code ec, std::int64_t compact_revision);
   void end_all(error_code ec);
+  void count_watchers() {
+    client_->telemetry_.watchers.store(static_cast<std::int64_t>(watchers_.size()), std::memory_order_relaxed);
+  }
 
   std::shared_ptr<client_impl> client_;
   std::map<std::int64_t, std::shared_ptr<watcher_state>> watchers_;
@@ -63,6 +67,7 @@ class watch_stream final : public std::enable_shared_from_this<watch_stream> {
   bool opening_ = false;
   bool reopen_scheduled_ = false;
   bool closed_ = false;
+  std::optional<error_code> ended_by_;  // why the last stream ended, until the next one is up
 };
 
 }  // namespace coetcd::detail

@@ -186,3 +186,59 @@ BOOST_AUTO_TEST_CASE(bad_tls_files_and_empty_names_are_clear_errors) {
   BOOST_TEST(empty.exit_code == 1, empty.output);
   BOOST_TEST(empty.output.find("empty") != std::string::npos, empty.output);
 }
+
+// lock --status on a queue of coetcd (holder), etcdctl (waiter) and a lock on a longer name under
+// it: text in queue order with leases, TTLs and the fencing token, a warning for the nested name,
+// the same as JSON, and exit 0 on a name nobody holds.
+BOOST_AUTO_TEST_CASE(lock_status_prints_holder_and_waiters_as_text_and_json) {
+  auto nobody = run_command(cli("lock --status cli-st/none"));
+  BOOST_TEST(nobody.exit_code == 0, nobody.output);
+  BOOST_TEST(nobody.output.find("'cli-st/none' is not held") == 0, nobody.output);
+
+  child_process holder(cli("lock --ttl 30 cli-st"));
+  BOOST_TEST_REQUIRE(holder.wait_for_output("cli-st/", 10s), holder.output());
+  const std::string holder_key = holder.output().substr(0, holder.output().find('\n'));
+  child_process waiter("ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=" + server().client_url() + " lock cli-st");
+  for (int i = 0; i < 200 && keys_under("cli-st/") < 2; ++i) std::this_thread::sleep_for(20ms);
+  child_process nested(cli("lock cli-st/sub"));
+  BOOST_TEST_REQUIRE(nested.wait_for_output("cli-st/sub/", 10s), nested.output());
+
+  auto text = run_command(cli("lock --status cli-st"));
+  BOOST_TEST(text.exit_code == 0, text.output);
+  BOOST_TEST(text.output.find("warning: keys of lock 'cli-st/sub' are under 'cli-st/'") != std::string::npos, text.output);
+  std::smatch m;
+  static const std::regex shape(
+      "'cli-st' at revision [0-9]+\n"
+      "holder    (cli-st/[0-9a-f]+)  lease [0-9a-f]+  ttl [0-9]+/30 s  revision ([0-9]+)  fencing token ([0-9]+)\n"
+      "waiter 1  cli-st/[0-9a-f]+  lease [0-9a-f]+  ttl [0-9]+/[0-9]+ s  revision [0-9]+\n"
+      "waiter 2  cli-st/sub/[0-9a-f]+  lease [0-9a-f]+  ttl [0-9]+/60 s  revision [0-9]+  \\(lock \"cli-st/sub\"\\)\n");
+  BOOST_TEST_REQUIRE(std::regex_search(text.output, m, shape), text.output);
+  BOOST_TEST(m[1] == holder_key);
+  BOOST_TEST(m[2] == m[3]);  // the holder's create revision is its fencing token
+
+  auto json = run_command(cli("lock --status --json cli-st"));  // the warning is on stderr, the JSON one line
+  BOOST_TEST(json.exit_code == 0, json.output);
+  BOOST_TEST(json.output.find("\n{\"name\":\"cli-st\",\"revision\":") != std::string::npos, json.output);
+  BOOST_TEST(json.output.find("\"holder\":{\"key\":\"" + holder_key + "\"") != std::string::npos, json.output);
+  BOOST_TEST(json.output.find("\"other_name\":\"cli-st/sub\"") != std::string::npos, json.output);
+  BOOST_TEST(json.output.find("\"nested_names\":[\"cli-st/sub\"]}\n") != std::string::npos, json.output);
+
+  BOOST_TEST(run_command(cli("lock --status")).exit_code == 2);
+  BOOST_TEST(run_command(cli("lock --json cli-st")).exit_code == 2);
+  BOOST_TEST(run_command(cli("lock --status cli-st -- true")).exit_code == 2);
+  holder.signal(SIGTERM);
+  nested.signal(SIGTERM);
+  BOOST_TEST(holder.wait(10s).value_or(-1) == 0);
+  BOOST_TEST(nested.wait(10s).value_or(-1) == 0);
+  waiter.signal(SIGKILL);
+}
+
+// --verbose prints the client's events on stderr, one line each.
+BOOST_AUTO_TEST_CASE(verbose_prints_the_clients_events) {
+  auto r = run_command(cli("--verbose lock cli-verbose -- true"));
+  BOOST_TEST(r.exit_code == 0, r.output);
+  BOOST_TEST(r.output.find("coetcd: event: endpoint_connected name=\"127.0.0.1:") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("coetcd: event: lock_acquired name=\"cli-verbose\" key=\"cli-verbose/") != std::string::npos,
+             r.output);
+  BOOST_TEST(r.output.find("coetcd: event: lock_released name=\"cli-verbose\"") != std::string::npos, r.output);
+}

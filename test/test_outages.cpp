@@ -28,13 +28,6 @@ client_options via(const tcp_proxy& p, std::chrono::milliseconds request_timeout
   return o;
 }
 
-/// Waits up to `limit` for `done()`.
-asio::awaitable<bool> eventually(std::function<bool()> done, std::chrono::milliseconds limit) {
-  auto until = std::chrono::steady_clock::now() + limit;
-  while (!done() && std::chrono::steady_clock::now() < until) co_await sleep_for(10ms);
-  co_return done();
-}
-
 }  // namespace
 
 // A client cut off while 1500 keys are written under a lock name comes back to a watch that

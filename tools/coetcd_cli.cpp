@@ -49,6 +49,7 @@ const char* const help_text = R"(coetcd: distributed locks, elections and keys o
 
 Usage:
   coetcd [flags] lock NAME [-- COMMAND [ARGS...]]
+  coetcd [flags] lock --status NAME [--json]
   coetcd [flags] elect NAME PROPOSAL
   coetcd [flags] elect --listen NAME
   coetcd [flags] get KEY [--prefix]
@@ -61,6 +62,9 @@ lock       Waits for the lock and prints its key (NAME/<lease hex>, as `etcdctl 
            ETCD_LOCK_KEY and ETCD_LOCK_REV (the fencing token) in its environment, releases the
            lock when it exits and exits with its exit code. If the lock is lost while the command
            runs, says so on stderr, sends the command SIGTERM and exits 5.
+           --status prints who holds NAME (key, lease, TTL left, fencing token) and who waits, in
+           queue order, for locks and elections of coetcd, Go and etcdctl alike; exits 0 also
+           when nobody holds it. --json prints the same as one JSON object.
 elect      Campaigns with PROPOSAL; once leader prints the proposal key and value, leads until
            SIGINT/SIGTERM, then resigns. --listen prints each new leader's key and value.
 get/put/del/watch
@@ -89,7 +93,7 @@ struct cli {
   double dial_timeout = 5;
   int ttl = 60;
   double timeout = 0;
-  bool try_only = false, listen = false, prefix = false;
+  bool try_only = false, listen = false, prefix = false, status = false, json = false, verbose = false;
 };
 
 [[noreturn]] void die(int code, const std::string& msg) {
@@ -143,7 +147,10 @@ cli parse(int argc, char** argv) {
       ("timeout", po::value(&c.timeout), "lock: give up after this many seconds of waiting")
       ("try", po::bool_switch(&c.try_only), "lock: do not wait; exit 3 if the lock is held")
       ("listen", po::bool_switch(&c.listen), "elect: print leaders instead of campaigning")
-      ("prefix", po::bool_switch(&c.prefix), "get/del/watch: every key starting with KEY");
+      ("prefix", po::bool_switch(&c.prefix), "get/del/watch: every key starting with KEY")
+      ("status", po::bool_switch(&c.status), "lock: print the holder and the waiters of NAME, do not lock")
+      ("json", po::bool_switch(&c.json), "lock --status: print JSON")
+      ("verbose,v", po::bool_switch(&c.verbose), "print the client's events (connections, streams, locks) on stderr");
   po::options_description hidden;
   hidden.add_options()("words", po::value<std::vector<std::string>>());
   po::options_description all;
@@ -176,12 +183,15 @@ cli parse(int argc, char** argv) {
   auto want = [&](std::size_t n, const char* shape) {
     if (c.args.size() != n) die(usage, "usage: coetcd " + c.command + " " + shape);
   };
-  if (c.command == "lock") want(1, "NAME [-- COMMAND ARGS...]");
+  if (c.command == "lock") c.status ? want(1, "--status NAME [--json]") : want(1, "NAME [-- COMMAND ARGS...]");
   else if (c.command == "elect") c.listen ? want(1, "--listen NAME") : want(2, "NAME PROPOSAL");
   else if (c.command == "get" || c.command == "del" || c.command == "watch") want(1, "KEY [--prefix]");
   else if (c.command == "put") want(2, "KEY VALUE");
   else die(usage, "unknown command '" + c.command + "' (lock, elect, get, put, del, watch)");
   if (!c.exec.empty() && c.command != "lock") die(usage, "only lock runs a command after --");
+  if (c.status && (c.command != "lock" || !c.exec.empty() || c.try_only || c.timeout > 0))
+    die(usage, "--status goes with lock NAME alone (no command, --try or --timeout)");
+  if (c.json && !c.status) die(usage, "--json goes with lock --status");
   if (c.ttl < 1) die(usage, "--ttl must be at least 1 second");
   if (c.timeout < 0 || c.dial_timeout <= 0) die(usage, "--timeout and --dial-timeout must be positive");
   if (c.try_only && c.timeout > 0) die(usage, "--try and --timeout exclude each other");
@@ -198,6 +208,8 @@ coetcd::client_options client_options_for(const cli& c) {
   if (o.endpoints.empty()) die(usage, "--endpoints is empty");
   o.request_timeout = std::chrono::milliseconds(static_cast<long>(c.dial_timeout * 1000));
   if (!c.cacert.empty() || !c.cert.empty()) o.tls = coetcd::tls_options{c.cacert, c.cert, c.key};
+  if (c.verbose)
+    o.on_event = [](const coetcd::event& e) { std::fprintf(stderr, "coetcd: event: %s\n", coetcd::to_string(e).c_str()); };
   if (!c.user.empty()) {
     auto colon = c.user.find(':');
     o.user = c.user.substr(0, colon);
@@ -248,7 +260,69 @@ struct app {
     if (auto [ec] = std::get<0>(r); ec) fail(failed, "cannot lock '" + name + "'", ec);
   }
 
+  static std::string json_string(const std::string& v) {
+    std::string out = "\"";
+    for (unsigned char ch : v) {
+      if (ch == '"' || ch == '\\') out += '\\', out += char(ch);
+      else if (ch < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", ch);
+        out += buf;
+      } else out += char(ch);
+    }
+    return out + "\"";
+  }
+  static std::string lease_hex(std::int64_t id) {
+    char buf[20];
+    std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(id));
+    return buf;
+  }
+  static std::string entry_json(const coetcd::lock_entry& e) {
+    return "{\"key\":" + json_string(e.key) + ",\"value\":" + json_string(e.value) + ",\"lease\":" +
+           json_string(lease_hex(e.lease)) + ",\"ttl\":" + std::to_string(e.ttl) + ",\"granted_ttl\":" +
+           std::to_string(e.granted_ttl) + ",\"create_revision\":" + std::to_string(e.create_revision) +
+           (e.other_name.empty() ? "" : ",\"other_name\":" + json_string(e.other_name)) + "}";
+  }
+  static std::string entry_text(const coetcd::lock_entry& e) {
+    std::string t = e.key + "  lease " + lease_hex(e.lease) + "  ttl " +
+                    (e.lease == 0 ? std::string("none") : e.ttl < 0 ? std::string("expired")
+                                                        : std::to_string(e.ttl) + "/" + std::to_string(e.granted_ttl) + " s") +
+                    "  revision " + std::to_string(e.create_revision);
+    if (!e.value.empty()) t += "  value " + json_string(e.value);
+    if (!e.other_name.empty()) t += "  (lock " + json_string(e.other_name) + ")";
+    return t;
+  }
+
+  // lock --status: who holds the name and who waits, as the server has it now.
+  asio::awaitable<void> status() {
+    const auto& name = args.args[0];
+    auto [ec, st] = co_await coetcd::async_lock_status(client, name, as_result);
+    if (ec) fail(failed, "cannot read the queue of '" + name + "'", ec);
+    for (const auto& n : st.nested_names)
+      std::fprintf(stderr, "coetcd: warning: keys of lock '%s' are under '%s/': etcd queues them with '%s'\n",
+                   n.c_str(), name.c_str(), name.c_str());
+    if (args.json) {
+      std::string out = "{\"name\":" + json_string(name) + ",\"revision\":" + std::to_string(st.revision) +
+                        ",\"holder\":" + (st.holder ? entry_json(*st.holder) : "null") + ",\"waiters\":[";
+      for (std::size_t i = 0; i < st.waiters.size(); ++i) out += (i ? "," : "") + entry_json(st.waiters[i]);
+      out += "],\"nested_names\":[";
+      for (std::size_t i = 0; i < st.nested_names.size(); ++i) out += (i ? "," : "") + json_string(st.nested_names[i]);
+      std::printf("%s]}\n", out.c_str());
+      co_return;
+    }
+    if (!st.holder) {
+      std::printf("'%s' is not held (revision %lld)\n", name.c_str(), static_cast<long long>(st.revision));
+      co_return;
+    }
+    std::printf("'%s' at revision %lld\nholder    %s  fencing token %lld\n", name.c_str(),
+                static_cast<long long>(st.revision), entry_text(*st.holder).c_str(),
+                static_cast<long long>(st.holder->create_revision));
+    for (std::size_t i = 0; i < st.waiters.size(); ++i)
+      std::printf("waiter %-2zu %s\n", i + 1, entry_text(st.waiters[i]).c_str());
+  }
+
   asio::awaitable<void> lock() {
+    if (args.status) co_return co_await status();
     auto s = co_await open_session();
     coetcd::mutex m(s, args.args[0]);
     co_await acquire(m);

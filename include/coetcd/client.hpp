@@ -1,6 +1,7 @@
 #pragma once
 
 #include <coetcd/client_options.hpp>
+#include <coetcd/client_stats.hpp>
 #include <coetcd/detail/config.hpp>
 #include <coetcd/kv.hpp>
 #include <coetcd/lease.hpp>
@@ -79,6 +80,12 @@ class client {
   using executor_type = asio::any_io_executor;
   executor_type get_executor() const noexcept;
   const client_options& options() const noexcept;
+
+  /// Counters and gauges of this client (RPCs by kind, streams, watchers, leases, lost sessions,
+  /// per lock name holders, waiters, hand-offs and wait times). Any thread; reads atomics, and
+  /// takes an internal mutex only to list the lock names. See examples/metrics_http.cpp for the
+  /// Prometheus text format.
+  client_stats stats() const;
 
   /// Cancels every pending request, watch and keepalive (their handlers complete with
   /// error::client_closed), then stops the completion-queue thread. Never blocks on the network.

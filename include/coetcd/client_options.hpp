@@ -1,5 +1,7 @@
 #pragma once
 
+#include <coetcd/event.hpp>
+
 #include <chrono>
 #include <optional>
 #include <string>
@@ -31,6 +33,10 @@ struct client_options {
   /// HTTP/2 keepalive pings on the connection, so a dead peer is detected while streams idle.
   std::chrono::milliseconds keepalive_time{std::chrono::seconds(10)};
   std::chrono::milliseconds keepalive_timeout{std::chrono::seconds(5)};
+  /// Told of connections, stream reopenings, watch resumptions, late keepalives, lost sessions,
+  /// lock acquisitions, releases and losses, and leader changes (see event.hpp). Called on the
+  /// client's strand, never inside a coetcd call; empty (the default) costs nothing.
+  event_hook on_event;
 };
 
 }  // namespace coetcd

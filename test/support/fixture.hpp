@@ -6,6 +6,7 @@
 
 #include <coetcd.hpp>
 
+#include <functional>
 #include <memory>
 #include <sstream>
 
@@ -45,6 +46,13 @@ inline asio::awaitable<std::int64_t> count_keys(client& c, std::string_view pref
 /// Asserts that nothing is left under a lock name's prefix once a test is done.
 inline asio::awaitable<void> expect_no_keys(client& c, std::string name) {
   BOOST_TEST(co_await count_keys(c, name + "/") == 0, "keys left under " << name << "/");
+}
+
+/// Waits up to `limit` for `done()`, looking every 10 ms.
+inline asio::awaitable<bool> eventually(std::function<bool()> done, std::chrono::milliseconds limit) {
+  auto until = std::chrono::steady_clock::now() + limit;
+  while (!done() && std::chrono::steady_clock::now() < until) co_await sleep_for(std::chrono::milliseconds(10));
+  co_return done();
 }
 
 }  // namespace coetcd::test

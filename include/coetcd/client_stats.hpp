@@ -1,0 +1,56 @@
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace coetcd {
+
+/// Unary RPCs of one kind, named as etcd's gRPC method (`Range`, `Put`, `Txn`, `LeaseGrant`, ...),
+/// so they line up with the server's grpc_server_handled_total{grpc_method=...}.
+struct rpc_stats {
+  std::uint64_t sent = 0;     ///< calls put on the wire (each attempt of a retried call counts)
+  std::uint64_t failed = 0;   ///< calls that completed with an error after their last attempt
+  std::uint64_t retried = 0;  ///< attempts sent again after a transient failure
+};
+
+/// The shared bidirectional streams of one kind (`Watch`, `LeaseKeepAlive`).
+struct stream_stats {
+  std::uint64_t opened = 0;    ///< streams started (the first one and every reopening)
+  std::uint64_t reopened = 0;  ///< streams started after the previous one of the kind failed
+};
+
+/// Time from lock() to holding, in buckets with upper bounds `bounds` (seconds) plus one for +Inf.
+struct wait_histogram {
+  static constexpr std::array<double, 10> bounds{0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30};
+  std::array<std::uint64_t, bounds.size() + 1> counts{};  ///< per bucket (not cumulative)
+  std::uint64_t count = 0;
+  double sum_seconds = 0;
+};
+
+/// One lock name used by this client's mutexes (while a mutex object of the name exists).
+struct lock_stats {
+  std::string name;
+  std::int64_t held = 0;        ///< local holders now (0 or 1 per name in a well-used client)
+  std::int64_t waiting = 0;     ///< local callers waiting now
+  std::uint64_t acquired = 0;   ///< successful locks
+  std::uint64_t handoffs = 0;   ///< acquisitions handed over locally, without a round trip
+  std::uint64_t lost = 0;       ///< holds that ended by losing the key
+  wait_histogram wait;
+};
+
+/// A snapshot of client::stats().
+struct client_stats {
+  std::map<std::string, rpc_stats> rpcs;  ///< by gRPC method, only those used so far
+  std::int64_t rpcs_in_flight = 0;
+  std::map<std::string, stream_stats> streams;
+  std::int64_t watchers = 0;        ///< watchers on the shared Watch stream (a lock view's included)
+  std::int64_t leases_kept = 0;     ///< leases kept alive on the shared LeaseKeepAlive stream
+  std::uint64_t sessions_lost = 0;  ///< sessions whose lease ended without close()
+  std::vector<lock_stats> locks;    ///< by name
+};
+
+}  // namespace coetcd

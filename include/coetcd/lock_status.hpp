@@ -1,0 +1,51 @@
+#pragma once
+
+#include <coetcd/client.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace coetcd {
+
+/// One key in the queue of a lock or election name.
+struct lock_entry {
+  std::string key;
+  std::string value;            ///< an election's proposal (empty for locks)
+  std::int64_t lease = 0;       ///< 0: the key has no lease (made by hand)
+  std::int64_t ttl = 0;         ///< seconds the lease has left; -1: the lease is gone
+  std::int64_t granted_ttl = 0;
+  std::int64_t create_revision = 0;  ///< the holder's is its fencing token
+  /// Set when the key belongs to a longer name under this one (`a/b/<lease>` seen from `a`):
+  /// etcd's prefix layout queues it with this name all the same.
+  std::string other_name;
+};
+
+/// Who holds a lock (or leads an election) and who waits, as the server sees it now. Works for
+/// every client that lays out keys like etcd's Go concurrency package (Go, etcdctl, coetcd).
+struct lock_status {
+  std::string name;
+  std::int64_t revision = 0;          ///< the store revision the answer was read at
+  std::optional<lock_entry> holder;   ///< the oldest key; empty when nobody holds the name
+  std::vector<lock_entry> waiters;    ///< the rest, in queue order (create revision)
+  /// Longer names whose keys sit under this one (see lock_entry::other_name).
+  std::vector<std::string> nested_names;
+};
+
+namespace detail {
+void start_lock_status(const std::shared_ptr<client_impl>&, std::string name, handler<lock_status>);
+}
+
+/// Reads the queue of lock or election `name`: one Range of the prefix `name/` and one
+/// LeaseTimeToLive per key. Handler: void(error_code, lock_status). Errors: error::empty_key, the
+/// client's transport and permission errors. Cancellation: terminal, partial and total (the
+/// handler gets operation_aborted). Never inline; runs on the client's strand.
+template <class CompletionToken = asio::deferred_t>
+auto async_lock_status(client& c, std::string_view name, CompletionToken&& token = {}) {
+  return detail::initiate<void(error_code, lock_status)>(
+      token, [i = c.impl()](detail::handler<lock_status> h, std::string n) {
+        detail::start_lock_status(i, std::move(n), std::move(h));
+      }, std::string(name));
+}
+
+}  // namespace coetcd

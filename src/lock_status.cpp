@@ -1,0 +1,66 @@
+// async_lock_status: the queue of a lock or election name as the server has it, for people
+// asking "who holds this?" — one Range of the name's prefix and one LeaseTimeToLive per lease.
+#include "coro.hpp"
+
+#include <coetcd/lock_status.hpp>
+
+#include <algorithm>
+#include <map>
+
+namespace coetcd::detail {
+
+namespace {
+
+asio::awaitable<std::tuple<error_code, lock_status>> read_status(std::shared_ptr<client_impl> c, std::string name) {
+  lock_status st;
+  st.name = name;
+  const std::string prefix = name + "/";
+  auto [ec, r] = co_await get_on(c, prefix, get_options{.prefix = true});
+  if (ec) co_return std::make_tuple(ec, std::move(st));
+  st.revision = r.header.revision;
+  std::sort(r.kvs.begin(), r.kvs.end(),
+            [](const key_value& a, const key_value& b) { return a.create_revision < b.create_revision; });
+  std::map<std::int64_t, lease_ttl_result> ttls;
+  for (const auto& kv : r.kvs) {
+    if (kv.lease == 0 || ttls.count(kv.lease)) continue;
+    auto [tec, t] = co_await lease_ttl_on(c, kv.lease);
+    if (tec) co_return std::make_tuple(tec, std::move(st));
+    ttls.emplace(kv.lease, std::move(t));
+  }
+  for (auto& kv : r.kvs) {
+    lock_entry e;
+    e.key = std::move(kv.key);
+    e.value = std::move(kv.value);
+    e.lease = kv.lease;
+    e.create_revision = kv.create_revision;
+    if (auto it = ttls.find(kv.lease); it != ttls.end()) {
+      e.ttl = it->second.ttl;
+      e.granted_ttl = it->second.granted_ttl;
+    }
+    // "a/b/<lease>" under "a/": a key of the longer name "a/b", queued with "a" all the same.
+    auto suffix = std::string_view(e.key).substr(prefix.size());
+    if (auto slash = suffix.rfind('/'); slash != std::string_view::npos) {
+      e.other_name = prefix + std::string(suffix.substr(0, slash));
+      if (std::find(st.nested_names.begin(), st.nested_names.end(), e.other_name) == st.nested_names.end())
+        st.nested_names.push_back(e.other_name);
+    }
+    if (!st.holder) st.holder = std::move(e);
+    else st.waiters.push_back(std::move(e));
+  }
+  co_return std::make_tuple(error_code{}, std::move(st));
+}
+
+}  // namespace
+
+void start_lock_status(const std::shared_ptr<client_impl>& c, std::string name, handler<lock_status> h) {
+  if (name.empty()) return fail(c, std::move(h), error::empty_key);
+  auto slot = asio::get_associated_cancellation_slot(h);
+  asio::co_spawn(c->strand_, read_status(c, std::move(name)),
+                 asio::bind_cancellation_slot(slot, [c, h = std::move(h)](std::exception_ptr e,
+                                                                          std::tuple<error_code, lock_status> r) mutable {
+                   if (e) return c->complete(std::move(h), exception_to_error(e), lock_status{});
+                   c->complete(std::move(h), std::get<0>(r), std::move(std::get<1>(r)));
+                 }));
+}
+
+}  // namespace coetcd::detail
