@@ -9,6 +9,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -93,4 +94,28 @@ BOOST_AUTO_TEST_CASE(two_http_counters_lose_no_increment) {
   BOOST_TEST(b.wait(10s).value_or(-1) == 0, b.output());
   BOOST_TEST(etcdctl(server(), "get --prefix --keys-only /http_counter/lock").output.empty());
   etcdctl(server(), "del /http_counter/value");
+}
+
+// metrics_http serves client::stats() in Prometheus' text format and logs the client's events.
+BOOST_AUTO_TEST_CASE(metrics_http_serves_prometheus_text_and_logs_events) {
+  int port = free_port();
+  child_process m("exec " COETCD_EXAMPLES_DIR "/metrics_http " + server().endpoint() + " " + std::to_string(port));
+  BOOST_TEST_REQUIRE(m.wait_for_output("listening", 10s), m.output());
+  std::this_thread::sleep_for(500ms);  // the workers take the lock a few dozen times
+  auto text = http_request(port, http::verb::get, "/metrics");
+  BOOST_TEST(text.find("# TYPE coetcd_lock_wait_seconds histogram\n") != std::string::npos, text);
+  BOOST_TEST(text.find("coetcd_lock_wait_seconds_bucket{name=\"metrics_http/jobs\",le=\"+Inf\"} ") != std::string::npos, text);
+  BOOST_TEST(text.find("coetcd_rpcs_sent_total{method=\"LeaseGrant\"} 1\n") != std::string::npos, text);
+  BOOST_TEST(text.find("coetcd_leases_kept 1\n") != std::string::npos, text);
+  std::smatch acquired, handoffs;
+  BOOST_TEST_REQUIRE(std::regex_search(text, acquired, std::regex("coetcd_lock_acquired_total\\{name=\"metrics_http/jobs\"\\} ([0-9]+)\n")), text);
+  BOOST_TEST(std::stoll(acquired[1]) > 4);
+  BOOST_TEST_REQUIRE(std::regex_search(text, handoffs, std::regex("coetcd_lock_handoffs_total\\{name=\"metrics_http/jobs\"\\} ([0-9]+)\n")), text);
+  BOOST_TEST(std::stoll(handoffs[1]) > 0);  // four workers of one session hand the lock over locally
+  BOOST_TEST(http_request(port, http::verb::get, "/nothing").empty());  // 404
+  m.signal(SIGTERM);
+  BOOST_TEST(m.wait(10s).value_or(-1) == 0, m.output());
+  BOOST_TEST(m.output().find("event: endpoint_connected name=\"127.0.0.1:") != std::string::npos, m.output());
+  BOOST_TEST(m.output().find("event: lock_acquired name=\"metrics_http/jobs\"") != std::string::npos, m.output());
+  BOOST_TEST(etcdctl(server(), "get --prefix --keys-only metrics_http/").output.empty());
 }
