@@ -1,6 +1,6 @@
 // async_lock_status: the queue of a lock or election name as the server has it, for people
 // asking "who holds this?" — one Range of the name's prefix and one LeaseTimeToLive per lease.
-#include "coro.hpp"
+#include "core/coro.hpp"
 
 #include <coetcd/lock_status.hpp>
 

@@ -2,9 +2,9 @@
 // and whoever holds the oldest create revision owns the name.
 #pragma once
 
-#include "lock_view.hpp"
-#include "session_state.hpp"
-#include "txn_batcher.hpp"
+#include "core/lock_view.hpp"
+#include "core/session_state.hpp"
+#include "core/txn_batcher.hpp"
 
 namespace coetcd::detail {
 
