@@ -7,5 +7,6 @@
 #include <coetcd/event.hpp>
 #include <coetcd/lock_status.hpp>
 #include <coetcd/mutex.hpp>
+#include <coetcd/rw_mutex.hpp>
 #include <coetcd/session.hpp>
 #include <coetcd/with_lock.hpp>

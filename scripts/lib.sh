@@ -2,13 +2,14 @@
 set -euo pipefail
 COETCD_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-# Everything coetcd needs on Debian 12, by package name.
+# Everything coetcd needs on Debian 12, by package name (golang-go builds the Go peers the tests
+# and benchmarks run against: etcd's own recipes, from golang-etcd-server-dev's sources).
 COETCD_PACKAGES=(
   cmake ninja-build g++ clang-14 libclang-rt-14-dev pkg-config openssl ca-certificates
   libboost1.81-dev libboost-test1.81-dev libboost-program-options1.81-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   golang-etcd-server-dev golang-github-gogo-protobuf-dev golang-github-grpc-ecosystem-grpc-gateway-dev
-  etcd-server etcd-client
+  etcd-server etcd-client golang-go
 )
 
 log() { printf '\033[1m[coetcd]\033[0m %s\n' "$*" >&2; }

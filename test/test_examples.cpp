@@ -66,6 +66,17 @@ BOOST_AUTO_TEST_CASE(lock_examples_print_what_they_promise) {
   BOOST_TEST(etcdctl(server(), "get --prefix --keys-only jobs/").output.find("jobs/") == std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(rw_config_readers_share_and_the_writer_goes_in_turn) {
+  auto r = run_example("rw_config");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+  // Readers 1-3 hold together before the writer, reader 4 queued behind it.
+  for (auto line : {"reader 1 reads v1", "reader 2 reads v1", "reader 3 reads v1", "writer: update applied",
+                    "reader 4 reads v2"})
+    BOOST_TEST(r.output.find(line) != std::string::npos, "lacks '" << line << "': " << r.output);
+  BOOST_TEST(r.output.find("writer: update applied") < r.output.find("reader 4"), r.output);
+  BOOST_TEST(etcdctl(server(), "get --prefix --keys-only config/").output.find("config/") == std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(two_http_counters_lose_no_increment) {
   etcdctl(server(), "del /http_counter/value");
   int ports[2] = {free_port(), free_port()};

@@ -27,6 +27,11 @@ struct lock_status {
   std::string name;
   std::int64_t revision = 0;          ///< the store revision the answer was read at
   std::optional<lock_entry> holder;   ///< the oldest key; empty when nobody holds the name
+  /// A read-write lock (every key under `name/read/` or `name/write/`, as rw_mutex and Go's
+  /// recipe.RWMutex lay them out): readers hold together, so the readers queued right behind a
+  /// reading `holder`, before the first writer, hold too. They are listed here, not in waiters.
+  bool read_write = false;
+  std::vector<lock_entry> also_holding;
   std::vector<lock_entry> waiters;    ///< the rest, in queue order (create revision)
   /// Longer names whose keys sit under this one (see lock_entry::other_name).
   std::vector<std::string> nested_names;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <coetcd/mutex.hpp>
+#include <coetcd/rw_mutex.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -49,6 +50,53 @@ asio::awaitable<body_outcome<T>> capture_outcome(asio::awaitable<T> a) {
 }
 }  // namespace detail
 
+namespace detail {
+// The three operations with_lock needs, on one side of a lock (held by reference).
+template <class M>
+struct exclusive_hold {
+  M& m;
+  static constexpr const char* what = "coetcd::with_lock";
+  auto lock() { return m.async_lock(asio::use_awaitable); }
+  auto unlock() { return m.async_unlock(asio::as_tuple(asio::use_awaitable)); }
+  auto lost() { return m.async_wait_lost(asio::as_tuple(asio::use_awaitable)); }
+};
+struct shared_hold {
+  rw_mutex& m;
+  static constexpr const char* what = "coetcd::with_shared_lock";
+  auto lock() { return m.async_lock_shared(asio::use_awaitable); }
+  auto unlock() { return m.async_unlock_shared(asio::as_tuple(asio::use_awaitable)); }
+  auto lost() { return m.async_wait_lost(asio::as_tuple(asio::use_awaitable)); }
+};
+
+template <class Hold, class Body>
+auto with_hold(Hold m, Body body, with_lock_options options) -> std::invoke_result_t<Body&> {
+  using namespace asio::experimental::awaitable_operators;
+  using value_type = typename std::invoke_result_t<Body&>::value_type;
+  co_await m.lock();
+  asio::steady_timer limit(co_await asio::this_coro::executor);
+  if (options.max_hold.count() > 0) limit.expires_after(options.max_hold);
+  else limit.expires_at(asio::steady_timer::time_point::max());
+
+  auto raced = co_await (detail::capture_outcome(body()) || m.lost() ||
+                         limit.async_wait(asio::as_tuple(asio::use_awaitable)));
+
+  // Release even if with_lock itself was cancelled: a fresh cancellation state for the unlock.
+  co_await asio::this_coro::reset_cancellation_state();
+  co_await asio::this_coro::throw_if_cancelled(false);
+  auto [unlock_error] = co_await m.unlock();
+  (void)unlock_error;  // after a loss the key is already gone; nothing else to do
+  co_await asio::this_coro::throw_if_cancelled(true);
+
+  if (raced.index() == 1) throw boost::system::system_error(make_error_code(error::session_lost), m.what);
+  if (raced.index() == 2)
+    throw boost::system::system_error(make_error_code(error::max_hold_exceeded), m.what);
+  auto& outcome = std::get<0>(raced);
+  if (outcome.error) std::rethrow_exception(outcome.error);
+  if constexpr (!std::is_void_v<value_type>) co_return std::move(*outcome.value);
+}
+
+}  // namespace detail
+
 /// Runs `body()` (which returns asio::awaitable<T>) while holding `m`, and returns what it returns.
 ///
 /// The body is cancelled (terminal cancellation on its awaits) if the session is lost or
@@ -60,30 +108,21 @@ asio::awaitable<body_outcome<T>> capture_outcome(asio::awaitable<T> a) {
 /// g++ 12: a lambda with by-value captures written inside the `co_await with_lock(...)` expression
 /// is destroyed twice by the compiler; name it first and pass it with std::move (see README).
 template <class Body>
-auto with_lock(mutex& m, Body body, with_lock_options options = {}) -> std::invoke_result_t<Body&> {
-  using namespace asio::experimental::awaitable_operators;
-  using value_type = typename std::invoke_result_t<Body&>::value_type;
-  co_await m.async_lock(asio::use_awaitable);
-  asio::steady_timer limit(co_await asio::this_coro::executor);
-  if (options.max_hold.count() > 0) limit.expires_after(options.max_hold);
-  else limit.expires_at(asio::steady_timer::time_point::max());
+auto with_lock(mutex& m, Body body, with_lock_options options = {}) {
+  return detail::with_hold(detail::exclusive_hold<mutex>{m}, std::move(body), options);
+}
 
-  auto raced = co_await (detail::capture_outcome(body()) || m.async_wait_lost(asio::as_tuple(asio::use_awaitable)) ||
-                         limit.async_wait(asio::as_tuple(asio::use_awaitable)));
+/// with_lock on an rw_mutex held exclusively.
+template <class Body>
+auto with_lock(rw_mutex& m, Body body, with_lock_options options = {}) {
+  return detail::with_hold(detail::exclusive_hold<rw_mutex>{m}, std::move(body), options);
+}
 
-  // Release even if with_lock itself was cancelled: a fresh cancellation state for the unlock.
-  co_await asio::this_coro::reset_cancellation_state();
-  co_await asio::this_coro::throw_if_cancelled(false);
-  auto [unlock_error] = co_await m.async_unlock(asio::as_tuple(asio::use_awaitable));
-  (void)unlock_error;  // after a loss the key is already gone; nothing else to do
-  co_await asio::this_coro::throw_if_cancelled(true);
-
-  if (raced.index() == 1) throw boost::system::system_error(make_error_code(error::session_lost), "coetcd::with_lock");
-  if (raced.index() == 2)
-    throw boost::system::system_error(make_error_code(error::max_hold_exceeded), "coetcd::with_lock");
-  auto& outcome = std::get<0>(raced);
-  if (outcome.error) std::rethrow_exception(outcome.error);
-  if constexpr (!std::is_void_v<value_type>) co_return std::move(*outcome.value);
+/// with_lock on an rw_mutex held shared (async_lock_shared / async_unlock_shared); errors and
+/// release as with_lock.
+template <class Body>
+auto with_shared_lock(rw_mutex& m, Body body, with_lock_options options = {}) {
+  return detail::with_hold(detail::shared_hold{m}, std::move(body), options);
 }
 
 }  // namespace coetcd

@@ -3,6 +3,8 @@
 #include "bidi_stream.hpp"
 #include "txn_batcher.hpp"
 
+#include <limits>
+
 namespace coetcd::detail {
 
 void lock_view_core::start() {
@@ -22,6 +24,7 @@ std::uint64_t lock_view_core::add(waiter w) {
   // A key the view has not seen yet may still arrive; its absence only means loss once the
   // view has caught up with the key's revision.
   unconfirmed_.emplace(w.rev, id);
+  if (!w.blockers.empty()) shared_.emplace(w.rev, id);
   waiters_.emplace(id, std::move(w));
   if (ready_) changed();
   return id;
@@ -40,7 +43,14 @@ void lock_view_core::forget(std::map<std::uint64_t, waiter>::iterator it) {
     }
   }
   unconfirmed_.erase({rev, id});
+  shared_.erase({rev, id});
   waiters_.erase(it);
+}
+
+bool lock_view_core::may_have_keys_under(const std::string& sub) const {
+  if (!ready_) return true;
+  auto it = keys_.lower_bound(sub);
+  return it != keys_.end() && it->first.starts_with(sub);
 }
 
 std::uint64_t lock_view_core::listen(std::function<void(error_code)> fn) {
@@ -159,6 +169,35 @@ void lock_view_core::changed(bool check_all) {
     for (auto id : owners)
       if (auto it = waiters_.find(id); it != waiters_.end() && present(it->second)) settle(it, {});
   }
+  // Waiters that only wait for older keys under their `blockers`: everyone older than the oldest
+  // such key. The scan stops at the first blocker, so it costs the keys ahead of it (the readers
+  // holding now), not the whole queue.
+  if (!shared_.empty()) {
+    std::map<std::string, std::int64_t> first_blocker;  // per blockers prefix; one in practice
+    auto limit = [&](const std::string& sub) {
+      auto [it, fresh] = first_blocker.try_emplace(sub, std::numeric_limits<std::int64_t>::max());
+      if (fresh)
+        for (const auto& [rev, key] : order_)
+          if (key.starts_with(sub)) {
+            it->second = rev;
+            break;
+          }
+      return it->second;
+    };
+    std::vector<std::uint64_t> ready_ids;
+    for (auto [rev, id] : shared_) {
+      auto it = waiters_.find(id);
+      if (it == waiters_.end()) continue;
+      if (rev >= limit(it->second.blockers)) {
+        if (first_blocker.size() == 1) break;  // the rest are younger still
+        continue;
+      }
+      // A key the view has not caught up with yet cannot be judged: its blockers may not show.
+      if (view_rev_ >= rev && present(it->second)) ready_ids.push_back(id);
+    }
+    for (auto id : ready_ids)
+      if (auto it = waiters_.find(id); it != waiters_.end()) settle(it, {});
+  }
   for (auto& [fn, ec] : ready) fn(ec);
   if (!listeners_.empty())
     for (auto& [id, fn] : std::map(listeners_)) fn({});
@@ -167,6 +206,7 @@ void lock_view_core::changed(bool check_all) {
 void lock_view_core::fail_all(error_code ec) {
   by_rev_.clear();
   unconfirmed_.clear();
+  shared_.clear();
   for (auto& [id, w] : std::exchange(waiters_, {})) w.done(ec);
   for (auto& [id, fn] : std::exchange(listeners_, {})) fn(ec);
 }

@@ -22,6 +22,9 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
     std::string key;
     std::int64_t rev = 0;
     std::function<void(error_code)> done;  // {} = our key is the oldest; session_lost = key gone
+    /// Empty: every older key goes first. Else only the older keys under this prefix do (the read
+    /// side of an rw_mutex: "name/write"); the waiter's turn comes when none is left.
+    std::string blockers;
   };
 
   lock_view_core(std::shared_ptr<client_impl> c, std::string prefix) : client_(std::move(c)), prefix_(std::move(prefix)) {}
@@ -49,6 +52,8 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   bool has_other_keys(const std::string& key) const {
     return ready_ && order_.size() > keys_.count(key);
   }
+  /// Whether a key under `sub` may exist: true while the view is not current.
+  bool may_have_keys_under(const std::string& sub) const;
 
   using txn_outcome = std::tuple<error_code, txn_result>;
   /// Sends a txn that queues a local waiter. While another local waiter or holder of this name
@@ -91,6 +96,7 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   std::int64_t view_rev_ = 0;  // every change up to here is applied
   std::map<std::uint64_t, waiter> waiters_;
   std::multimap<std::int64_t, std::uint64_t> by_rev_;          // waiters by their key's create revision
+  std::set<std::pair<std::int64_t, std::uint64_t>> shared_;    // the waiters with blockers, by revision
   std::set<std::pair<std::int64_t, std::uint64_t>> unconfirmed_;  // rev beyond the view when added
   std::vector<std::int64_t> gone_revs_;                         // create revisions deleted by the last batch
   std::map<std::uint64_t, std::function<void(error_code)>> listeners_;

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <utility>
 
 namespace coetcd::detail {
 
@@ -25,9 +26,9 @@ struct session_state : std::enable_shared_from_this<session_state> {
   std::uint64_t next_id = 0;
   /// Locks of this session per key (holders and waiters): the key is ours to delete at zero.
   std::map<std::string, int> key_users;
-  /// The local queue of each mutex name in use (see recipes/mutex.cpp; only its name is known
-  /// here); expired entries are replaced.
-  std::map<std::string, std::weak_ptr<mutex_queue>> mutex_queues;
+  /// The local queue of each lock key in use, by {prefix, key} (see recipes/mutex_queue.hpp; only
+  /// its name is known here); expired entries are replaced.
+  std::map<std::pair<std::string, std::string>, std::weak_ptr<mutex_queue>> mutex_queues;
   /// Keys whose delete is on the wire; each timer is cancelled when it completes.
   std::map<std::string, std::shared_ptr<asio::steady_timer>> deleting;
 

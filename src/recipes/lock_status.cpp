@@ -27,7 +27,16 @@ asio::awaitable<std::tuple<error_code, lock_status>> read_status(std::shared_ptr
     if (tec) co_return std::make_tuple(tec, std::move(st));
     ttls.emplace(kv.lease, std::move(t));
   }
+  const std::string reads = prefix + "read/", writes = prefix + "write/";
+  auto is_read = [&](const key_value& kv) { return kv.key.starts_with(reads); };
+  st.read_write = !r.kvs.empty() && std::all_of(r.kvs.begin(), r.kvs.end(), [&](const key_value& kv) {
+    return kv.key.starts_with(reads) || kv.key.starts_with(writes);
+  });
+  // Readers hold together while no writer is older: the run of read keys at the queue's head.
+  bool readers_hold = st.read_write && is_read(r.kvs.front());
   for (auto& kv : r.kvs) {
+    const bool reading = readers_hold && is_read(kv);
+    if (!reading) readers_hold = false;
     lock_entry e;
     e.key = std::move(kv.key);
     e.value = std::move(kv.value);
@@ -39,12 +48,13 @@ asio::awaitable<std::tuple<error_code, lock_status>> read_status(std::shared_ptr
     }
     // "a/b/<lease>" under "a/": a key of the longer name "a/b", queued with "a" all the same.
     auto suffix = std::string_view(e.key).substr(prefix.size());
-    if (auto slash = suffix.rfind('/'); slash != std::string_view::npos) {
+    if (auto slash = suffix.rfind('/'); slash != std::string_view::npos && !st.read_write) {
       e.other_name = prefix + std::string(suffix.substr(0, slash));
       if (std::find(st.nested_names.begin(), st.nested_names.end(), e.other_name) == st.nested_names.end())
         st.nested_names.push_back(e.other_name);
     }
     if (!st.holder) st.holder = std::move(e);
+    else if (reading) st.also_holding.push_back(std::move(e));
     else st.waiters.push_back(std::move(e));
   }
   co_return std::make_tuple(error_code{}, std::move(st));

@@ -5,141 +5,21 @@
 // shared view); unlock passes the lock to the next local caller, or releases the key. When the
 // name's view shows another session waiting, the session releases after a bounded number of
 // further local hand-offs or a bounded time, and queues its remaining callers again behind it.
-#include "queue_ops.hpp"
+#include "mutex_queue.hpp"
 
 #include <coetcd/mutex.hpp>
 
-#include <list>
-
 namespace coetcd::detail {
-
-struct mutex_queue;
-
-struct mutex_state {
-  std::shared_ptr<session_state> session;
-  std::string name;
-  std::string prefix;  // name + "/"
-  std::string key;     // prefix + hex(lease)
-  mutex_options options;
-  std::shared_ptr<mutex_queue> queue;  // set on the strand at first use
-  bool held = false;
-  bool orphaned = false;  // the mutex object is gone: a lock granted now is released at once
-  std::int64_t rev = 0;
-  std::uint64_t sequence = 0;
-  response_header header;
-};
-
-struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
-  enum class key_state { none, acquiring, owned, releasing };
-  using clock = std::chrono::steady_clock;
-  struct waiter {
-    std::uint64_t id;
-    std::shared_ptr<mutex_state> by;
-    bool try_only;
-    bool cancellable;
-    std::shared_ptr<early_cancel> cancel;  // null when nobody can cancel the caller
-    asio::any_completion_handler<void(error_code)> done;
-    clock::time_point since = clock::now();
-  };
-
-  mutex_queue(std::shared_ptr<session_state> s, const mutex_state& m)
-      : session(std::move(s)), name(m.name), prefix(m.prefix), key(m.key),
-        counters(session->impl->telemetry_.lock(name)), linger_timer(session->impl->strand_) {}
-  ~mutex_queue();
-
-  // All on the strand.
-  void lock(std::shared_ptr<mutex_state> by, bool try_only, bool cancellable,
-            std::shared_ptr<early_cancel> cancel, asio::any_completion_handler<void(error_code)> h);
-  void unlock(const std::shared_ptr<mutex_state>& by, asio::any_completion_handler<void(error_code)> h);
-  void start_driver();
-  void spawn_driver();
-  asio::awaitable<void> drive();
-  void acquired(std::int64_t rev, response_header h);
-  void acquire_failed(error_code ec);
-  /// Gives the lock to the first waiter; `unlocked`: the unlock that passed it on, if any;
-  /// `local`: the key was ours already (a hand-off without a round trip).
-  void grant(asio::any_completion_handler<void(error_code)> unlocked = {}, bool local = false);
-  void deliver(waiter w, asio::any_completion_handler<void(error_code)> unlocked);
-  /// The lock is free locally: the next caller, a linger, or a release of the key.
-  void pass_on(asio::any_completion_handler<void(error_code)> h, const mutex_options& options);
-  /// Gives the key up. The state changes now: co_spawn starts the coroutine later, and a lock
-  /// in between must not be granted a key on its way out.
-  void start_release(asio::any_completion_handler<void(error_code)> h) {
-    stop_linger();
-    state = key_state::releasing;
-    asio::co_spawn(session->impl->strand_, release(std::move(h)), asio::detached);
-  }
-  asio::awaitable<void> release(asio::any_completion_handler<void(error_code)> h);
-  bool foreign_waiting() const { return view && view->core().has_other_keys(key); }
-  /// Whether another session's turn has come: one has waited behind our key for
-  /// options.fair_hold or fair_handoffs local hand-offs. Starts that clock when one is first seen.
-  bool yield_due(const mutex_options& options);
-  void start_linger(std::chrono::milliseconds d);
-  void stop_linger();
-  void end_linger();
-  void cancel_waiter(std::uint64_t id);
-  void fail_all(error_code ec);
-  void complete_parting();
-  void ensure_view() {
-    if (!view) view = lock_view_for(session->impl, prefix);
-  }
-  // client::stats() gauges, brought in line after each change of the queue or the holder.
-  void count_waiting() {
-    const auto n = static_cast<std::int64_t>(waiters.size());
-    if (n != counted_waiting) bump(counters->waiting, n - std::exchange(counted_waiting, n));
-  }
-  void count_held() {
-    const bool h = holder != nullptr;
-    if (h != counted_held) bump(counters->held, h ? 1 : -1);
-    counted_held = h;
-  }
-  /// The holder's hold ended because its key is gone.
-  void lost_hold(error_code why, const char* detail) {
-    bump(counters->lost);
-    auto& impl = *session->impl;
-    if (impl.wants_events())
-      impl.emit({.kind = event_kind::lock_lost, .name = name, .key = key, .detail = detail, .error = why,
-                 .lease = session->lease, .revision = rev});
-  }
-
-  std::shared_ptr<session_state> session;
-  std::string name, prefix, key;
-  key_state state = key_state::none;
-  std::int64_t rev = 0;
-  response_header header;
-  std::shared_ptr<lock_view> view;
-  std::shared_ptr<mutex_state> holder;
-  std::uint64_t sequence = 0;
-  std::list<waiter> waiters;  // a list: any_completion_handler must never be move-assigned
-  // Callers that gave up (cancelled, or a try_lock that found the name taken) while the driver
-  // may still leave a key: they complete once it has cleaned up.
-  std::list<std::pair<asio::any_completion_handler<void(error_code)>, error_code>> parting;
-  std::uint64_t next_id = 0;
-  std::optional<clock::time_point> foreign_since;
-  std::size_t handoffs_since_foreign = 0;
-  asio::cancellation_signal driver_cancel;
-  bool driver_cancellable = false;
-  std::shared_ptr<lock_counters> counters;
-  std::int64_t counted_waiting = 0;
-  bool counted_held = false;
-  clock::time_point held_since{};
-  asio::steady_timer linger_timer;
-  bool lingering = false;
-  std::optional<std::uint64_t> linger_listener;
-  std::optional<std::uint64_t> loss_listener;
-};
-
-namespace {
 
 std::shared_ptr<mutex_queue> queue_of(const std::shared_ptr<mutex_state>& m) {
   if (m->queue) return m->queue;
-  auto& slot = m->session->mutex_queues[m->name];
+  auto& slot = m->session->mutex_queues[{m->prefix, m->key}];
   if (auto q = slot.lock()) return m->queue = q;
   auto q = std::make_shared<mutex_queue>(m->session, *m);
   q->loss_listener = m->session->listen([w = std::weak_ptr<mutex_queue>(q)] {
     if (auto q = w.lock()) {
       q->loss_listener.reset();
-      if (q->holder && !q->session->ended) q->lost_hold(q->session->why, "session lost while held");
+      if (q->busy() && !q->session->ended) q->lost_hold(q->session->why, "session lost while held");
       q->stop_linger();
       q->fail_all(error::session_lost);
       if (q->state != mutex_queue::key_state::acquiring) q->complete_parting();  // else the driver does
@@ -149,17 +29,17 @@ std::shared_ptr<mutex_queue> queue_of(const std::shared_ptr<mutex_state>& m) {
   return m->queue = q;
 }
 
-}  // namespace
 
 mutex_queue::~mutex_queue() {
   // The last reference may go on a user's thread (a handler's copy of a mutex's state): the
   // session's and the view's maps are changed on the strand.
   bump(counters->waiting, -counted_waiting);
-  if (counted_held) bump(counters->held, -1);
-  auto forget = [s = session, v = std::move(view), name = name, loss = loss_listener, linger = linger_listener] {
+  bump(counters->held, -counted_held);
+  auto forget = [s = session, v = std::move(view), id = std::pair(prefix, key), loss = loss_listener,
+                 linger = linger_listener] {
     if (loss) s->unlisten(*loss);
     if (linger && v) v->core().unlisten(*linger);
-    if (auto it = s->mutex_queues.find(name); it != s->mutex_queues.end() && it->second.expired())
+    if (auto it = s->mutex_queues.find(id); it != s->mutex_queues.end() && it->second.expired())
       s->mutex_queues.erase(it);
   };
   auto& strand = session->impl->strand_;
@@ -172,7 +52,10 @@ void mutex_queue::lock(std::shared_ptr<mutex_state> by, bool try_only, bool canc
   auto& impl = *session->impl;
   if (impl.closed()) return impl.complete(std::move(h), error::client_closed);
   if (session->lost) return impl.complete(std::move(h), error::session_lost);
-  if (try_only && (holder || !waiters.empty() || (state == key_state::owned && yield_due(by->options))))
+  if (try_only && shared && !(waiters.empty() && (state == key_state::none || may_join())))
+    return impl.complete(std::move(h), error::locked);
+  if (try_only && !shared &&
+      (holder || !waiters.empty() || (state == key_state::owned && yield_due(by->options))))
     return impl.complete(std::move(h), error::locked);
   auto id = next_id++;
   if (cancel && cancel->registered([w = weak_from_this(), id] {
@@ -182,6 +65,13 @@ void mutex_queue::lock(std::shared_ptr<mutex_state> by, bool try_only, bool canc
   const auto options = by->options;
   waiters.push_back(waiter{id, std::move(by), try_only, cancellable, std::move(cancel), std::move(h)});
   count_waiting();
+  if (shared) {
+    // Whether a reader may join a held key depends on the writers queued behind it: watch them.
+    ensure_view();
+    if (may_join()) return grant_all({}, true);
+    if (state == key_state::none) start_driver();
+    return;
+  }
   if (state == key_state::owned && !holder) {  // idle between callers, or lingering
     stop_linger();
     return pass_on({}, options);
@@ -246,8 +136,10 @@ asio::awaitable<void> mutex_queue::drive() {
   if (!view) view = existing_lock_view(s.impl, prefix);
   const auto via = try_id ? nullptr : view;
   const std::string no_value;
+  const std::string no_blockers;
+  const auto& waits_for = shared ? blockers : no_blockers;
   const bool cancellable = co_await can_be_cancelled();
-  auto a = co_await acquire_or_abandon(session, prefix, key, no_value, via, cancellable);
+  auto a = co_await acquire_or_abandon(session, prefix, key, no_value, via, cancellable, waits_for);
   if (a.ec) {
     // The txn may have been applied: remove what it may have made (abandoned: its side task does).
     if (!a.abandoned) co_await release_key(s, key, 0);
@@ -265,7 +157,7 @@ asio::awaitable<void> mutex_queue::drive() {
     error_code ec;
     if (waiters.empty() || co_await cancellation_requested()) ec = asio::error::operation_aborted;
     else if (a.rev == 0) ec = error::session_lost;
-    else ec = co_await wait_turn(s, view, prefix, key, a.rev);
+    else ec = co_await wait_turn(s, view, prefix, key, a.rev, waits_for);
     if (ec) {
       co_await release_key(s, key, a.rev);
       co_return acquire_failed(ec);
@@ -304,7 +196,63 @@ void mutex_queue::acquired(std::int64_t r, response_header h) {
     start_release({});
     return;
   }
+  if (shared) return grant_all();
   grant();
+}
+
+bool mutex_queue::may_join() const {
+  if (state != key_state::owned || !view || view->core().shows_gone(key, rev) ||
+      view->core().may_have_keys_under(blockers))
+    return false;
+  // A writer of this session whose put is still on its way does not show in the view yet.
+  auto w = session->mutex_queues.find({prefix, blockers + "/" + lease_hex(session->lease)});
+  auto writer = w == session->mutex_queues.end() ? nullptr : w->second.lock();
+  return !writer || writer->state == key_state::none || writer->state == key_state::releasing;
+}
+
+void mutex_queue::grant_all(asio::any_completion_handler<void(error_code)> unlocked, bool local) {
+  auto all = std::exchange(waiters, {});
+  count_waiting();
+  auto& impl = *session->impl;
+  const auto now = clock::now();
+  if (holds == 0) held_since = now;
+  for (auto& w : all) {
+    auto& m = *w.by;
+    if (m.orphaned) {  // nobody is left to unlock it
+      impl.complete(std::move(w.done), asio::error::operation_aborted);
+      continue;
+    }
+    ++m.shared_holds;
+    ++holds;
+    m.rev = rev;
+    m.header = header;
+    m.sequence = ++sequence;
+    bump(counters->acquired);
+    if (local) bump(counters->handoffs);
+    counters->record_wait(now - w.since);
+    if (impl.wants_events())
+      impl.emit({.kind = event_kind::lock_acquired, .name = name, .key = key,
+                 .detail = local ? "shared, joined a held read key" : "shared", .lease = session->lease,
+                 .revision = rev, .duration = std::chrono::duration_cast<std::chrono::milliseconds>(now - w.since)});
+    deliver(std::move(w), {});
+  }
+  count_held();
+  if (unlocked) impl.complete(std::move(unlocked), error_code{});
+  if (holds == 0) pass_on({}, mutex_options{});  // every one of them had gone
+}
+
+bool mutex_queue::end_hold(const std::shared_ptr<mutex_state>& by) {
+  if (shared) {
+    if (by->shared_holds == 0) return false;
+    --by->shared_holds;
+    --holds;
+  } else {
+    if (holder != by) return false;
+    by->held = false;
+    holder.reset();
+  }
+  count_held();
+  return true;
 }
 
 void mutex_queue::grant(asio::any_completion_handler<void(error_code)> unlocked, bool local) {
@@ -350,14 +298,19 @@ void mutex_queue::deliver(waiter w, asio::any_completion_handler<void(error_code
     asio::get_associated_cancellation_slot(w.done).clear();
     if (!w.cancel || !w.cancel->emitted()) return std::move(w.done)(error_code{});
     asio::dispatch(self->session->impl->strand_, [self, by = w.by] {
-      if (self->holder == by) {
-        by->held = false;
+      if (self->shared ? by->shared_holds > 0 : self->holder == by) {
+        if (self->shared) {
+          self->end_hold(by);
+          if (self->holds > 0) return;
+        } else {
+          by->held = false;
+        }
         auto& impl = *self->session->impl;
         if (impl.wants_events())
           impl.emit({.kind = event_kind::lock_released, .name = self->name, .key = self->key,
                      .detail = "given back: the caller had stopped waiting", .lease = self->session->lease,
                      .revision = self->rev});
-        self->pass_on({}, by->options);
+        self->pass_on({}, by->options, true);
       }
     });
     std::move(w.done)(make_error_code(asio::error::operation_aborted));
@@ -384,25 +337,28 @@ bool mutex_queue::yield_due(const mutex_options& o) {
 }
 
 void mutex_queue::unlock(const std::shared_ptr<mutex_state>& by, asio::any_completion_handler<void(error_code)> h) {
-  if (holder != by) return session->impl->complete(std::move(h), error::not_locked);
-  by->held = false;
+  if (!end_hold(by)) return session->impl->complete(std::move(h), error::not_locked);
   if (session->lost) {
-    holder.reset();
-    count_held();
-    state = key_state::none;
-    complete_parting();
+    if (!busy()) {
+      state = key_state::none;
+      complete_parting();
+    }
     return session->impl->complete(std::move(h), error::session_lost);
+  }
+  if (busy()) {  // other readers still hold the key
+    const bool gone = view && view->core().shows_gone(key, rev);
+    return session->impl->complete(std::move(h), gone ? make_error_code(error::session_lost) : error_code{});
   }
   const auto options = by->options;
   if (session->impl->wants_events() && !(view && view->core().shows_gone(key, rev)))
     session->impl->emit({.kind = event_kind::lock_released, .name = name, .key = key, .lease = session->lease,
                          .revision = rev,
                          .duration = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - held_since)});
-  pass_on(std::move(h), options);
+  pass_on(std::move(h), options, true);
 }
 
-void mutex_queue::pass_on(asio::any_completion_handler<void(error_code)> h, const mutex_options& options) {
-  const bool was_held = holder != nullptr;
+void mutex_queue::pass_on(asio::any_completion_handler<void(error_code)> h, const mutex_options& options,
+                          bool was_held) {
   holder.reset();
   count_held();
   if (view && view->core().shows_gone(key, rev)) {
@@ -414,6 +370,12 @@ void mutex_queue::pass_on(asio::any_completion_handler<void(error_code)> h, cons
     if (h) session->impl->complete(std::move(h), error::session_lost);
     if (!waiters.empty() && !session->lost) start_driver();
     return;
+  }
+  if (shared) {
+    // Readers still here were held back by a writer queued behind the key: release it, and
+    // they queue again behind that writer.
+    if (!waiters.empty() && may_join()) return grant_all(std::move(h), true);
+    return start_release(std::move(h));
   }
   if (!waiters.empty() && !yield_due(options)) {
     ++handoffs_since_foreign;
@@ -500,6 +462,36 @@ void mutex_queue::end_linger() {
     start_release({});
 }
 
+
+void start_lock(const std::shared_ptr<mutex_state>& m, bool try_only, asio::any_completion_handler<void(error_code)> h) {
+  auto slot = asio::get_associated_cancellation_slot(h);
+  const bool cancellable = slot.is_connected();
+  auto& strand = m->session->impl->strand_;
+  auto cancel = cancellable ? early_cancel::take(slot, strand) : nullptr;
+  asio::dispatch(strand, [m, try_only, cancellable, cancel, h = std::move(h)]() mutable {
+    queue_of(m)->lock(m, try_only, cancellable, std::move(cancel), std::move(h));
+  });
+}
+
+void start_unlock(const std::shared_ptr<mutex_state>& m, asio::any_completion_handler<void(error_code)> h) {
+  asio::dispatch(m->session->impl->strand_, [m, h = std::move(h)]() mutable {
+    if (!m->queue) return m->session->impl->complete(std::move(h), error::not_locked);
+    m->queue->unlock(m, std::move(h));
+  });
+}
+
+void orphan(std::shared_ptr<mutex_state> m) {
+  // On the strand: a lock still held is released in the background so the key does not outlive
+  // its user, and one granted later is released at once.
+  auto& strand = m->session->impl->strand_;
+  asio::dispatch(strand, [m = std::move(m)]() mutable {
+    m->orphaned = true;
+    if (!m->queue) return;
+    if (m->held) m->queue->unlock(m, [](error_code) {});
+    for (auto n = m->shared_holds; n > 0; --n) m->queue->unlock(m, [](error_code) {});
+  });
+}
+
 }  // namespace coetcd::detail
 
 namespace coetcd {
@@ -516,32 +508,16 @@ mutex::mutex(session& s, std::string_view name, mutex_options options)
 }
 
 mutex::~mutex() {
-  if (!state_) return;
-  // On the strand: a lock still held is released in the background so the key does not outlive
-  // its user, and one granted later is released at once.
-  auto& strand = state_->session->impl->strand_;
-  asio::dispatch(strand, [m = std::move(state_)]() mutable {
-    m->orphaned = true;
-    if (m->held && m->queue) m->queue->unlock(m, [](error_code) {});
-  });
+  if (state_) detail::orphan(std::move(state_));
 }
 
 void mutex::start_lock(const std::shared_ptr<detail::mutex_state>& m, bool try_only,
                        asio::any_completion_handler<void(error_code)> h) {
-  auto slot = asio::get_associated_cancellation_slot(h);
-  const bool cancellable = slot.is_connected();
-  auto& strand = m->session->impl->strand_;
-  auto cancel = cancellable ? detail::early_cancel::take(slot, strand) : nullptr;
-  asio::dispatch(strand, [m, try_only, cancellable, cancel, h = std::move(h)]() mutable {
-    detail::queue_of(m)->lock(m, try_only, cancellable, std::move(cancel), std::move(h));
-  });
+  detail::start_lock(m, try_only, std::move(h));
 }
 
 void mutex::start_unlock(const std::shared_ptr<detail::mutex_state>& m, asio::any_completion_handler<void(error_code)> h) {
-  asio::dispatch(m->session->impl->strand_, [m, h = std::move(h)]() mutable {
-    if (!m->queue) return m->session->impl->complete(std::move(h), error::not_locked);
-    m->queue->unlock(m, std::move(h));
-  });
+  detail::start_unlock(m, std::move(h));
 }
 
 void mutex::start_wait_lost(const std::shared_ptr<detail::mutex_state>& m,

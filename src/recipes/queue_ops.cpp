@@ -18,7 +18,8 @@ txn acquire_txn(const session_state& s, const std::string& prefix, const std::st
   return t;
 }
 
-acquire_result acquired(error_code ec, txn_result r, bool read_oldest) {
+// `shared`: the oldest key read is the oldest blocker (a writer), which never is our own key.
+acquire_result acquired(error_code ec, txn_result r, bool read_oldest, bool shared = false) {
   acquire_result out;
   // A revoked lease refuses the put: for a lock or a campaign that is the session being lost.
   out.ec = ec == error::lease_not_found ? make_error_code(error::session_lost) : ec;
@@ -32,7 +33,8 @@ acquire_result acquired(error_code ec, txn_result r, bool read_oldest) {
   }
   if (read_oldest) {
     const auto& oldest = r.responses.at(1).get().kvs;
-    out.owner = out.rev != 0 && (oldest.empty() || oldest.front().create_revision == out.rev);
+    out.owner = out.rev != 0 && (oldest.empty() || (shared ? oldest.front().create_revision > out.rev
+                                                             : oldest.front().create_revision == out.rev));
   }
   out.txn = std::move(r);
   return out;
@@ -46,15 +48,18 @@ asio::awaitable<acquire_result> acquire_queued(lock_view_core& view, txn t) {
 }  // namespace
 
 asio::awaitable<acquire_result> acquire(session_state& s, const std::string& prefix, const std::string& key,
-                                        const std::string& value, lock_view* view) {
+                                        const std::string& value, lock_view* view, const std::string& blockers) {
   if (view) return acquire_queued(view->core(), acquire_txn(s, prefix, key, value, false));
   // Not a coroutine: the caller waits on the batcher directly. A thousand sessions locking at
   // once each had four frames here while their txns queued, most of the client's peak heap. The
   // txn is built when the caller awaits, so the one frame left holds references only.
-  auto initiation = [&s, &prefix, &key, &value](auto h) {
-    s.impl->batcher().submit_txn(acquire_txn(s, prefix, key, value, true), prefix,
-                                 [h = std::move(h)](error_code ec, txn_result r, bool) mutable {
-                                   std::move(h)(acquired(ec, std::move(r), true));
+  // The batcher's queue is always the prefix: a read key and a write key of one name must never
+  // share a create revision.
+  auto initiation = [&s, &prefix, &key, &value, &blockers](auto h) {
+    const bool shared = !blockers.empty();
+    s.impl->batcher().submit_txn(acquire_txn(s, shared ? blockers : prefix, key, value, true), prefix,
+                                 [h = std::move(h), shared](error_code ec, txn_result r, bool) mutable {
+                                   std::move(h)(acquired(ec, std::move(r), true, shared));
                                  });
   };
   return asio::async_initiate<const asio::use_awaitable_t<>, void(acquire_result)>(initiation, asio::use_awaitable);
@@ -70,8 +75,8 @@ struct pending_acquire {
 
 asio::awaitable<void> run_acquire(std::shared_ptr<pending_acquire> p, std::shared_ptr<session_state> s,
                                   std::string prefix, std::string key, std::string value,
-                                  std::shared_ptr<lock_view> view) {
-  auto r = co_await acquire(*s, prefix, key, value, view.get());
+                                  std::shared_ptr<lock_view> view, std::string blockers) {
+  auto r = co_await acquire(*s, prefix, key, value, view.get(), blockers);
   if (p->abandoned) {
     co_await release_key(*s, key, r.ec ? 0 : r.rev);
     co_return;
@@ -82,18 +87,18 @@ asio::awaitable<void> run_acquire(std::shared_ptr<pending_acquire> p, std::share
 
 asio::awaitable<acquire_result> acquire_abandonable(std::shared_ptr<session_state> s, const std::string& prefix,
                                                     const std::string& key, const std::string& value,
-                                                    std::shared_ptr<lock_view> view, bool cancellable) {
+                                                    std::shared_ptr<lock_view> view, bool cancellable,
+                                                    const std::string& blockers) {
   acquire_result out;
   co_await s->wait_deleted(key);
   if (co_await cancellation_requested()) {
     out.ec = asio::error::operation_aborted;
     co_return out;
   }
-  if (!cancellable) co_return co_await acquire(*s, prefix, key, value, view.get());
+  if (!cancellable) co_return co_await acquire(*s, prefix, key, value, view.get(), blockers);
   auto p = std::make_shared<pending_acquire>(pending_acquire{asio::steady_timer(s->impl->strand_), {}, false});
   p->wake.expires_at(asio::steady_timer::time_point::max());
-  asio::co_spawn(s->impl->strand_, run_acquire(p, s, prefix, key, value, view),
-                 asio::detached);
+  asio::co_spawn(s->impl->strand_, run_acquire(p, s, prefix, key, value, view, blockers), asio::detached);
   co_await p->wake.async_wait(as_result);
   if (p->result) {
     out = std::move(*p->result);
@@ -110,11 +115,11 @@ asio::awaitable<acquire_result> acquire_abandonable(std::shared_ptr<session_stat
 asio::awaitable<acquire_result> acquire_or_abandon(const std::shared_ptr<session_state>& s,
                                                    const std::string& prefix, const std::string& key,
                                                    const std::string& value, const std::shared_ptr<lock_view>& view,
-                                                   bool cancellable) {
+                                                   bool cancellable, const std::string& blockers) {
   // Nobody can cancel the caller (its handler has no cancellation slot) and no delete of our key
   // is on the wire: await the txn with no frame or side task of ours in between.
-  if (!cancellable && !s->deleting.contains(key)) return acquire(*s, prefix, key, value, view.get());
-  return acquire_abandonable(s, prefix, key, value, view, cancellable);
+  if (!cancellable && !s->deleting.contains(key)) return acquire(*s, prefix, key, value, view.get(), blockers);
+  return acquire_abandonable(s, prefix, key, value, view, cancellable, blockers);
 }
 
 namespace {
@@ -160,7 +165,7 @@ asio::awaitable<void> release_key(session_state& s, const std::string& key, std:
 }
 
 asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_view>& view, const std::string& prefix,
-                                      const std::string& key, std::int64_t rev) {
+                                      const std::string& key, std::int64_t rev, const std::string& blockers) {
   if (!view) view = lock_view_for(s.impl, prefix);
   struct outcome {
     asio::steady_timer wake;
@@ -177,7 +182,7 @@ asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_vie
   // Arm the timer before registering: add() may decide at once, and a cancel() that comes
   // before the wait starts would be lost.
   o->wake.expires_at(asio::steady_timer::time_point::max());
-  auto id = view->core().add({key, rev, finish});
+  auto id = view->core().add({key, rev, finish, blockers});
   auto lid = s.listen([finish] { finish(error::session_lost); });
   if (!o->done) co_await o->wake.async_wait(as_result);
   view->core().remove(id);

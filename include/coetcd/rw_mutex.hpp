@@ -1,0 +1,114 @@
+#pragma once
+
+#include <coetcd/mutex.hpp>
+
+namespace coetcd {
+
+/// A distributed read-write lock: one writer (async_lock) or any number of readers
+/// (async_lock_shared) at a time, across coroutines, mutex objects, sessions and processes.
+///
+/// On etcd it is laid out as Go's recipe.RWMutex (etcd's contrib/recipes), so a Go service using
+/// that recipe and a coetcd service on the same name exclude each other: a reader's key is
+/// `name + "/read/" + lease id in hex`, a writer's `name + "/write/" + lease id in hex`, both
+/// under the session's lease. A writer waits until no key under `name + "/"` is older than its
+/// own; a reader waits until no key under `name + "/write"` is older. So the queue is FIFO by
+/// create revision: a writer is never starved by readers that come after it, and readers that
+/// queued together hold together. (Go names its keys by UnixNano; it only compares revisions.)
+///
+/// Within a session, callers share keys: the readers of one session hold on one read key (a
+/// reader arriving while the key is held joins it at once, with no RPC, unless a writer waits
+/// behind the key: then it queues behind that writer, as a reader of another process would);
+/// its writers queue locally behind one write key and hand it over as coetcd::mutex does (see
+/// mutex_options for when they yield to waiting readers and writers of other sessions).
+///
+/// Not upgradable or downgradable: a caller holding it shared that asks for it exclusively
+/// (or the reverse) waits for ever, as with Go's recipe and std::shared_mutex.
+///
+/// Like coetcd::mutex: any number of operations may be pending on one object; the session
+/// must outlive it; initiating functions and the destructor may be called from any thread;
+/// accessors read what the strand last wrote. An object may hold the lock shared several times
+/// (each async_lock_shared needs its async_unlock_shared).
+class rw_mutex {
+ public:
+  /// Throws boost::system::system_error(error::empty_key) for an empty name.
+  rw_mutex(session& s, std::string_view name, mutex_options options = {});
+  rw_mutex(rw_mutex&&) noexcept = default;
+  ~rw_mutex();
+
+  /// Waits until this caller holds the lock exclusively. Handler: void(error_code). Errors,
+  /// cancellation: as mutex::async_lock.
+  template <class CompletionToken = asio::deferred_t>
+  auto async_lock(CompletionToken&& token = {}) {
+    return start(token, write_, op::lock);
+  }
+  /// Takes the lock exclusively if nobody holds or waits for it, without waiting.
+  /// Handler: void(error_code): error::locked otherwise (no key is left behind).
+  template <class CompletionToken = asio::deferred_t>
+  auto async_try_lock(CompletionToken&& token = {}) {
+    return start(token, write_, op::try_lock);
+  }
+  /// Releases an exclusive hold. Handler: void(error_code). Errors: as mutex::async_unlock.
+  template <class CompletionToken = asio::deferred_t>
+  auto async_unlock(CompletionToken&& token = {}) {
+    return start(token, write_, op::unlock);
+  }
+
+  /// Waits until this caller holds the lock shared: no writer holds it or queued before it.
+  /// Handler: void(error_code). Errors, cancellation: as mutex::async_lock.
+  template <class CompletionToken = asio::deferred_t>
+  auto async_lock_shared(CompletionToken&& token = {}) {
+    return start(token, read_, op::lock);
+  }
+  /// Takes the lock shared if no writer holds it or waits for it, without waiting.
+  /// Handler: void(error_code): error::locked otherwise (no key is left behind).
+  template <class CompletionToken = asio::deferred_t>
+  auto async_try_lock_shared(CompletionToken&& token = {}) {
+    return start(token, read_, op::try_lock);
+  }
+  /// Releases one shared hold of this object. When it was the session's last reader, the read
+  /// key is deleted and the handler runs after the delete's outcome. Handler: void(error_code).
+  /// Errors: error::not_locked (this object holds it shared no more), error::session_lost,
+  /// transport errors (the delete is then retried in the background, as mutex::async_unlock).
+  template <class CompletionToken = asio::deferred_t>
+  auto async_unlock_shared(CompletionToken&& token = {}) {
+    return start(token, read_, op::unlock);
+  }
+
+  /// Completes when the session is lost (or closed): holds cannot be trusted from then on.
+  /// Handler: void(error_code why).
+  template <class CompletionToken = asio::deferred_t>
+  auto async_wait_lost(CompletionToken&& token = {}) {
+    return start(token, write_, op::wait_lost);
+  }
+
+  using executor_type = asio::any_io_executor;
+  executor_type get_executor() const noexcept;
+  /// The lock's name, e.g. "config".
+  const std::string& name() const noexcept;
+  /// Our keys: name + "/write/" + hex(lease) and name + "/read/" + hex(lease).
+  const std::string& write_key() const noexcept;
+  const std::string& read_key() const noexcept;
+  /// Held exclusively through this object.
+  bool held() const noexcept;
+  /// Shared holds of this object not yet unlocked.
+  int shared_holds() const noexcept;
+  /// While held exclusively: the write key's create revision; else while held shared: the read
+  /// key's; else 0. Increasing along the queue, so storage can reject writes with an older token
+  /// (readers holding together share theirs).
+  std::int64_t fencing_token() const noexcept;
+  /// A compare that holds only while our key (the write key when held exclusively, else the read
+  /// key) is still the one that gave us the lock; never holds when not held.
+  compare is_owner() const;
+
+ private:
+  enum class op { lock, try_lock, unlock, wait_lost };
+  template <class CompletionToken>
+  auto start(CompletionToken& token, const std::shared_ptr<detail::mutex_state>& side, op o) {
+    return detail::initiate<void(error_code)>(
+        token, [side, o](asio::any_completion_handler<void(error_code)> h) { run(side, o, std::move(h)); });
+  }
+  static void run(const std::shared_ptr<detail::mutex_state>&, op, asio::any_completion_handler<void(error_code)>);
+  std::shared_ptr<detail::mutex_state> write_, read_;
+};
+
+}  // namespace coetcd

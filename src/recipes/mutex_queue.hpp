@@ -1,0 +1,157 @@
+// The local queue of one session on one lock key, shared by coetcd::mutex and both sides of
+// coetcd::rw_mutex (see mutex.cpp for how it works). Internal to the recipes.
+#pragma once
+
+#include "queue_ops.hpp"
+
+#include <coetcd/mutex.hpp>
+
+#include <list>
+#include <optional>
+
+namespace coetcd::detail {
+
+struct mutex_queue;
+
+struct mutex_state {
+  std::shared_ptr<session_state> session;
+  std::string name;
+  std::string prefix;  // name + "/"
+  std::string key;     // prefix + hex(lease); rw_mutex: prefix + "read/" or "write/" + hex(lease)
+  mutex_options options;
+  /// The read side of an rw_mutex: every caller waiting when the key's turn comes holds at once,
+  /// and only older keys under `blockers` (name + "/write") go first.
+  bool shared = false;
+  std::string blockers;
+  std::shared_ptr<mutex_queue> queue;  // set on the strand at first use
+  bool held = false;
+  int shared_holds = 0;  // shared: holds through this object not yet unlocked
+  bool orphaned = false;  // the mutex object is gone: a lock granted now is released at once
+  std::int64_t rev = 0;
+  std::uint64_t sequence = 0;
+  response_header header;
+};
+
+struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
+  enum class key_state { none, acquiring, owned, releasing };
+  using clock = std::chrono::steady_clock;
+  struct waiter {
+    std::uint64_t id;
+    std::shared_ptr<mutex_state> by;
+    bool try_only;
+    bool cancellable;
+    std::shared_ptr<early_cancel> cancel;  // null when nobody can cancel the caller
+    asio::any_completion_handler<void(error_code)> done;
+    clock::time_point since = clock::now();
+  };
+
+  mutex_queue(std::shared_ptr<session_state> s, const mutex_state& m)
+      : session(std::move(s)), name(m.name), prefix(m.prefix), key(m.key), shared(m.shared), blockers(m.blockers),
+        counters(session->impl->telemetry_.lock(name)), linger_timer(session->impl->strand_) {}
+  ~mutex_queue();
+
+  // All on the strand.
+  void lock(std::shared_ptr<mutex_state> by, bool try_only, bool cancellable,
+            std::shared_ptr<early_cancel> cancel, asio::any_completion_handler<void(error_code)> h);
+  void unlock(const std::shared_ptr<mutex_state>& by, asio::any_completion_handler<void(error_code)> h);
+  void start_driver();
+  void spawn_driver();
+  asio::awaitable<void> drive();
+  void acquired(std::int64_t rev, response_header h);
+  void acquire_failed(error_code ec);
+  /// Gives the lock to the first waiter; `unlocked`: the unlock that passed it on, if any;
+  /// `local`: the key was ours already (a hand-off without a round trip).
+  void grant(asio::any_completion_handler<void(error_code)> unlocked = {}, bool local = false);
+  /// shared: every waiter holds at once.
+  void grant_all(asio::any_completion_handler<void(error_code)> unlocked = {}, bool local = false);
+  /// shared: whether a reader arriving now may hold on our key at once. Only while no writer
+  /// waits (anywhere, as the view shows, or locally on its way to etcd): a stream of readers
+  /// joining a held read key would starve the writer queued behind it.
+  bool may_join() const;
+  bool busy() const { return shared ? holds > 0 : holder != nullptr; }
+  /// The hold of `by` ends (unlock or give-back): true when it was a hold.
+  bool end_hold(const std::shared_ptr<mutex_state>& by);
+  void deliver(waiter w, asio::any_completion_handler<void(error_code)> unlocked);
+  /// The lock is free locally: the next caller, a linger, or a release of the key. `was_held`:
+  /// a hold has just ended (a vanished key is then reported as a lost hold).
+  void pass_on(asio::any_completion_handler<void(error_code)> h, const mutex_options& options,
+               bool was_held = false);
+  /// Gives the key up. The state changes now: co_spawn starts the coroutine later, and a lock
+  /// in between must not be granted a key on its way out.
+  void start_release(asio::any_completion_handler<void(error_code)> h) {
+    stop_linger();
+    state = key_state::releasing;
+    asio::co_spawn(session->impl->strand_, release(std::move(h)), asio::detached);
+  }
+  asio::awaitable<void> release(asio::any_completion_handler<void(error_code)> h);
+  bool foreign_waiting() const { return view && view->core().has_other_keys(key); }
+  /// Whether another session's turn has come: one has waited behind our key for
+  /// options.fair_hold or fair_handoffs local hand-offs. Starts that clock when one is first seen.
+  bool yield_due(const mutex_options& options);
+  void start_linger(std::chrono::milliseconds d);
+  void stop_linger();
+  void end_linger();
+  void cancel_waiter(std::uint64_t id);
+  void fail_all(error_code ec);
+  void complete_parting();
+  void ensure_view() {
+    if (!view) view = lock_view_for(session->impl, prefix);
+  }
+  // client::stats() gauges, brought in line after each change of the queue or the holder.
+  void count_waiting() {
+    const auto n = static_cast<std::int64_t>(waiters.size());
+    if (n != counted_waiting) bump(counters->waiting, n - std::exchange(counted_waiting, n));
+  }
+  void count_held() {
+    const std::int64_t h = shared ? static_cast<std::int64_t>(holds) : holder != nullptr;
+    if (h != counted_held) bump(counters->held, h - std::exchange(counted_held, h));
+  }
+  /// The holder's hold ended because its key is gone.
+  void lost_hold(error_code why, const char* detail) {
+    bump(counters->lost);
+    auto& impl = *session->impl;
+    if (impl.wants_events())
+      impl.emit({.kind = event_kind::lock_lost, .name = name, .key = key, .detail = detail, .error = why,
+                 .lease = session->lease, .revision = rev});
+  }
+
+  std::shared_ptr<session_state> session;
+  std::string name, prefix, key;
+  key_state state = key_state::none;
+  std::int64_t rev = 0;
+  response_header header;
+  std::shared_ptr<lock_view> view;
+  const bool shared;
+  const std::string blockers;
+  std::shared_ptr<mutex_state> holder;  // exclusive
+  std::size_t holds = 0;                // shared: holds not yet unlocked
+  std::uint64_t sequence = 0;
+  std::list<waiter> waiters;  // a list: any_completion_handler must never be move-assigned
+  // Callers that gave up (cancelled, or a try_lock that found the name taken) while the driver
+  // may still leave a key: they complete once it has cleaned up.
+  std::list<std::pair<asio::any_completion_handler<void(error_code)>, error_code>> parting;
+  std::uint64_t next_id = 0;
+  std::optional<clock::time_point> foreign_since;
+  std::size_t handoffs_since_foreign = 0;
+  asio::cancellation_signal driver_cancel;
+  bool driver_cancellable = false;
+  std::shared_ptr<lock_counters> counters;
+  std::int64_t counted_waiting = 0;
+  std::int64_t counted_held = 0;
+  clock::time_point held_since{};
+  asio::steady_timer linger_timer;
+  bool lingering = false;
+  std::optional<std::uint64_t> linger_listener;
+  std::optional<std::uint64_t> loss_listener;
+};
+
+/// The session's queue for `m`'s key, created on first use. On strand.
+std::shared_ptr<mutex_queue> queue_of(const std::shared_ptr<mutex_state>& m);
+
+// The bodies of the initiating functions of mutex and rw_mutex; any thread.
+void start_lock(const std::shared_ptr<mutex_state>& m, bool try_only, asio::any_completion_handler<void(error_code)> h);
+void start_unlock(const std::shared_ptr<mutex_state>& m, asio::any_completion_handler<void(error_code)> h);
+/// The object holding `m` is gone: its holds are released in the background, later grants at once.
+void orphan(std::shared_ptr<mutex_state> m);
+
+}  // namespace coetcd::detail

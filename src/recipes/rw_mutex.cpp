@@ -1,0 +1,66 @@
+// rw_mutex is two of mutex's local queues on one name, told apart by their keys as Go's
+// recipe.RWMutex lays them out: the write side is an exclusive queue whose turn comes when its key
+// is the oldest under name + "/"; the read side is a shared queue whose turn comes when no key
+// under name + "/write" is older, and whose waiters all hold at once (see mutex_queue.hpp).
+#include "mutex_queue.hpp"
+
+#include <coetcd/rw_mutex.hpp>
+
+namespace coetcd {
+
+namespace {
+
+std::shared_ptr<detail::mutex_state> side(session& s, std::string_view name, std::string_view kind,
+                                          const mutex_options& options) {
+  auto m = std::make_shared<detail::mutex_state>();
+  m->session = s.state();
+  m->name = std::string(name);
+  m->prefix = m->name + "/";
+  m->key = m->prefix + std::string(kind) + "/" + detail::lease_hex(s.lease());
+  m->options = options;
+  m->shared = kind == "read";
+  if (m->shared) m->blockers = m->prefix + "write";
+  return m;
+}
+
+}  // namespace
+
+rw_mutex::rw_mutex(session& s, std::string_view name, mutex_options options) {
+  if (name.empty()) throw boost::system::system_error(make_error_code(error::empty_key), "coetcd: rw_mutex name");
+  if (!s.state()) throw boost::system::system_error(make_error_code(error::session_lost), "coetcd: rw_mutex session");
+  write_ = side(s, name, "write", options);
+  read_ = side(s, name, "read", options);
+}
+
+rw_mutex::~rw_mutex() {
+  if (write_) detail::orphan(std::move(write_));
+  if (read_) detail::orphan(std::move(read_));
+}
+
+void rw_mutex::run(const std::shared_ptr<detail::mutex_state>& m, op o, asio::any_completion_handler<void(error_code)> h) {
+  switch (o) {
+    case op::lock: return detail::start_lock(m, false, std::move(h));
+    case op::try_lock: return detail::start_lock(m, true, std::move(h));
+    case op::unlock: return detail::start_unlock(m, std::move(h));
+    case op::wait_lost: return detail::wait_session_lost(m->session, std::move(h));
+  }
+}
+
+rw_mutex::executor_type rw_mutex::get_executor() const noexcept {
+  return write_ ? write_->session->impl->io_ex_ : executor_type();
+}
+const std::string& rw_mutex::name() const noexcept { return write_->name; }
+const std::string& rw_mutex::write_key() const noexcept { return write_->key; }
+const std::string& rw_mutex::read_key() const noexcept { return read_->key; }
+bool rw_mutex::held() const noexcept { return write_->held; }
+int rw_mutex::shared_holds() const noexcept { return read_->shared_holds; }
+std::int64_t rw_mutex::fencing_token() const noexcept {
+  return write_->held ? write_->rev : read_->shared_holds > 0 ? read_->rev : 0;
+}
+compare rw_mutex::is_owner() const {
+  if (write_->held) return compare::create_revision(write_->key) == write_->rev;
+  if (read_->shared_holds > 0) return compare::create_revision(read_->key) == read_->rev;
+  return compare::create_revision(write_->key) == -1;  // no key has it: never holds
+}
+
+}  // namespace coetcd

@@ -1,0 +1,439 @@
+// The read-write lock against a real etcd: who may hold together, FIFO without writer starvation,
+// local readers on one key, try, cancellation, session loss, with_lock, and interop with etcd's
+// Go recipe.RWMutex (a helper built from Debian's etcd sources, when Go is installed).
+#define BOOST_TEST_MODULE coetcd_rw_mutex
+#include "support/child_process.hpp"
+#include "support/fixture.hpp"
+
+#include <coetcd/lock_status.hpp>
+#include <coetcd/rw_mutex.hpp>
+#include <coetcd/with_lock.hpp>
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+
+#include <memory>
+#include <regex>
+#include <vector>
+
+using namespace coetcd;
+using namespace coetcd::test;
+using namespace std::chrono_literals;
+using namespace boost::asio::experimental::awaitable_operators;
+
+BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
+
+namespace {
+
+/// Who is inside one name's critical section, as its holders report it (one event loop, so the
+/// counts are exact).
+struct checker {
+  int readers = 0, writers = 0;
+  int max_readers = 0;
+  int violations = 0;  // a writer with anyone inside, or a reader with a writer inside
+  int reads = 0, writes = 0, errors = 0, finished = 0;
+  void enter(bool write) {
+    if (write) {
+      if (readers || writers) ++violations;
+      ++writers;
+    } else {
+      if (writers) ++violations;
+      max_readers = std::max(max_readers, ++readers);
+    }
+  }
+  void leave(bool write) { --(write ? writers : readers); }
+};
+
+template <class Token = asio::use_awaitable_t<>>
+auto take(rw_mutex& m, bool write, Token token = {}) {
+  return write ? m.async_lock(token) : m.async_lock_shared(token);
+}
+
+/// The state of an operation started with a callback.
+using outcome = std::shared_ptr<std::optional<error_code>>;
+outcome started() { return std::make_shared<std::optional<error_code>>(); }
+auto record(outcome o) {
+  return [o](error_code ec) { *o = ec; };
+}
+asio::awaitable<bool> settled(outcome o, std::chrono::milliseconds limit = 5s) {
+  // Named first: g++ 12 destroys a by-value capture written inside a co_await expression twice.
+  std::function<bool()> done = [o] { return o->has_value(); };
+  co_return co_await eventually(std::move(done), limit);
+}
+
+}  // namespace
+
+// Keys as Go's recipe.RWMutex lays them out, under the session's lease; none left after unlock.
+BOOST_AUTO_TEST_CASE(keys_are_laid_out_as_gos_recipe) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    rw_mutex m(s, "rw-layout");
+    BOOST_TEST(m.write_key() == "rw-layout/write/" + hex(s.lease()));
+    BOOST_TEST(m.read_key() == "rw-layout/read/" + hex(s.lease()));
+    co_await m.async_lock_shared(use_awaitable);
+    BOOST_TEST(m.shared_holds() == 1);
+    BOOST_TEST(!m.held());
+    auto r = co_await c.async_get(m.read_key(), use_awaitable);
+    BOOST_TEST_REQUIRE(r.kvs.size() == 1u);
+    BOOST_TEST(r.kvs[0].lease == s.lease());
+    BOOST_TEST(m.fencing_token() == r.kvs[0].create_revision);
+    auto fenced = co_await c.async_txn(txn().when(m.is_owner()).then(txn_op::put("rw-layout-data", "r")), use_awaitable);
+    BOOST_TEST(fenced.succeeded);
+    co_await m.async_unlock_shared(use_awaitable);
+    BOOST_TEST(m.shared_holds() == 0);
+    BOOST_TEST(m.fencing_token() == 0);
+    BOOST_TEST(co_await count_keys(c, "rw-layout/") == 0);
+    co_await m.async_lock(use_awaitable);
+    BOOST_TEST(m.held());
+    auto w = co_await c.async_get(m.write_key(), use_awaitable);
+    BOOST_TEST_REQUIRE(w.kvs.size() == 1u);
+    BOOST_TEST(m.fencing_token() == w.kvs[0].create_revision);
+    auto [e] = co_await m.async_unlock_shared(asio::as_tuple(use_awaitable));
+    BOOST_TEST(e == error::not_locked);
+    co_await m.async_unlock(use_awaitable);
+    auto stale = co_await c.async_txn(txn().when(m.is_owner()).then(txn_op::put("rw-layout-data", "w")), use_awaitable);
+    BOOST_TEST(!stale.succeeded);
+    auto [e2] = co_await m.async_unlock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(e2 == error::not_locked);
+    co_await c.async_delete("rw-layout-data", use_awaitable);
+    co_await expect_no_keys(c, "rw-layout");
+    BOOST_CHECK_THROW(rw_mutex(s, ""), boost::system::system_error);
+  }(c));
+}
+
+// 3 clients x 8 sessions, a quarter of them writers, each taking the lock 8 times: a writer
+// never holds with anyone, readers do hold together, and every fenced write of a writer lands.
+BOOST_AUTO_TEST_CASE(writers_exclude_everyone_and_readers_share) {
+  asio::io_context ioc;
+  client c1(ioc, options_for(server())), c2(ioc, options_for(server())), c3(ioc, options_for(server()));
+  auto st = std::make_shared<checker>();
+  constexpr int workers = 24, rounds = 8;
+  auto worker = [](client& c, std::shared_ptr<checker> st, bool write) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    rw_mutex m(s, "rw-check");
+    for (int i = 0; i < rounds; ++i) {
+      auto [ec] = co_await take(m, write, asio::as_tuple(use_awaitable));
+      if (ec) {
+        ++st->errors;
+        continue;
+      }
+      st->enter(write);
+      if (write) {
+        auto r = co_await c.async_get("rw-check-counter", use_awaitable);
+        int n = r.kvs.empty() ? 0 : std::stoi(r.kvs[0].value);
+        auto w = co_await c.async_txn(
+            txn().when(m.is_owner()).then(txn_op::put("rw-check-counter", std::to_string(n + 1))), use_awaitable);
+        if (w.succeeded) ++st->writes;
+      } else {
+        ++st->reads;
+        co_await sleep_for(3ms);
+      }
+      st->leave(write);
+      if (write) co_await m.async_unlock(use_awaitable);
+      else co_await m.async_unlock_shared(use_awaitable);
+    }
+    co_await s.async_close(use_awaitable);
+    ++st->finished;
+  };
+  run_for(ioc, [](client& c1, client& c2, client& c3, std::shared_ptr<checker> st, auto worker) -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    client* clients[] = {&c1, &c2, &c3};
+    for (int w = 0; w < workers; ++w) asio::co_spawn(ex, worker(*clients[w % 3], st, w % 4 == 0), asio::detached);
+    while (st->finished < workers) co_await sleep_for(20ms);
+    auto r = co_await c1.async_get("rw-check-counter", use_awaitable);
+    BOOST_TEST_REQUIRE(r.kvs.size() == 1u);
+    BOOST_TEST(std::stoi(r.kvs[0].value) == workers / 4 * rounds);
+    co_await c1.async_delete("rw-check-counter", use_awaitable);
+    co_await expect_no_keys(c1, "rw-check");
+  }(c1, c2, c3, st, worker), 120s);
+  BOOST_TEST(st->errors == 0);
+  BOOST_TEST(st->violations == 0);
+  BOOST_TEST(st->writes == workers / 4 * rounds);
+  BOOST_TEST(st->reads == workers * 3 / 4 * rounds);
+  BOOST_TEST(st->max_readers > 1);  // readers did hold together
+}
+
+// Twenty readers of one session, an object each: they hold together on the session's one read
+// key, and the ones that come while it is held join without an RPC.
+BOOST_AUTO_TEST_CASE(readers_of_one_session_share_one_key) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    std::vector<std::unique_ptr<rw_mutex>> readers;
+    for (int i = 0; i < 20; ++i) readers.push_back(std::make_unique<rw_mutex>(s, "rw-local"));
+    co_await readers[0]->async_lock_shared(use_awaitable);
+    const auto txns = server().grpc_handled("Txn");
+    for (int i = 1; i < 20; ++i) co_await readers[i]->async_lock_shared(use_awaitable);
+    BOOST_TEST(server().grpc_handled("Txn") == txns);  // joined locally
+    for (auto& r : readers) BOOST_TEST(r->shared_holds() == 1);
+    BOOST_TEST(co_await count_keys(c, "rw-local/") == 1);
+    // One object may hold it shared more than once.
+    co_await readers[0]->async_lock_shared(use_awaitable);
+    BOOST_TEST(readers[0]->shared_holds() == 2);
+    for (auto& r : readers) co_await r->async_unlock_shared(use_awaitable);
+    BOOST_TEST(co_await count_keys(c, "rw-local/") == 1);  // readers[0] still holds once
+    co_await readers[0]->async_unlock_shared(use_awaitable);
+    co_await expect_no_keys(c, "rw-local");
+  }(c));
+}
+
+// FIFO: a writer queued behind a held read key holds back every reader that comes after it, of
+// another session and of the holder's own session, until it has had its turn.
+BOOST_AUTO_TEST_CASE(a_waiting_writer_holds_back_later_readers) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto sa = co_await session::async_create(c, use_awaitable);
+    auto sb = co_await session::async_create(c, use_awaitable);
+    auto sc = co_await session::async_create(c, use_awaitable);
+    rw_mutex first(sa, "rw-fifo"), same_session(sa, "rw-fifo"), writer(sb, "rw-fifo"), other(sc, "rw-fifo");
+    co_await first.async_lock_shared(use_awaitable);
+    auto w = started();
+    writer.async_lock(record(w));
+    // The writer's key is in the queue when the later readers come.
+    for (int i = 0; i < 200 && co_await count_keys(c, "rw-fifo/write/") == 0; ++i) co_await sleep_for(5ms);
+    co_await sleep_for(100ms);  // the view has seen it
+    auto r1 = started(), r2 = started();
+    same_session.async_lock_shared(record(r1));
+    other.async_lock_shared(record(r2));
+    co_await sleep_for(300ms);
+    BOOST_TEST(!w->has_value());
+    BOOST_TEST(!r1->has_value());  // not joined: the writer came first
+    BOOST_TEST(!r2->has_value());
+    co_await first.async_unlock_shared(use_awaitable);
+    BOOST_TEST_REQUIRE(co_await settled(w));
+    BOOST_TEST(!**w);
+    BOOST_TEST(writer.held());
+    co_await sleep_for(100ms);
+    BOOST_TEST(!r1->has_value());
+    BOOST_TEST(!r2->has_value());
+    co_await writer.async_unlock(use_awaitable);
+    BOOST_TEST_REQUIRE(co_await settled(r1));
+    BOOST_TEST_REQUIRE(co_await settled(r2));
+    BOOST_TEST(!**r1);
+    BOOST_TEST(!**r2);
+    BOOST_TEST(same_session.shared_holds() == 1);
+    BOOST_TEST(other.shared_holds() == 1);
+    co_await same_session.async_unlock_shared(use_awaitable);
+    co_await other.async_unlock_shared(use_awaitable);
+    co_await expect_no_keys(c, "rw-fifo");
+  }(c));
+}
+
+// try_lock / try_lock_shared take it only when they would not wait, and leave no key otherwise.
+BOOST_AUTO_TEST_CASE(try_variants_never_wait_and_leave_no_key) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto sa = co_await session::async_create(c, use_awaitable);
+    auto sb = co_await session::async_create(c, use_awaitable);
+    rw_mutex a(sa, "rw-try"), b(sb, "rw-try"), a2(sa, "rw-try");
+    co_await a.async_lock_shared(use_awaitable);
+    co_await b.async_try_lock_shared(use_awaitable);  // readers share
+    co_await a2.async_try_lock_shared(use_awaitable);  // and join locally
+    // async_lock_status knows the layout: both read keys hold.
+    auto st = co_await async_lock_status(c, "rw-try", use_awaitable);
+    BOOST_TEST(st.read_write);
+    BOOST_TEST_REQUIRE(st.holder.has_value());
+    BOOST_TEST(st.also_holding.size() == 1u);
+    BOOST_TEST(st.waiters.empty());
+    BOOST_TEST(st.nested_names.empty());
+    auto [e1] = co_await b.async_try_lock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(e1 == error::locked, e1.message());
+    BOOST_TEST(co_await count_keys(c, "rw-try/write/") == 0);
+    co_await a.async_unlock_shared(use_awaitable);
+    co_await a2.async_unlock_shared(use_awaitable);
+    co_await b.async_unlock_shared(use_awaitable);
+    co_await b.async_try_lock(use_awaitable);
+    BOOST_TEST(b.held());
+    auto [e2] = co_await a.async_try_lock_shared(asio::as_tuple(use_awaitable));
+    BOOST_TEST(e2 == error::locked, e2.message());
+    auto [e3] = co_await a.async_try_lock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(e3 == error::locked, e3.message());
+    BOOST_TEST(co_await count_keys(c, "rw-try/") == 1);
+    co_await b.async_unlock(use_awaitable);
+    co_await expect_no_keys(c, "rw-try");
+  }(c));
+}
+
+// A reader behind a writer and a writer behind a reader, each its session's only caller,
+// cancelled at every delay from 0 to 6 ms: when the handler has run the key is gone (or goes as
+// soon as a put still on the wire completes), and the lock still works.
+BOOST_AUTO_TEST_CASE(cancelled_at_every_delay_leaves_no_key) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto sh = co_await session::async_create(c, use_awaitable);
+    auto sw = co_await session::async_create(c, use_awaitable);
+    rw_mutex holder(sh, "rw-cancel"), waiter(sw, "rw-cancel");
+    for (bool hold_write : {true, false}) {
+      co_await take(holder, hold_write);
+      for (int d = 0; d <= 6; ++d) {
+        auto r = co_await (take(waiter, !hold_write) || sleep_for(std::chrono::milliseconds(d)));
+        BOOST_TEST(r.index() == 1u);
+        BOOST_TEST(!waiter.held());
+        BOOST_TEST(waiter.shared_holds() == 0);
+        auto left = co_await count_keys(c, "rw-cancel/");
+        for (int i = 0; i < 100 && left != 1; ++i) {
+          co_await sleep_for(10ms);
+          left = co_await count_keys(c, "rw-cancel/");
+        }
+        BOOST_TEST(left == 1, "delay " << d << " ms, holder " << (hold_write ? "writer" : "reader"));
+      }
+      if (hold_write) co_await holder.async_unlock(use_awaitable);
+      else co_await holder.async_unlock_shared(use_awaitable);
+    }
+    co_await take(waiter, true);  // still usable
+    co_await waiter.async_unlock(use_awaitable);
+    co_await expect_no_keys(c, "rw-cancel");
+  }(c));
+}
+
+// A holder whose lease is revoked is told, and the writer behind it gets its turn; a reader
+// waiting behind that writer whose session is closed fails with session_lost.
+BOOST_AUTO_TEST_CASE(session_loss_while_holding_and_while_waiting) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    // A short TTL: a revoked lease is noticed at the next renewal, a third of the TTL at most.
+    auto sa = co_await session::async_create(c, session_options{.ttl = 3s}, use_awaitable);
+    auto sb = co_await session::async_create(c, use_awaitable);
+    auto sc = co_await session::async_create(c, use_awaitable);
+    rw_mutex reader(sa, "rw-loss"), writer(sb, "rw-loss"), late(sc, "rw-loss");
+    co_await reader.async_lock_shared(use_awaitable);
+    auto w = started();
+    writer.async_lock(record(w));
+    co_await sleep_for(200ms);
+    auto lost = started();
+    reader.async_wait_lost(record(lost));
+    auto rev = etcdctl(server(), "lease revoke " + hex(sa.lease()));
+    BOOST_TEST_REQUIRE(rev.exit_code == 0, rev.output);
+    BOOST_TEST_REQUIRE(co_await settled(lost));
+    BOOST_TEST(**lost == error::lease_not_found, (*lost)->message());
+    BOOST_TEST_REQUIRE(co_await settled(w));
+    BOOST_TEST(!**w, (*w)->message());
+    BOOST_TEST(writer.held());
+    auto [ul] = co_await reader.async_unlock_shared(asio::as_tuple(use_awaitable));
+    BOOST_TEST(ul == error::session_lost, ul.message());
+    auto l = started();
+    late.async_lock_shared(record(l));
+    co_await sleep_for(200ms);
+    BOOST_TEST(!l->has_value());
+    co_await sc.async_close(use_awaitable);
+    BOOST_TEST_REQUIRE(co_await settled(l));
+    BOOST_TEST(**l == error::session_lost, (*l)->message());
+    co_await writer.async_unlock(use_awaitable);
+    co_await expect_no_keys(c, "rw-loss");
+  }(c));
+}
+
+// with_lock and with_shared_lock hold the right side, return what the body returns and
+// always release.
+BOOST_AUTO_TEST_CASE(with_lock_and_with_shared_lock) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    rw_mutex m(s, "rw-with");
+    auto read_body = [&m]() -> asio::awaitable<int> { co_return m.shared_holds(); };
+    BOOST_TEST(co_await with_shared_lock(m, std::move(read_body)) == 1);
+    auto write_body = [&m]() -> asio::awaitable<bool> { co_return m.held(); };
+    BOOST_TEST(co_await with_lock(m, std::move(write_body)));
+    auto throwing = []() -> asio::awaitable<void> {
+      throw std::runtime_error("body failed");
+      co_return;
+    };
+    BOOST_CHECK_THROW(co_await with_shared_lock(m, std::move(throwing)), std::runtime_error);
+    BOOST_TEST(m.shared_holds() == 0);
+    BOOST_TEST(!m.held());
+    co_await expect_no_keys(c, "rw-with");
+  }(c));
+}
+
+#ifdef COETCD_GO_RWLOCK_PATH
+// Go's recipe.RWMutex (two reader processes, one writer process) and coetcd readers and writers
+// on one name: every hold is checked in etcd by an atomic txn (a writer enters only when no
+// marker exists, a reader only when no writer's does), so an overlap would be seen by whoever
+// entered second. None is; and readers of both kinds hold together.
+BOOST_AUTO_TEST_CASE(go_recipe_rwmutex_and_coetcd_exclude_each_other) {
+  auto go = [](const std::string& role, const std::string& id) {
+    return std::make_unique<child_process>(std::string(COETCD_GO_RWLOCK_PATH) + " -endpoints " + server().endpoint() +
+                                           " -name rw-go -role " + role + " -id " + id + " -rounds 25 -hold 5ms");
+  };
+  auto go_r1 = go("read", "go-r1"), go_r2 = go("read", "go-r2"), go_w = go("write", "go-w");
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  struct tally {
+    int violations = 0, overlaps_with_go = 0, holds = 0, finished = 0;
+  };
+  auto t = std::make_shared<tally>();
+  auto worker = [](client& c, std::shared_ptr<tally> t, bool write, std::string id) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    rw_mutex m(s, "rw-go");
+    const std::string writer = "rw-go-check/writer", readers = "rw-go-check/reader/", mine = readers + id;
+    for (int i = 0; i < 25; ++i) {
+      co_await take(m, write);
+      if (write) {
+        auto r = co_await c.async_txn(txn()
+                                          .when(compare::version(writer) == 0)
+                                          .when(compare::version(readers).prefix() == 0)
+                                          .then(txn_op::put(writer, id)),
+                                      use_awaitable);
+        if (!r.succeeded) ++t->violations;
+        co_await sleep_for(5ms);
+        if (r.succeeded) co_await c.async_delete(writer, use_awaitable);
+        co_await m.async_unlock(use_awaitable);
+      } else {
+        auto r = co_await c.async_txn(txn()
+                                          .when(compare::version(writer) == 0)
+                                          .then(txn_op::put(mine, id))
+                                          .then(txn_op::get(readers, get_options{.prefix = true})),
+                                      use_awaitable);
+        if (!r.succeeded) ++t->violations;
+        else
+          for (const auto& kv : r.responses.at(1).get().kvs)
+            if (kv.value.starts_with("go-")) ++t->overlaps_with_go;
+        co_await sleep_for(5ms);
+        if (r.succeeded) co_await c.async_delete(mine, use_awaitable);
+        co_await m.async_unlock_shared(use_awaitable);
+      }
+      ++t->holds;
+    }
+    co_await s.async_close(use_awaitable);
+    ++t->finished;
+  };
+  run_for(ioc, [](client& c, std::shared_ptr<tally> t, auto worker) -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    const char* ids[] = {"c-r1", "c-r2", "c-r3", "c-w1", "c-w2"};
+    for (int i = 0; i < 5; ++i) asio::co_spawn(ex, worker(c, t, i >= 3, ids[i]), asio::detached);
+    while (t->finished < 5) co_await sleep_for(20ms);
+  }(c, t, worker), 120s);
+  int go_violations = 0, go_overlaps = 0;
+  for (auto* p : {go_r1.get(), go_r2.get(), go_w.get()}) {
+    auto code = p->wait(60s);
+    BOOST_TEST_REQUIRE(code.has_value(), "the Go helper did not finish");
+    BOOST_TEST(*code == 0, p->output());
+    std::smatch m;
+    const auto out = p->output();
+    BOOST_TEST_REQUIRE(std::regex_search(out, m, std::regex(R"(holds (\d+) violations (\d+) overlaps (\d+))")), out);
+    BOOST_TEST(std::stoi(m[1]) == 25);
+    go_violations += std::stoi(m[2]);
+    go_overlaps += std::stoi(m[3]);
+  }
+  BOOST_TEST(t->holds == 5 * 25);
+  BOOST_TEST(t->violations == 0);
+  BOOST_TEST(go_violations == 0);
+  BOOST_TEST(t->overlaps_with_go + go_overlaps > 0, "no reader ever held together with another");
+  BOOST_TEST(t->overlaps_with_go > 0, "no coetcd reader held together with a Go reader");
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    co_await expect_no_keys(c, "rw-go");
+    co_await expect_no_keys(c, "rw-go-check");
+  }(c));
+}
+#else
+BOOST_AUTO_TEST_CASE(go_recipe_rwmutex_and_coetcd_exclude_each_other) {
+  BOOST_TEST_MESSAGE("skipped: Go (golang-go) is not installed, so the recipe.RWMutex helper was not built");
+}
+#endif
