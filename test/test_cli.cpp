@@ -112,6 +112,50 @@ BOOST_AUTO_TEST_CASE(coetcd_lock_and_etcdctl_lock_exclude_each_other) {
   BOOST_TEST(keys_under("cli-x/") == 0);
 }
 
+// rlock holders share, wlock waits for them (--try exits 3, --timeout 4) and runs once they are
+// gone; rlock --try is refused while a wlock holds.
+BOOST_AUTO_TEST_CASE(rlock_holders_share_and_wlock_waits_for_them) {
+  child_process r1(cli("rlock cli-rw"));
+  BOOST_TEST_REQUIRE(r1.wait_for_output("cli-rw/read/", 10s), r1.output());
+  auto r2 = run_command(cli("rlock --try cli-rw -- sh -c 'echo \"key=$ETCD_LOCK_KEY rev=$ETCD_LOCK_REV\"; exit 6'"));
+  BOOST_TEST(r2.exit_code == 6, r2.output);  // held together with r1; the command's exit code
+  BOOST_TEST(r2.output.find("key=cli-rw/read/") != std::string::npos, r2.output);
+  auto tried = run_command(cli("wlock --try cli-rw -- true"));
+  BOOST_TEST(tried.exit_code == 3, tried.output);
+  BOOST_TEST(tried.output.find("wlock: 'cli-rw' is held by another session") != std::string::npos, tried.output);
+  auto waited = run_command(cli("wlock --timeout 1 cli-rw -- true"));
+  BOOST_TEST(waited.exit_code == 4, waited.output);
+  BOOST_TEST(keys_under("cli-rw/") == 1);  // only r1's key
+  child_process w(cli("wlock cli-rw -- sh -c 'echo writing $ETCD_LOCK_KEY; sleep 1'"));
+  for (int i = 0; i < 500 && keys_under("cli-rw/write/") == 0; ++i) std::this_thread::sleep_for(20ms);
+  BOOST_TEST_REQUIRE(keys_under("cli-rw/write/") == 1, w.output());
+  std::this_thread::sleep_for(300ms);
+  BOOST_TEST(w.output().find("writing") == std::string::npos, w.output());  // still waiting for r1
+  child_process r3(cli("rlock cli-rw"));  // behind the writer: waits too
+  for (int i = 0; i < 500 && keys_under("cli-rw/") < 3; ++i) std::this_thread::sleep_for(20ms);
+  auto status = run_command(cli("lock --status cli-rw"));
+  BOOST_TEST(status.exit_code == 0, status.output);
+  BOOST_TEST(status.output.find("warning") == std::string::npos, status.output);  // not nested names
+  static const std::regex rw_shape("holder    cli-rw/read/[0-9a-f]+ .*\n"
+                                   "waiter 1  cli-rw/write/[0-9a-f]+ .*\n"
+                                   "waiter 2  cli-rw/read/[0-9a-f]+ ");
+  BOOST_TEST(std::regex_search(status.output, rw_shape), status.output);
+  auto json = run_command(cli("lock --status --json cli-rw"));
+  BOOST_TEST(json.output.find("\"read_write\":true,\"also_holding\":[]") != std::string::npos, json.output);
+  r1.signal(SIGTERM);
+  BOOST_TEST_REQUIRE(r1.wait(10s).has_value());
+  BOOST_TEST_REQUIRE(w.wait_for_output("writing cli-rw/write/", 10s), w.output());
+  auto blocked = run_command(cli("rlock --try cli-rw -- true"));
+  BOOST_TEST(blocked.exit_code == 3, blocked.output);
+  auto code = w.wait(10s);
+  BOOST_TEST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 0, w.output());
+  BOOST_TEST_REQUIRE(r3.wait_for_output("cli-rw/read/", 10s), r3.output());  // its turn after the writer
+  r3.signal(SIGTERM);
+  BOOST_TEST(r3.wait(10s).value_or(-1) == 0);
+  BOOST_TEST(keys_under("cli-rw/") == 0);
+}
+
 BOOST_AUTO_TEST_CASE(losing_the_lock_stops_the_command_and_exits_5) {
   child_process holder(cli("lock --ttl 3 cli-lost -- sh -c 'trap \"echo got-term; exit 0\" TERM; sleep 30 & wait'"));
   BOOST_TEST_REQUIRE(holder.wait_for_output("cli-lost/", 10s), holder.output());
@@ -168,7 +212,7 @@ BOOST_AUTO_TEST_CASE(bad_command_lines_are_usage_errors) {
                  bad_case{"lock", "usage: coetcd lock NAME"}, bad_case{"put onlykey", "usage: coetcd put KEY VALUE"},
                  bad_case{"lock n --try --timeout 1", "--try and --timeout"}, bad_case{"lock n --ttl 0", "--ttl"},
                  bad_case{"get k --cert c.pem", "--cert and --key"}, bad_case{"get k --nosuchflag", "nosuchflag"},
-                 bad_case{"get k -- echo", "only lock runs a command"}}) {
+                 bad_case{"get k -- echo", "only lock, rlock and wlock run a command"}}) {
     auto r = run_command(cli(c.args));
     BOOST_TEST(r.exit_code == 2, c.args << ": " << r.output);
     BOOST_TEST(r.output.find(c.says) != std::string::npos, c.args << ": " << r.output);

@@ -50,6 +50,8 @@ const char* const help_text = R"(coetcd: distributed locks, elections and keys o
 Usage:
   coetcd [flags] lock NAME [-- COMMAND [ARGS...]]
   coetcd [flags] lock --status NAME [--json]
+  coetcd [flags] rlock NAME [-- COMMAND [ARGS...]]
+  coetcd [flags] wlock NAME [-- COMMAND [ARGS...]]
   coetcd [flags] elect NAME PROPOSAL
   coetcd [flags] elect --listen NAME
   coetcd [flags] get KEY [--prefix]
@@ -65,6 +67,11 @@ lock       Waits for the lock and prints its key (NAME/<lease hex>, as `etcdctl 
            --status prints who holds NAME (key, lease, TTL left, fencing token) and who waits, in
            queue order, for locks and elections of coetcd, Go and etcdctl alike; exits 0 also
            when nobody holds it. --json prints the same as one JSON object.
+rlock      As lock, holding the read-write lock NAME shared (Go's recipe.RWMutex RLock layout:
+           NAME/read/<lease hex>): any number of rlock holders at once, none while a wlock holds
+           or waits ahead of it. Same flags, environment and exit codes as lock.
+wlock      As lock, holding the read-write lock NAME exclusively (NAME/write/<lease hex>): waits
+           for every older rlock and wlock holder.
 elect      Campaigns with PROPOSAL; once leader prints the proposal key and value, leads until
            SIGINT/SIGTERM, then resigns. --listen prints each new leader's key and value.
 get/put/del/watch
@@ -183,12 +190,14 @@ cli parse(int argc, char** argv) {
   auto want = [&](std::size_t n, const char* shape) {
     if (c.args.size() != n) die(usage, "usage: coetcd " + c.command + " " + shape);
   };
+  const bool locks = c.command == "lock" || c.command == "rlock" || c.command == "wlock";
   if (c.command == "lock") c.status ? want(1, "--status NAME [--json]") : want(1, "NAME [-- COMMAND ARGS...]");
+  else if (locks) want(1, "NAME [-- COMMAND ARGS...]");
   else if (c.command == "elect") c.listen ? want(1, "--listen NAME") : want(2, "NAME PROPOSAL");
   else if (c.command == "get" || c.command == "del" || c.command == "watch") want(1, "KEY [--prefix]");
   else if (c.command == "put") want(2, "KEY VALUE");
-  else die(usage, "unknown command '" + c.command + "' (lock, elect, get, put, del, watch)");
-  if (!c.exec.empty() && c.command != "lock") die(usage, "only lock runs a command after --");
+  else die(usage, "unknown command '" + c.command + "' (lock, rlock, wlock, elect, get, put, del, watch)");
+  if (!c.exec.empty() && !locks) die(usage, "only lock, rlock and wlock run a command after --");
   if (c.status && (c.command != "lock" || !c.exec.empty() || c.try_only || c.timeout > 0))
     die(usage, "--status goes with lock NAME alone (no command, --try or --timeout)");
   if (c.json && !c.status) die(usage, "--json goes with lock --status");
@@ -241,13 +250,42 @@ struct app {
     co_return std::move(s);
   }
 
+  // One side of a read-write lock, as the lock commands drive a coetcd::mutex.
+  template <bool Shared>
+  struct rw_side {
+    coetcd::rw_mutex& m;
+    template <class T>
+    auto async_lock(T&& t) {
+      if constexpr (Shared) return m.async_lock_shared(std::forward<T>(t));
+      else return m.async_lock(std::forward<T>(t));
+    }
+    template <class T>
+    auto async_try_lock(T&& t) {
+      if constexpr (Shared) return m.async_try_lock_shared(std::forward<T>(t));
+      else return m.async_try_lock(std::forward<T>(t));
+    }
+    template <class T>
+    auto async_unlock(T&& t) {
+      if constexpr (Shared) return m.async_unlock_shared(std::forward<T>(t));
+      else return m.async_unlock(std::forward<T>(t));
+    }
+    template <class T>
+    auto async_wait_lost(T&& t) {
+      return m.async_wait_lost(std::forward<T>(t));
+    }
+    const std::string& key() const { return Shared ? m.read_key() : m.write_key(); }
+    std::int64_t fencing_token() const { return m.fencing_token(); }
+  };
+
   // Waits for the lock, honouring --try, --timeout and SIGINT/SIGTERM (which abandon the wait;
   // our waiting key is deleted before we exit).
-  asio::awaitable<void> acquire(coetcd::mutex& m) {
+  template <class Lock>
+  asio::awaitable<void> acquire(Lock& m) {
     const auto& name = args.args[0];
+    const auto& cmd = args.command;
     if (args.try_only) {
       auto [ec] = co_await m.async_try_lock(as_result);
-      if (ec == coetcd::error::locked) die(held, "lock: '" + name + "' is held by another session");
+      if (ec == coetcd::error::locked) die(held, cmd + ": '" + name + "' is held by another session");
       if (ec) fail(failed, "cannot lock '" + name + "'", ec);
       co_return;
     }
@@ -255,8 +293,8 @@ struct app {
     if (args.timeout > 0) limit.expires_after(std::chrono::milliseconds(static_cast<long>(args.timeout * 1000)));
     else limit.expires_at(asio::steady_timer::time_point::max());
     auto r = co_await (m.async_lock(as_result) || limit.async_wait(as_result) || wait_stop_signal());
-    if (r.index() == 1) die(timed_out, "lock: gave up waiting for '" + name + "' after " + std::to_string(args.timeout) + " s");
-    if (r.index() == 2) die(130, "lock: interrupted while waiting for '" + name + "'");
+    if (r.index() == 1) die(timed_out, cmd + ": gave up waiting for '" + name + "' after " + std::to_string(args.timeout) + " s");
+    if (r.index() == 2) die(130, cmd + ": interrupted while waiting for '" + name + "'");
     if (auto [ec] = std::get<0>(r); ec) fail(failed, "cannot lock '" + name + "'", ec);
   }
 
@@ -303,7 +341,10 @@ struct app {
                    n.c_str(), name.c_str(), name.c_str());
     if (args.json) {
       std::string out = "{\"name\":" + json_string(name) + ",\"revision\":" + std::to_string(st.revision) +
-                        ",\"holder\":" + (st.holder ? entry_json(*st.holder) : "null") + ",\"waiters\":[";
+                        ",\"holder\":" + (st.holder ? entry_json(*st.holder) : "null") +
+                        ",\"read_write\":" + (st.read_write ? "true" : "false") + ",\"also_holding\":[";
+      for (std::size_t i = 0; i < st.also_holding.size(); ++i) out += (i ? "," : "") + entry_json(st.also_holding[i]);
+      out += "],\"waiters\":[";
       for (std::size_t i = 0; i < st.waiters.size(); ++i) out += (i ? "," : "") + entry_json(st.waiters[i]);
       out += "],\"nested_names\":[";
       for (std::size_t i = 0; i < st.nested_names.size(); ++i) out += (i ? "," : "") + json_string(st.nested_names[i]);
@@ -317,6 +358,7 @@ struct app {
     std::printf("'%s' at revision %lld\nholder    %s  fencing token %lld\n", name.c_str(),
                 static_cast<long long>(st.revision), entry_text(*st.holder).c_str(),
                 static_cast<long long>(st.holder->create_revision));
+    for (const auto& e : st.also_holding) std::printf("holder    %s  (reading too)\n", entry_text(e).c_str());
     for (std::size_t i = 0; i < st.waiters.size(); ++i)
       std::printf("waiter %-2zu %s\n", i + 1, entry_text(st.waiters[i]).c_str());
   }
@@ -324,37 +366,55 @@ struct app {
   asio::awaitable<void> lock() {
     if (args.status) co_return co_await status();
     auto s = co_await open_session();
-    coetcd::mutex m(s, args.args[0]);
+    if (args.command == "lock") {
+      coetcd::mutex m(s, args.args[0]);
+      co_await hold(m);
+    } else {
+      coetcd::rw_mutex rw(s, args.args[0]);
+      if (args.command == "rlock") {
+        rw_side<true> side{rw};
+        co_await hold(side);
+      } else {
+        rw_side<false> side{rw};
+        co_await hold(side);
+      }
+    }
+    co_await s.async_close(as_result);
+  }
+
+  // Takes the lock, then holds it until a signal or runs the command under it, and releases it.
+  template <class Lock>
+  asio::awaitable<void> hold(Lock& m) {
     co_await acquire(m);
     std::printf("%s\n", m.key().c_str());
     std::fflush(stdout);
     if (args.exec.empty()) {
       auto r = co_await (wait_stop_signal() || m.async_wait_lost(as_result));
-      if (r.index() == 1) die(lost, "lock: lost '" + m.key() + "': " + std::get<0>(std::get<1>(r)).message());
+      if (r.index() == 1) die(lost, args.command + ": lost '" + m.key() + "': " + std::get<0>(std::get<1>(r)).message());
     } else {
       exit = co_await run_locked(m);
       if (exit == lost) co_return;  // the lease is gone; nothing to release
     }
     auto [uec] = co_await m.async_unlock(as_result);
     if (uec && exit == ok) fail(failed, "cannot release '" + m.key() + "'", uec);
-    co_await s.async_close(as_result);
   }
 
   // Runs the command with the lock's key and fencing token in its environment and waits for it,
   // forwarding SIGINT/SIGTERM; if the lock is lost first, stops it and reports the loss.
-  asio::awaitable<int> run_locked(coetcd::mutex& m) {
+  template <class Lock>
+  asio::awaitable<int> run_locked(Lock& m) {
     asio::signal_set child_exit(ioc, SIGCHLD);  // before fork, so the exit cannot be missed
     std::vector<char*> argv;
     for (auto& a : args.exec) argv.push_back(a.data());
     argv.push_back(nullptr);
     auto rev = std::to_string(m.fencing_token());
     pid_t pid = ::fork();
-    if (pid < 0) die(failed, "lock: cannot start '" + args.exec[0] + "': fork failed");
+    if (pid < 0) die(failed, args.command + ": cannot start '" + args.exec[0] + "': fork failed");
     if (pid == 0) {
       ::setenv("ETCD_LOCK_KEY", m.key().c_str(), 1);
       ::setenv("ETCD_LOCK_REV", rev.c_str(), 1);
       ::execvp(argv[0], argv.data());
-      std::fprintf(stderr, "coetcd: lock: cannot run '%s': %s\n", argv[0], std::strerror(errno));
+      std::fprintf(stderr, "coetcd: %s: cannot run '%s': %s\n", args.command.c_str(), argv[0], std::strerror(errno));
       ::_exit(127);
     }
     auto reap = [&]() -> asio::awaitable<int> {
@@ -372,8 +432,8 @@ struct app {
         ::kill(pid, std::get<2>(r));  // pass the user's signal on, keep waiting for the command
         continue;
       }
-      std::fprintf(stderr, "coetcd: lock: lost '%s' (%s) while '%s' ran; sending it SIGTERM\n", m.key().c_str(),
-                   std::get<0>(std::get<1>(r)).message().c_str(), args.exec[0].c_str());
+      std::fprintf(stderr, "coetcd: %s: lost '%s' (%s) while '%s' ran; sending it SIGTERM\n", args.command.c_str(),
+                   m.key().c_str(), std::get<0>(std::get<1>(r)).message().c_str(), args.exec[0].c_str());
       ::kill(pid, SIGTERM);
       co_await reap();
       co_return lost;
@@ -445,7 +505,7 @@ struct app {
   }
 
   asio::awaitable<void> run() {
-    if (args.command == "lock") co_await lock();
+    if (args.command == "lock" || args.command == "rlock" || args.command == "wlock") co_await lock();
     else if (args.command == "elect") co_await elect();
     else co_await kv();
   }
