@@ -11,6 +11,7 @@
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
+#include <map>
 #include <memory>
 #include <regex>
 #include <vector>
@@ -176,6 +177,52 @@ BOOST_AUTO_TEST_CASE(readers_of_one_session_share_one_key) {
     BOOST_TEST(co_await count_keys(c, "rw-local/") == 1);  // readers[0] still holds once
     co_await readers[0]->async_unlock_shared(use_awaitable);
     co_await expect_no_keys(c, "rw-local");
+  }(c));
+}
+
+// Readers of 20 sessions and writers of 4 asking at once: read keys may share a create revision
+// (their puts leave in one txn, and they hold together anyway), a write key never shares one.
+BOOST_AUTO_TEST_CASE(read_keys_may_share_a_revision_write_keys_never) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    std::vector<session> sessions;
+    for (int i = 0; i < 24; ++i) sessions.push_back(co_await session::async_create(c, use_awaitable));
+    std::vector<std::unique_ptr<rw_mutex>> locks;
+    for (auto& s : sessions) locks.push_back(std::make_unique<rw_mutex>(s, "rw-revs"));
+    // A writer holds first, so everyone else queues behind it and is in etcd at once.
+    co_await locks[0]->async_lock(use_awaitable);
+    int granted = 0;
+    for (int i = 1; i < 24; ++i) {
+      auto count = [&granted](error_code ec) { granted += !ec; };
+      if (i % 6 == 0) locks[i]->async_lock(count);
+      else locks[i]->async_lock_shared(count);
+    }
+    for (int i = 0; i < 500 && co_await count_keys(c, "rw-revs/") < 24; ++i) co_await sleep_for(5ms);
+    auto r = co_await c.async_get("rw-revs/", get_options{.prefix = true}, use_awaitable);
+    BOOST_TEST_REQUIRE(r.kvs.size() == 24u);
+    std::map<std::int64_t, std::vector<std::string>> by_rev;
+    for (const auto& kv : r.kvs) by_rev[kv.create_revision].push_back(kv.key);
+    bool shared_one = false;
+    for (const auto& [rev, keys] : by_rev) {
+      if (keys.size() > 1) shared_one = true;
+      for (const auto& k : keys)
+        BOOST_TEST((keys.size() == 1 || k.starts_with("rw-revs/read/")), k << " shares revision " << rev);
+    }
+    BOOST_TEST(shared_one);  // batching did put read keys together
+    co_await locks[0]->async_unlock(use_awaitable);
+    while (granted < 23) {
+      co_await sleep_for(5ms);
+      for (auto& l : locks) {
+        if (l->held()) co_await l->async_unlock(use_awaitable);
+        while (l->shared_holds() > 0) co_await l->async_unlock_shared(use_awaitable);
+      }
+    }
+    for (auto& l : locks) {
+      if (l->held()) co_await l->async_unlock(use_awaitable);
+      while (l->shared_holds() > 0) co_await l->async_unlock_shared(use_awaitable);
+    }
+    co_await expect_no_keys(c, "rw-revs");
   }(c));
 }
 

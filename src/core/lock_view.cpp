@@ -211,9 +211,9 @@ void lock_view_core::fail_all(error_code ec) {
   for (auto& [id, fn] : std::exchange(listeners_, {})) fn(ec);
 }
 
-auto lock_view_core::enqueue(txn t) -> asio::awaitable<txn_outcome> {
+auto lock_view_core::enqueue(txn t, bool shared) -> asio::awaitable<txn_outcome> {
   auto self = shared_from_this();
-  if (!stopped_ && (!waiters_.empty() || !holding_.empty())) {
+  if (!shared && !stopped_ && (!waiters_.empty() || !holding_.empty())) {
     auto p = std::make_shared<parked_txn>(
         parked_txn{std::move(t), asio::steady_timer(client_->strand_, park_limit), false, false, {}, {}});
     parked_.push_back(p);
@@ -227,7 +227,7 @@ auto lock_view_core::enqueue(txn t) -> asio::awaitable<txn_outcome> {
     if (co_await cancellation_requested()) co_return txn_outcome{asio::error::operation_aborted, {}};
     t = std::move(p->t);
   }
-  co_return co_await batched_txn(client_, std::move(t), prefix_);
+  co_return co_await batched_txn(client_, std::move(t), write_queue(prefix_, shared));
 }
 
 auto lock_view_core::release(const std::string& key, std::shared_ptr<bool> resent)

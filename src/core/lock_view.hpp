@@ -60,7 +60,9 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   /// is about to release, it waits up to `park_limit` to ride on that release's txn: etcd
   /// fsyncs a proposal that arrives alone by itself, so a re-queue sent on its own next to the
   /// hand-off's delete makes every hand-off cost two commits instead of one.
-  asio::awaitable<txn_outcome> enqueue(txn t);
+  /// `shared`: the txn puts a read key of an rw_mutex (see write_queue); it does not park, as
+  /// readers leave and come back in groups and one rider per release would queue them up.
+  asio::awaitable<txn_outcome> enqueue(txn t, bool shared = false);
   /// Deletes a local holder's `key`, in one txn with a parked enqueue if there is one.
   /// Completes with whether the key was there to delete; `resent` as for batched_txn.
   asio::awaitable<std::tuple<error_code, bool>> release(const std::string& key, std::shared_ptr<bool> resent);

@@ -5,6 +5,8 @@
 
 #include <boost/asio/post.hpp>
 
+#include <map>
+
 namespace coetcd::detail {
 namespace {
 
@@ -40,7 +42,7 @@ bool caused_by_one_op(error_code ec) {
 
 }  // namespace
 
-void txn_batcher::submit(std::vector<txn_op> ops, std::string queue, asio::any_completion_handler<void(outcome)> done) {
+void txn_batcher::submit(std::vector<txn_op> ops, write_queue queue, asio::any_completion_handler<void(outcome)> done) {
   if (client_.closed()) return fail(std::move(done));
   item it{std::move(ops), std::move(queue), {}, std::move(done), false};
   for (const auto& op : it.ops)
@@ -79,15 +81,17 @@ void txn_batcher::flush() {
     std::size_t ops = 0;
     // Keys and queues used by the batch or by an item passed over: a later item touching one
     // waits too, so writes to one key leave in the order they came.
-    std::set<std::string> keys, queues;
+    std::set<std::string> keys;
+    std::map<std::string, bool> queues;  // prefix -> an exclusive write claimed it
     auto touches = [&](const item& i) {
-      if (!i.queue.empty() && queues.count(i.queue)) return true;
+      if (!i.queue.prefix.empty())
+        if (auto q = queues.find(i.queue.prefix); q != queues.end() && (q->second || !i.queue.shared)) return true;
       for (const auto& k : i.keys)
         if (keys.count(k)) return true;
       return false;
     };
     auto claim = [&](const item& i) {
-      if (!i.queue.empty()) queues.insert(i.queue);
+      if (!i.queue.prefix.empty()) queues[i.queue.prefix] |= !i.queue.shared;
       keys.insert(i.keys.begin(), i.keys.end());
     };
     for (auto it = waiting_.begin(); it != waiting_.end() && ops < max_ops;) {
@@ -194,10 +198,10 @@ void txn_batcher::finish(std::vector<item>& batch, error_code ec, txn_result r, 
   schedule();
 }
 
-asio::awaitable<txn_batcher::outcome> batched_write(const std::shared_ptr<client_impl>& c, std::vector<txn_op> ops, std::string queue,
+asio::awaitable<txn_batcher::outcome> batched_write(const std::shared_ptr<client_impl>& c, std::vector<txn_op> ops, write_queue queue,
                                                     std::shared_ptr<bool> resent) {
   // Named, not a temporary in the co_await: g++ 12.2 would destroy its shared_ptr twice.
-  auto initiation = [impl = c](auto h, std::vector<txn_op> ops, std::string queue) {
+  auto initiation = [impl = c](auto h, std::vector<txn_op> ops, write_queue queue) {
     impl->batcher().submit(std::move(ops), std::move(queue), std::move(h));
   };
   auto out = co_await asio::async_initiate<const asio::use_awaitable_t<>, void(txn_batcher::outcome)>(
@@ -206,10 +210,10 @@ asio::awaitable<txn_batcher::outcome> batched_write(const std::shared_ptr<client
   co_return out;
 }
 
-asio::awaitable<std::tuple<error_code, txn_result>> batched_txn(const std::shared_ptr<client_impl>& c, txn t, std::string queue,
+asio::awaitable<std::tuple<error_code, txn_result>> batched_txn(const std::shared_ptr<client_impl>& c, txn t, write_queue queue,
                                                                 std::shared_ptr<bool> resent) {
   // Not a coroutine: the caller waits on the batcher with no frame of ours in between.
-  auto initiation = [impl = c, resent = std::move(resent)](auto h, txn t, std::string queue) {
+  auto initiation = [impl = c, resent = std::move(resent)](auto h, txn t, write_queue queue) {
     impl->batcher().submit_txn(std::move(t), std::move(queue),
                                [h = std::move(h), resent](error_code ec, txn_result r, bool was_resent) mutable {
                                  if (resent && was_resent) *resent = true;

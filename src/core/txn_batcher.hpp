@@ -17,6 +17,17 @@
 
 namespace coetcd::detail {
 
+/// Where a write may create a lock or election key (see txn_batcher::submit): the name's
+/// prefix, or empty for writes that create none. `shared`: keys that may share a create
+/// revision with each other (the read keys of an rw_mutex, which hold together anyway), but
+/// never with a key of an exclusive write of the same prefix.
+struct write_queue {
+  std::string prefix;
+  bool shared = false;
+  write_queue() = default;
+  write_queue(std::string p, bool s = false) : prefix(std::move(p)), shared(s) {}
+};
+
 class txn_batcher : public std::enable_shared_from_this<txn_batcher> {
  public:
   struct outcome {
@@ -34,11 +45,12 @@ class txn_batcher : public std::enable_shared_from_this<txn_batcher> {
   /// shows as a delay, not an error. `queue`: the prefix under which the ops may create a lock
   /// or election key, or empty. Two such keys created by one txn would share a create revision,
   /// and both would count as the oldest, so a batch holds one write per queue, and one per key.
+  /// A shared write may join a batch with other shared writes of its queue.
   /// Not cancellable: `done` always gets the outcome. On strand.
-  void submit(std::vector<txn_op> ops, std::string queue, asio::any_completion_handler<void(outcome)> done);
+  void submit(std::vector<txn_op> ops, write_queue queue, asio::any_completion_handler<void(outcome)> done);
   /// submit() of one txn: `done(error_code, txn_result, bool resent)` with the txn's own result.
   template <class Done>
-  void submit_txn(txn t, std::string queue, Done done) {
+  void submit_txn(txn t, write_queue queue, Done done) {
     std::vector<txn_op> ops;
     ops.push_back(txn_op::nested(std::move(t)));
     submit(std::move(ops), std::move(queue), [done = std::move(done)](outcome o) mutable {
@@ -62,7 +74,7 @@ class txn_batcher : public std::enable_shared_from_this<txn_batcher> {
  private:
   struct item {
     std::vector<txn_op> ops;
-    std::string queue;
+    write_queue queue;
     std::vector<std::string> keys;  // every key the ops may write
     asio::any_completion_handler<void(outcome)> done;
     bool alone = false;  // sent by itself: it writes a range, or its batch failed as a whole
@@ -88,14 +100,14 @@ class txn_batcher : public std::enable_shared_from_this<txn_batcher> {
 
 /// One txn through the client's batcher (same effect applied twice, as for submit). `resent`,
 /// when given, is set if it was sent more than once.
-asio::awaitable<std::tuple<error_code, txn_result>> batched_txn(const std::shared_ptr<client_impl>& c, txn t, std::string queue,
+asio::awaitable<std::tuple<error_code, txn_result>> batched_txn(const std::shared_ptr<client_impl>& c, txn t, write_queue queue,
                                                                 std::shared_ptr<bool> resent = {});
 /// One delete of a key of our own through the batcher: completes with whether the key was there.
 /// Only for keys nothing else re-creates while the delete is in flight.
 asio::awaitable<std::tuple<error_code, bool>> batched_delete(const std::shared_ptr<client_impl>& c, std::string key,
                                                              std::shared_ptr<bool> resent = {});
 /// Several ops through the batcher, applied at one revision. `resent` as for batched_txn.
-asio::awaitable<txn_batcher::outcome> batched_write(const std::shared_ptr<client_impl>& c, std::vector<txn_op> ops, std::string queue,
+asio::awaitable<txn_batcher::outcome> batched_write(const std::shared_ptr<client_impl>& c, std::vector<txn_op> ops, write_queue queue,
                                                     std::shared_ptr<bool> resent = {});
 
 }  // namespace coetcd::detail

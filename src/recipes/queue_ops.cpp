@@ -40,8 +40,8 @@ acquire_result acquired(error_code ec, txn_result r, bool read_oldest, bool shar
   return out;
 }
 
-asio::awaitable<acquire_result> acquire_queued(lock_view_core& view, txn t) {
-  auto [ec, r] = co_await view.enqueue(std::move(t));
+asio::awaitable<acquire_result> acquire_queued(lock_view_core& view, txn t, bool shared) {
+  auto [ec, r] = co_await view.enqueue(std::move(t), shared);
   co_return acquired(ec, std::move(r), false);
 }
 
@@ -49,15 +49,15 @@ asio::awaitable<acquire_result> acquire_queued(lock_view_core& view, txn t) {
 
 asio::awaitable<acquire_result> acquire(session_state& s, const std::string& prefix, const std::string& key,
                                         const std::string& value, lock_view* view, const std::string& blockers) {
-  if (view) return acquire_queued(view->core(), acquire_txn(s, prefix, key, value, false));
+  if (view) return acquire_queued(view->core(), acquire_txn(s, prefix, key, value, false), !blockers.empty());
   // Not a coroutine: the caller waits on the batcher directly. A thousand sessions locking at
   // once each had four frames here while their txns queued, most of the client's peak heap. The
   // txn is built when the caller awaits, so the one frame left holds references only.
   // The batcher's queue is always the prefix: a read key and a write key of one name must never
-  // share a create revision.
+  // share a create revision (read keys may: they hold together).
   auto initiation = [&s, &prefix, &key, &value, &blockers](auto h) {
     const bool shared = !blockers.empty();
-    s.impl->batcher().submit_txn(acquire_txn(s, shared ? blockers : prefix, key, value, true), prefix,
+    s.impl->batcher().submit_txn(acquire_txn(s, shared ? blockers : prefix, key, value, true), write_queue(prefix, shared),
                                  [h = std::move(h), shared](error_code ec, txn_result r, bool) mutable {
                                    std::move(h)(acquired(ec, std::move(r), true, shared));
                                  });
