@@ -88,6 +88,7 @@ struct local_lock {
 struct lock_slot {
   std::string name;
   int inside = 0;
+  int readers = 0;  // rw mode: readers inside
   const void* holder = nullptr;  // who is inside, for the overlap check
   std::int64_t counter = 0;
   local_lock local;
@@ -104,6 +105,8 @@ struct session_stats {
 struct run_state {
   config cfg;
   bench::histogram wait;
+  bench::histogram read_wait, write_wait;  // rw mode, by side
+  std::int64_t writes = 0;
   std::vector<lock_slot> slots;
   std::vector<session_stats> per_session;  // by client index
   clock_type::time_point start, end;
@@ -186,6 +189,43 @@ asio::awaitable<void> mutex_loop(run_state& st, coetcd::session& s, lock_slot& s
     record_acquisition(st, t0, client);
     co_await critical_section(st, slot, &m);  // every caller excludes every other one
     auto [uec] = co_await m.async_unlock(asio::as_tuple(use_awaitable));
+    if (uec) {
+      st.fail("unlock: " + uec.message());
+      break;
+    }
+  }
+}
+
+// rw_mutex, a writer or a reader for the whole run (as go-bench's recipe.RWMutex twin). A writer
+// inside with anyone else, or a reader inside with a writer, is a violation; writers count.
+asio::awaitable<void> rw_loop(run_state& st, coetcd::session& s, lock_slot& slot, bool write) {
+  coetcd::rw_mutex m(s, slot.name, st.cfg.lock_options);
+  co_await wait_for_start(st);
+  while (!st.done()) {
+    auto t0 = clock_type::now();
+    ++st.attempts;
+    auto [ec] = write ? co_await m.async_lock(asio::as_tuple(use_awaitable))
+                      : co_await m.async_lock_shared(asio::as_tuple(use_awaitable));
+    if (ec) {
+      st.fail("lock: " + ec.message());
+      break;
+    }
+    record_acquisition(st, t0);
+    const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - t0).count();
+    (write ? st.write_wait : st.read_wait).record(waited);
+    if (write ? slot.inside > 0 || slot.readers > 0 : slot.inside > 0) ++st.violations;
+    ++(write ? slot.inside : slot.readers);
+    auto seen = slot.counter;
+    if (st.cfg.hold.count() > 0) co_await sleep(st.cfg.hold);
+    else co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
+    if (write) {
+      if (slot.counter != seen) ++st.violations;
+      slot.counter = seen + 1;
+      ++st.writes;
+    }
+    --(write ? slot.inside : slot.readers);
+    auto [uec] = write ? co_await m.async_unlock(asio::as_tuple(use_awaitable))
+                       : co_await m.async_unlock_shared(asio::as_tuple(use_awaitable));
     if (uec) {
       st.fail("unlock: " + uec.message());
       break;
@@ -293,7 +333,7 @@ asio::awaitable<void> local_loop(run_state& st, lock_slot& slot) {
 }
 
 asio::awaitable<void> worker(run_state& st, coetcd::client& c, int client, std::shared_ptr<coetcd::session> s,
-                             lock_slot& slot) {
+                             lock_slot& slot, bool writer) {
   if (st.cfg.mode == "local") {
     co_await local_loop(st, slot);
     --st.running;
@@ -314,6 +354,7 @@ asio::awaitable<void> worker(run_state& st, coetcd::client& c, int client, std::
   if (mode == "mutex" || mode == "try_lock") co_await mutex_loop(st, *s, slot, mode == "try_lock", client);
   else if (mode == "election") co_await election_loop(st, *s, slot);
   else if (mode == "txn") co_await txn_loop(st, c, *s, slot);
+  else if (mode == "rw") co_await rw_loop(st, *s, slot, writer);
   if (s.use_count() == 1) co_await s->async_close(asio::as_tuple(use_awaitable));
   --st.running;
 }
@@ -339,7 +380,8 @@ config parse_args(int argc, char** argv) {
   desc.add_options()
       ("help,h", "this text")
       ("endpoints", po::value(&endpoints), "comma-separated host:port list (default 127.0.0.1:2379)")
-      ("mode", po::value(&cfg.mode), "mutex | try_lock | election | txn | delete_chain | local (default mutex)")
+      ("mode", po::value(&cfg.mode), "mutex | try_lock | election | txn | delete_chain | local | rw (rw_mutex; worker i writes when i % 10 == 0) "
+       "(default mutex)")
       ("workers", po::value(&cfg.workers), "concurrent workers (default 1)")
       ("locks", po::value(&cfg.locks), "lock names; worker i uses lock i % locks (default 1)")
       ("clients", po::value(&cfg.clients), "clients (connections); worker i uses client i % clients (default 1)")
@@ -372,7 +414,7 @@ config parse_args(int argc, char** argv) {
   if (fair_hold_ms >= 0) cfg.lock_options.fair_hold = std::chrono::milliseconds(fair_hold_ms);
   if (fair_handoffs >= 0) cfg.lock_options.fair_handoffs = static_cast<std::size_t>(fair_handoffs);
   if (cfg.prefix.empty()) cfg.prefix = "/coetcd-bench/" + std::to_string(::getpid()) + "/";
-  const std::vector<std::string> modes{"mutex", "try_lock", "election", "txn", "delete_chain", "local"};
+  const std::vector<std::string> modes{"mutex", "try_lock", "election", "txn", "delete_chain", "local", "rw"};
   if (std::find(modes.begin(), modes.end(), cfg.mode) == modes.end())
     throw std::invalid_argument("unknown --mode '" + cfg.mode + "'");
   if (cfg.workers < 1 || cfg.locks < 1 || cfg.clients < 1 || cfg.endpoints.empty())
@@ -421,7 +463,7 @@ int main(int argc, char** argv) {
     } else {
       for (int i = 0; i < cfg.workers; ++i)
         asio::co_spawn(ioc, worker(st, *clients[i % cfg.clients], i % cfg.clients, shared[i % cfg.clients],
-                                   st.slots[i % cfg.locks]),
+                                   st.slots[i % cfg.locks], i % 10 == 0),
                        asio::detached);
     }
     shared.clear();
@@ -485,8 +527,9 @@ int main(int argc, char** argv) {
   // Counters must add up to the acquisitions (a lost update shows as a shortfall).
   std::int64_t counted = 0;
   for (auto& s : st.slots) counted += s.counter;
-  if (cfg.mode != "delete_chain" && counted != st.acquisitions && !(cfg.share_session && cfg.mode == "election"))
-    st.violations += std::llabs(st.acquisitions - counted);
+  const auto expected = cfg.mode == "rw" ? st.writes : st.acquisitions;
+  if (cfg.mode != "delete_chain" && counted != expected && !(cfg.share_session && cfg.mode == "election"))
+    st.violations += std::llabs(expected - counted);
 
   // Fairness between sessions sharing names (--share-session with several clients): each one's
   // share of the acquisitions against the mean, and the longest it went without one.
@@ -507,19 +550,22 @@ int main(int argc, char** argv) {
   if (cfg.json) {
     std::printf(
         "{\"impl\":%s,\"mode\":%s,\"workers\":%d,\"locks\":%d,\"clients\":%d,\"share_session\":%s,"
-        "\"linger_ms\":%d,"
+        "\"linger_ms\":%d,\"hold_ms\":%.3f,"
         "\"seconds\":%.3f,\"share_min\":%.3f,\"share_max\":%.3f,\"max_gap_ms\":%.3f,"
         "\"acquisitions\":%" PRId64 ",\"attempts\":%" PRId64 ",\"acquisitions_per_s\":%.1f,"
         "\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"mean_ms\":%.3f,"
         "\"cpu_s_per_1000\":%.4f,\"peak_rss_mb\":%.1f,\"rpcs_per_acq\":%.4f,\"txn_per_acq\":%.2f,"
         "\"range_per_acq\":%.2f,\"delete_per_acq\":%.2f,\"watch_msgs_per_acq\":%.2f,"
+        "\"read_p50_ms\":%.3f,\"read_p99_ms\":%.3f,\"write_p50_ms\":%.3f,\"write_p99_ms\":%.3f,\"writes\":%" PRId64 ","
         "\"violations\":%" PRId64 ",\"errors\":%" PRId64 ",\"leftover_keys\":%" PRId64 ",\"first_error\":%s}\n",
         cfg.mode == "local" ? "\"local\"" : "\"coetcd\"", json_string(cfg.mode).c_str(), cfg.workers, cfg.locks,
-        cfg.clients, cfg.share_session ? "true" : "false", static_cast<int>(cfg.lock_options.linger.count()), elapsed, share_min, share_max, max_gap_ms, st.acquisitions,
+        cfg.clients, cfg.share_session ? "true" : "false", static_cast<int>(cfg.lock_options.linger.count()), cfg.hold.count() / 1000.0, elapsed, share_min, share_max, max_gap_ms, st.acquisitions,
         st.attempts,
         ops_per_s, ms(st.wait.quantile(0.5)), ms(st.wait.quantile(0.9)), ms(st.wait.quantile(0.99)),
         ms(double(st.wait.max())), ms(st.wait.mean()), cpu_per_1000, bench::peak_rss_mb(), rpcs, per_acq("Txn"),
-        per_acq("Range"), per_acq("DeleteRange"), per_acq("Watch"), st.violations, st.errors, leftover,
+        per_acq("Range"), per_acq("DeleteRange"), per_acq("Watch"), ms(st.read_wait.quantile(0.5)),
+        ms(st.read_wait.quantile(0.99)), ms(st.write_wait.quantile(0.5)), ms(st.write_wait.quantile(0.99)), st.writes,
+        st.violations, st.errors, leftover,
         json_string(st.first_error).c_str());
   } else {
     std::printf("coetcd %s: %d workers, %d locks, %d clients, %.1f s\n", cfg.mode.c_str(), cfg.workers, cfg.locks,
@@ -528,6 +574,10 @@ int main(int argc, char** argv) {
                 st.attempts);
     std::printf("  wait ms           p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", ms(st.wait.quantile(0.5)),
                 ms(st.wait.quantile(0.9)), ms(st.wait.quantile(0.99)), ms(double(st.wait.max())));
+    if (cfg.mode == "rw")
+      std::printf("  by side ms        readers p50 %.2f p99 %.2f, writers p50 %.2f p99 %.2f (%" PRId64 " writes)\n",
+                  ms(st.read_wait.quantile(0.5)), ms(st.read_wait.quantile(0.99)), ms(st.write_wait.quantile(0.5)),
+                  ms(st.write_wait.quantile(0.99)), st.writes);
     std::printf("  client CPU        %.3f s per 1000 acquisitions\n", cpu_per_1000);
     if (cfg.share_session && cfg.clients > 1)
       std::printf("  sessions' share   %.2f-%.2f of the mean; longest a session went without: %.1f ms\n", share_min,

@@ -29,6 +29,7 @@ import (
 
 	"go.etcd.io/etcd/clientv3"
 	"go.etcd.io/etcd/clientv3/concurrency"
+	recipe "go.etcd.io/etcd/contrib/recipes"
 )
 
 // histogram mirrors benchmarks/bench_support.hpp: exact below 128 µs, then 64 buckets per
@@ -97,6 +98,7 @@ type lockSlot struct {
 	name    string
 	mu      sync.Mutex
 	inside  int
+	readers int // rw mode: readers inside
 	holder  interface{}
 	counter int64
 	// With -share-session, the goroutines of one session first take this session's sync.Mutex
@@ -136,6 +138,9 @@ type config struct {
 type runState struct {
 	cfg          config
 	wait         histogram
+	readWait     histogram // rw mode, by side
+	writeWait    histogram
+	writes       int64
 	slots        []*lockSlot
 	end          time.Time
 	acquisitions int64
@@ -232,6 +237,70 @@ func electionLoop(st *runState, s *concurrency.Session, slot *lockSlot) {
 		st.criticalSection(slot, s)
 		if err := e.Resign(ctx); err != nil {
 			st.fail("resign", err)
+			return
+		}
+	}
+}
+
+// rwLoop: recipe.RWMutex (contrib/recipes), a writer or a reader for the whole run. A writer
+// inside with anyone else, or a reader inside with a writer, is a violation; writers count.
+func rwLoop(st *runState, s *concurrency.Session, slot *lockSlot, write bool) {
+	m := recipe.NewRWMutex(s, slot.name)
+	for !st.done() {
+		t0 := time.Now()
+		atomic.AddInt64(&st.attempts, 1)
+		var err error
+		if write {
+			err = m.Lock()
+		} else {
+			err = m.RLock()
+		}
+		if err != nil {
+			st.fail("lock", err)
+			return
+		}
+		st.recordAcquisition(t0)
+		waited := uint64(time.Since(t0).Microseconds())
+		slot.mu.Lock()
+		if write {
+			st.writeWait.record(waited)
+			if slot.inside > 0 || slot.readers > 0 {
+				atomic.AddInt64(&st.violations, 1)
+			}
+			slot.inside++
+		} else {
+			st.readWait.record(waited)
+			if slot.inside > 0 {
+				atomic.AddInt64(&st.violations, 1)
+			}
+			slot.readers++
+		}
+		seen := slot.counter
+		slot.mu.Unlock()
+		if st.cfg.hold > 0 {
+			time.Sleep(st.cfg.hold)
+		} else {
+			runtime.Gosched()
+		}
+		slot.mu.Lock()
+		if write {
+			if slot.counter != seen {
+				atomic.AddInt64(&st.violations, 1)
+			}
+			slot.counter = seen + 1
+			slot.inside--
+			atomic.AddInt64(&st.writes, 1)
+		} else {
+			slot.readers--
+		}
+		slot.mu.Unlock()
+		if write {
+			err = m.Unlock()
+		} else {
+			err = m.RUnlock()
+		}
+		if err != nil {
+			st.fail("unlock", err)
 			return
 		}
 	}
@@ -358,7 +427,7 @@ func parseArgs() (config, error) {
 	var cfg config
 	var endpoints, duration, hold string
 	flag.StringVar(&endpoints, "endpoints", "127.0.0.1:2379", "comma-separated host:port list")
-	flag.StringVar(&cfg.mode, "mode", "mutex", "mutex | election | txn | delete_chain")
+	flag.StringVar(&cfg.mode, "mode", "mutex", "mutex | election | txn | delete_chain | rw (recipe.RWMutex; worker i writes when i % 10 == 0)")
 	flag.IntVar(&cfg.workers, "workers", 1, "concurrent workers")
 	flag.IntVar(&cfg.locks, "locks", 1, "lock names; worker i uses lock i % locks")
 	flag.IntVar(&cfg.clients, "clients", 1, "clients; worker i uses client i % clients")
@@ -387,6 +456,10 @@ func parseArgs() (config, error) {
 	}
 	switch cfg.mode {
 	case "mutex", "election", "txn", "delete_chain":
+	case "rw":
+		if cfg.shareSession {
+			return cfg, errors.New("rw: recipe.RWMutex has no shared-session twin here")
+		}
 	case "try_lock":
 		return cfg, errors.New("try_lock: etcd 3.4's concurrency.Mutex has no TryLock")
 	default:
@@ -487,6 +560,8 @@ func main() {
 				electionLoop(st, s, slot)
 			case "txn":
 				txnLoop(st, clients[i%cfg.clients], s, slot)
+			case "rw":
+				rwLoop(st, s, slot, i%10 == 0)
 			}
 		}(i, s)
 	}
@@ -534,8 +609,12 @@ func main() {
 	for _, s := range st.slots {
 		counted += s.counter
 	}
-	if cfg.mode != "delete_chain" && counted != st.acquisitions && !(cfg.shareSession && cfg.mode == "election") {
-		d := counted - st.acquisitions
+	expected := st.acquisitions
+	if cfg.mode == "rw" {
+		expected = st.writes
+	}
+	if cfg.mode != "delete_chain" && counted != expected && !(cfg.shareSession && cfg.mode == "election") {
+		d := counted - expected
 		if d < 0 {
 			d = -d
 		}
@@ -567,7 +646,7 @@ func main() {
 	if cfg.json {
 		out := map[string]interface{}{
 			"impl": "go", "mode": cfg.mode, "workers": cfg.workers, "locks": cfg.locks, "clients": cfg.clients,
-			"share_session": cfg.shareSession, "linger_ms": 0,
+			"share_session": cfg.shareSession, "linger_ms": 0, "hold_ms": float64(cfg.hold.Microseconds()) / 1000,
 			"seconds": elapsed, "acquisitions": st.acquisitions, "attempts": st.attempts,
 			"acquisitions_per_s": opsPerS, "p50_ms": ms(st.wait.quantile(0.5)), "p90_ms": ms(st.wait.quantile(0.9)),
 			"p99_ms": ms(st.wait.quantile(0.99)), "max_ms": ms(float64(st.wait.max)),
@@ -576,6 +655,11 @@ func main() {
 			"txn_per_acq": perAcq("Txn"), "range_per_acq": perAcq("Range"), "delete_per_acq": perAcq("DeleteRange"),
 			"watch_msgs_per_acq": perAcq("Watch"), "violations": st.violations, "errors": st.errs,
 			"leftover_keys": leftover, "first_error": firstError,
+		}
+		if cfg.mode == "rw" {
+			out["read_p50_ms"], out["read_p99_ms"] = ms(st.readWait.quantile(0.5)), ms(st.readWait.quantile(0.99))
+			out["write_p50_ms"], out["write_p99_ms"] = ms(st.writeWait.quantile(0.5)), ms(st.writeWait.quantile(0.99))
+			out["writes"] = st.writes
 		}
 		b, _ := json.Marshal(out)
 		fmt.Println(string(b))

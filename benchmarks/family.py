@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""The lock family's cells of one benchmarks/run as a Markdown table with targets: coetcd's
+rw_mutex against etcd's Go recipe.RWMutex (contrib/recipes) on one name.
+
+usage: family.py RESULTS.jsonl OUT.md "setting description"
+"""
+import json
+import sys
+
+raw, out_md, setting = sys.argv[1:4]
+cells = [json.loads(line) for line in open(raw) if line.strip()]
+
+
+def median(impl, mode, workers, locks=1, hold=0):
+    runs = sorted((c for c in cells if c["impl"] == impl and c["mode"] == mode and c["workers"] == workers
+                   and c["locks"] == locks and abs(c.get("hold_ms", 0) - hold) < 1e-6),
+                  key=lambda c: c["acquisitions_per_s"])
+    if not runs:
+        return None
+    c = dict(runs[(len(runs) - 1) // 2])
+    c["violations"] = sum(r["violations"] for r in runs)
+    c["errors"] = sum(r["errors"] for r in runs)
+    c["spread"] = (runs[0]["acquisitions_per_s"], runs[-1]["acquisitions_per_s"])
+    return c
+
+
+def tput(c):
+    if not c:
+        return "–"
+    lo, hi = c["spread"]
+    return f"{c['acquisitions_per_s']:.0f}" + (f" ({lo:.0f}–{hi:.0f})" if hi > lo else "")
+
+
+def f2(c, field):
+    return f"{c[field]:.2f}" if c and field in c else "–"
+
+
+lines = [
+    "# The lock family: coetcd vs etcd's Go recipes",
+    "",
+    f"One run of `BENCH_SET=family benchmarks/run` ({setting}); each cell shows its median round",
+    "(lowest and highest acquisitions/s in brackets). Every worker has its own session; worker *i*",
+    "is a writer when *i* mod 10 = 0 (10 %), else a reader, for the whole run. Wait = from asking",
+    "for the lock to holding it. A writer inside with anyone, or a reader inside with a writer,",
+    "counts as a violation.",
+    "",
+    "| lock | workers | hold | coetcd acq/s | Go acq/s | coetcd/Go | readers p50 / p99 ms (coetcd) "
+    "| writers p50 / p99 ms (coetcd) | readers p50 / p99 ms (Go) | writers p50 / p99 ms (Go) "
+    "| coetcd RPCs/acq | Go RPCs/acq | violations |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+]
+targets = []
+for w, hold in ((100, 0), (100, 5)):
+    c, g = median("coetcd", "rw", w, hold=hold), median("go", "rw", w, hold=hold)
+    r = c["acquisitions_per_s"] / g["acquisitions_per_s"] if c and g and g["acquisitions_per_s"] else None
+    viol = "/".join(str(x["violations"] + x["errors"]) if x else "–" for x in (c, g))
+    lines.append(
+        f"| rw_mutex vs recipe.RWMutex | {w} | {f'{hold} ms' if hold else 'a yield'} | {tput(c)} | {tput(g)} | {'–' if r is None else f'{r:.2f}×'} "
+        f"| {f2(c, 'read_p50_ms')} / {f2(c, 'read_p99_ms')} | {f2(c, 'write_p50_ms')} / {f2(c, 'write_p99_ms')} "
+        f"| {f2(g, 'read_p50_ms')} / {f2(g, 'read_p99_ms')} | {f2(g, 'write_p50_ms')} / {f2(g, 'write_p99_ms')} "
+        f"| {f2(c, 'rpcs_per_acq')} | {f2(g, 'rpcs_per_acq')} | {viol} |")
+    label = f"{w} workers, hold {f'{hold} ms' if hold else 'a yield'}"
+    targets.append((f"rw_mutex, {label}: ≥ 5 × Go's recipe.RWMutex", r is not None and r >= 5,
+                    "–" if r is None else f"{r:.2f}×"))
+    targets.append((f"rw_mutex, {label}: readers' p99 wait below writers'",
+                    bool(c) and c["read_p99_ms"] < c["write_p99_ms"],
+                    f"{f2(c, 'read_p99_ms')} vs {f2(c, 'write_p99_ms')} ms"))
+    targets.append((f"rw_mutex, {label}: no violation, no error", bool(c) and c["violations"] + c["errors"] == 0,
+                    viol))
+lines += ["", "violations = overlaps or lost updates + errors over all rounds, coetcd / Go (all must be 0).", "",
+          "| target | measured | |", "|---|---:|---|"]
+lines += [f"| {name} | {shown} | {'met' if ok else 'MISSED'} |" for name, ok, shown in targets]
+open(out_md, "w").write("\n".join(lines) + "\n")
