@@ -2,8 +2,9 @@
 // golang-etcd-server-dev, built in GOPATH mode), for test_rw_mutex's interop case. Each hold is
 // checked in etcd itself, by the same atomic txns the coetcd side runs (see test_rw_mutex.cpp):
 // a writer enters only if no writer and no reader marker exists; a reader enters only if no
-// writer marker exists, and counts an overlap when another reader's marker is there.
-// Prints "holds H violations V overlaps O" and exits 0, or prints the error and exits 1.
+// writer marker exists, and counts an overlap when another reader's marker is there (and a
+// cross overlap when that reader is not one of these helpers: its value lacks the "go-" prefix).
+// Prints "holds H violations V overlaps O cross C" and exits 0, or prints the error and exits 1.
 package main
 
 import (
@@ -47,7 +48,7 @@ func main() {
 	writer := *name + "-check/writer"
 	readers := *name + "-check/reader/"
 	mine := readers + *id
-	holds, violations, overlaps := 0, 0, 0
+	holds, violations, overlaps, cross := 0, 0, 0, 0
 	for i := 0; i < *rounds; i++ {
 		if *role == "write" {
 			if err := m.Lock(); err != nil {
@@ -76,15 +77,24 @@ func main() {
 				fail(err)
 			}
 			r, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.Version(writer), "=", 0)).
-				Then(clientv3.OpPut(mine, *id), clientv3.OpGet(readers, clientv3.WithPrefix(), clientv3.WithCountOnly())).
+				Then(clientv3.OpPut(mine, *id), clientv3.OpGet(readers, clientv3.WithPrefix())).
 				Commit()
 			if err != nil {
 				fail(err)
 			}
 			if !r.Succeeded {
 				violations++
-			} else if r.Responses[1].GetResponseRange().Count > 1 {
-				overlaps++
+			} else {
+				kvs := r.Responses[1].GetResponseRange().Kvs
+				if len(kvs) > 1 {
+					overlaps++
+				}
+				for _, kv := range kvs {
+					if !strings.HasPrefix(string(kv.Value), "go-") {
+						cross++
+						break
+					}
+				}
 			}
 			time.Sleep(*hold)
 			if r.Succeeded {
@@ -98,5 +108,5 @@ func main() {
 		}
 		holds++
 	}
-	fmt.Printf("holds %d violations %d overlaps %d\n", holds, violations, overlaps)
+	fmt.Printf("holds %d violations %d overlaps %d cross %d\n", holds, violations, overlaps, cross)
 }
