@@ -8,5 +8,6 @@
 #include <coetcd/lock_status.hpp>
 #include <coetcd/mutex.hpp>
 #include <coetcd/rw_mutex.hpp>
+#include <coetcd/semaphore.hpp>
 #include <coetcd/session.hpp>
 #include <coetcd/with_lock.hpp>

@@ -156,6 +156,40 @@ BOOST_AUTO_TEST_CASE(rlock_holders_share_and_wlock_waits_for_them) {
   BOOST_TEST(keys_under("cli-rw/") == 0);
 }
 
+// sem: two holders of 2 permits run together, a third waits (--try exits 3, --timeout 4) and runs
+// once a permit is free; holders that disagree on PERMITS are told so.
+BOOST_AUTO_TEST_CASE(sem_holders_share_the_permits_and_a_third_waits) {
+  child_process h1(cli("sem cli-sem 2"));
+  BOOST_TEST_REQUIRE(h1.wait_for_output("cli-sem 1/2", 10s), h1.output());
+  auto h2 = run_command(cli("sem --try cli-sem 2 -- sh -c 'echo \"key=$ETCD_LOCK_KEY\"; exit 6'"));
+  BOOST_TEST(h2.exit_code == 6, h2.output);  // held together with h1; the command's exit code
+  BOOST_TEST(h2.output.find("key=cli-sem 1/2") != std::string::npos, h2.output);
+  child_process h3(cli("sem cli-sem 2 -- sh -c 'echo holding; sleep 30'"));
+  BOOST_TEST_REQUIRE(h3.wait_for_output("holding", 10s), h3.output());
+  auto tried = run_command(cli("sem --try cli-sem 2 -- true"));
+  BOOST_TEST(tried.exit_code == 3, tried.output);
+  BOOST_TEST(tried.output.find("no permits free") != std::string::npos, tried.output);
+  auto waited = run_command(cli("sem --timeout 1 cli-sem 2 -- true"));
+  BOOST_TEST(waited.exit_code == 4, waited.output);
+  auto both = run_command(cli("sem --try --count 2 cli-sem 2 -- true"));
+  BOOST_TEST(both.exit_code == 3, both.output);
+  auto other = run_command(cli("sem cli-sem 3 -- true"));
+  BOOST_TEST(other.exit_code == 1, other.output);
+  BOOST_TEST(other.output.find("permits differ") != std::string::npos, other.output);
+  BOOST_TEST(keys_under("cli-sem/") == 2);  // h1's and h3's
+  child_process w(cli("sem cli-sem 2 -- sh -c 'echo third runs'"));
+  std::this_thread::sleep_for(300ms);
+  BOOST_TEST(w.output().find("third runs") == std::string::npos, w.output());
+  h1.signal(SIGTERM);
+  BOOST_TEST(h1.wait(10s).value_or(-1) == 0);
+  BOOST_TEST_REQUIRE(w.wait_for_output("third runs", 10s), w.output());
+  BOOST_TEST(w.wait(10s).value_or(-1) == 0);
+  h3.signal(SIGTERM);
+  BOOST_TEST(h3.wait(10s).has_value());
+  for (int i = 0; i < 250 && keys_under("cli-sem/") > 0; ++i) std::this_thread::sleep_for(20ms);
+  BOOST_TEST(keys_under("cli-sem/") == 0, etcdctl(server(), "get --prefix cli-sem/").output << h3.output());
+}
+
 BOOST_AUTO_TEST_CASE(losing_the_lock_stops_the_command_and_exits_5) {
   child_process holder(cli("lock --ttl 3 cli-lost -- sh -c 'trap \"echo got-term; exit 0\" TERM; sleep 30 & wait'"));
   BOOST_TEST_REQUIRE(holder.wait_for_output("cli-lost/", 10s), holder.output());
@@ -212,7 +246,11 @@ BOOST_AUTO_TEST_CASE(bad_command_lines_are_usage_errors) {
                  bad_case{"lock", "usage: coetcd lock NAME"}, bad_case{"put onlykey", "usage: coetcd put KEY VALUE"},
                  bad_case{"lock n --try --timeout 1", "--try and --timeout"}, bad_case{"lock n --ttl 0", "--ttl"},
                  bad_case{"get k --cert c.pem", "--cert and --key"}, bad_case{"get k --nosuchflag", "nosuchflag"},
-                 bad_case{"get k -- echo", "only lock, rlock and wlock run a command"}}) {
+                 bad_case{"get k -- echo", "only lock, rlock, wlock and sem run a command"},
+                 bad_case{"sem n", "usage: coetcd sem NAME PERMITS"},
+                 bad_case{"sem n 0", "PERMITS must be at least 1"},
+                 bad_case{"sem n many", "PERMITS must be a whole number"},
+                 bad_case{"sem n 2 --count 3", "--count must be between 1 and PERMITS"}}) {
     auto r = run_command(cli(c.args));
     BOOST_TEST(r.exit_code == 2, c.args << ": " << r.output);
     BOOST_TEST(r.output.find(c.says) != std::string::npos, c.args << ": " << r.output);

@@ -52,6 +52,7 @@ Usage:
   coetcd [flags] lock --status NAME [--json]
   coetcd [flags] rlock NAME [-- COMMAND [ARGS...]]
   coetcd [flags] wlock NAME [-- COMMAND [ARGS...]]
+  coetcd [flags] sem NAME PERMITS [--count N] [-- COMMAND [ARGS...]]
   coetcd [flags] elect NAME PROPOSAL
   coetcd [flags] elect --listen NAME
   coetcd [flags] get KEY [--prefix]
@@ -72,6 +73,12 @@ rlock      As lock, holding the read-write lock NAME shared (Go's recipe.RWMutex
            or waits ahead of it. Same flags, environment and exit codes as lock.
 wlock      As lock, holding the read-write lock NAME exclusively (NAME/write/<lease hex>): waits
            for every older rlock and wlock holder.
+sem        As lock, holding --count (default 1) of the PERMITS permits of the semaphore NAME:
+           at most PERMITS permits are held at once by all its holders, taken in arrival order
+           (key NAME/<lease hex>_<n>, value "<count>/<PERMITS>"). Every holder must give the same
+           PERMITS. Prints "NAME <count>/<PERMITS>", which the command gets as ETCD_LOCK_KEY
+           (ETCD_LOCK_REV is 0: a semaphore has no fencing token). --try exits 3 when the
+           permits are not free at once.
 elect      Campaigns with PROPOSAL; once leader prints the proposal key and value, leads until
            SIGINT/SIGTERM, then resigns. --listen prints each new leader's key and value.
 get/put/del/watch
@@ -99,6 +106,7 @@ struct cli {
   std::string cacert, cert, key, user;
   double dial_timeout = 5;
   int ttl = 60;
+  std::int64_t permits = 0, count = 1;  // sem
   double timeout = 0;
   bool try_only = false, listen = false, prefix = false, status = false, json = false, verbose = false;
 };
@@ -153,6 +161,7 @@ cli parse(int argc, char** argv) {
       ("ttl", po::value(&c.ttl), "lock/elect: session TTL in seconds (default 60)")
       ("timeout", po::value(&c.timeout), "lock: give up after this many seconds of waiting")
       ("try", po::bool_switch(&c.try_only), "lock: do not wait; exit 3 if the lock is held")
+      ("count", po::value(&c.count), "sem: permits to take (default 1)")
       ("listen", po::bool_switch(&c.listen), "elect: print leaders instead of campaigning")
       ("prefix", po::bool_switch(&c.prefix), "get/del/watch: every key starting with KEY")
       ("status", po::bool_switch(&c.status), "lock: print the holder and the waiters of NAME, do not lock")
@@ -190,14 +199,25 @@ cli parse(int argc, char** argv) {
   auto want = [&](std::size_t n, const char* shape) {
     if (c.args.size() != n) die(usage, "usage: coetcd " + c.command + " " + shape);
   };
-  const bool locks = c.command == "lock" || c.command == "rlock" || c.command == "wlock";
+  const bool locks = c.command == "lock" || c.command == "rlock" || c.command == "wlock" || c.command == "sem";
   if (c.command == "lock") c.status ? want(1, "--status NAME [--json]") : want(1, "NAME [-- COMMAND ARGS...]");
-  else if (locks) want(1, "NAME [-- COMMAND ARGS...]");
+  else if (c.command == "sem") {
+    want(2, "NAME PERMITS [--count N] [-- COMMAND ARGS...]");
+    try {
+      std::size_t used = 0;
+      c.permits = std::stoll(c.args[1], &used);
+      if (used != c.args[1].size()) throw std::invalid_argument("trailing");
+    } catch (const std::exception&) {
+      die(usage, "sem: PERMITS must be a whole number, not '" + c.args[1] + "'");
+    }
+    if (c.permits < 1) die(usage, "sem: PERMITS must be at least 1");
+    if (c.count < 1 || c.count > c.permits) die(usage, "sem: --count must be between 1 and PERMITS");
+  } else if (locks) want(1, "NAME [-- COMMAND ARGS...]");
   else if (c.command == "elect") c.listen ? want(1, "--listen NAME") : want(2, "NAME PROPOSAL");
   else if (c.command == "get" || c.command == "del" || c.command == "watch") want(1, "KEY [--prefix]");
   else if (c.command == "put") want(2, "KEY VALUE");
-  else die(usage, "unknown command '" + c.command + "' (lock, rlock, wlock, elect, get, put, del, watch)");
-  if (!c.exec.empty() && !locks) die(usage, "only lock, rlock and wlock run a command after --");
+  else die(usage, "unknown command '" + c.command + "' (lock, rlock, wlock, sem, elect, get, put, del, watch)");
+  if (!c.exec.empty() && !locks) die(usage, "only lock, rlock, wlock and sem run a command after --");
   if (c.status && (c.command != "lock" || !c.exec.empty() || c.try_only || c.timeout > 0))
     die(usage, "--status goes with lock NAME alone (no command, --try or --timeout)");
   if (c.json && !c.status) die(usage, "--json goes with lock --status");
@@ -277,6 +297,23 @@ struct app {
     std::int64_t fencing_token() const { return m.fencing_token(); }
   };
 
+  // A semaphore's --count permits, driven as a lock. It has no single key or fencing token.
+  struct sem_side {
+    coetcd::semaphore& m;
+    std::int64_t n;
+    std::string shown = m.name() + " " + std::to_string(n) + "/" + std::to_string(m.permits());
+    template <class T>
+    auto async_lock(T&& t) { return m.async_acquire(n, std::forward<T>(t)); }
+    template <class T>
+    auto async_try_lock(T&& t) { return m.async_try_acquire(n, std::forward<T>(t)); }
+    template <class T>
+    auto async_unlock(T&& t) { return m.async_release(n, std::forward<T>(t)); }
+    template <class T>
+    auto async_wait_lost(T&& t) { return m.async_wait_lost(std::forward<T>(t)); }
+    const std::string& key() const { return shown; }
+    std::int64_t fencing_token() const { return 0; }
+  };
+
   // Waits for the lock, honouring --try, --timeout and SIGINT/SIGTERM (which abandon the wait;
   // our waiting key is deleted before we exit).
   template <class Lock>
@@ -285,7 +322,8 @@ struct app {
     const auto& cmd = args.command;
     if (args.try_only) {
       auto [ec] = co_await m.async_try_lock(as_result);
-      if (ec == coetcd::error::locked) die(held, cmd + ": '" + name + "' is held by another session");
+      if (ec == coetcd::error::locked)
+        die(held, cmd + ": '" + name + "' is held by another session" + (cmd == "sem" ? " (no permits free)" : ""));
       if (ec) fail(failed, "cannot lock '" + name + "'", ec);
       co_return;
     }
@@ -369,6 +407,10 @@ struct app {
     if (args.command == "lock") {
       coetcd::mutex m(s, args.args[0]);
       co_await hold(m);
+    } else if (args.command == "sem") {
+      coetcd::semaphore sem(s, args.args[0], args.permits);
+      sem_side side{sem, args.count};
+      co_await hold(side);
     } else {
       coetcd::rw_mutex rw(s, args.args[0]);
       if (args.command == "rlock") {
@@ -417,17 +459,23 @@ struct app {
       std::fprintf(stderr, "coetcd: %s: cannot run '%s': %s\n", args.command.c_str(), argv[0], std::strerror(errno));
       ::_exit(127);
     }
+    // The exit status is kept here, not only returned: a reap that completes in the same turn as
+    // a signal (a SIGTERM to the whole process group) loses the `||` and its result with it, and
+    // the next waitpid would find no child and wait for ever.
+    std::optional<int> exit_code;
     auto reap = [&]() -> asio::awaitable<int> {
       for (;;) {
         int status = 0;
-        if (::waitpid(pid, &status, WNOHANG) == pid)
-          co_return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (!exit_code && ::waitpid(pid, &status, WNOHANG) == pid)
+          exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (exit_code) co_return *exit_code;
         co_await child_exit.async_wait(as_result);
       }
     };
     for (;;) {
       auto r = co_await (reap() || m.async_wait_lost(as_result) || wait_stop_signal());
       if (r.index() == 0) co_return std::get<0>(r);
+      if (exit_code) co_return *exit_code;
       if (r.index() == 2) {
         ::kill(pid, std::get<2>(r));  // pass the user's signal on, keep waiting for the command
         continue;
@@ -505,7 +553,8 @@ struct app {
   }
 
   asio::awaitable<void> run() {
-    if (args.command == "lock" || args.command == "rlock" || args.command == "wlock") co_await lock();
+    if (args.command == "lock" || args.command == "rlock" || args.command == "wlock" || args.command == "sem")
+      co_await lock();
     else if (args.command == "elect") co_await elect();
     else co_await kv();
   }

@@ -46,6 +46,8 @@ enum class error {
   max_hold_exceeded,      ///< with_lock: the body ran longer than the allowed hold time
   not_leader,             ///< proclaim/resign by a candidate that is not the leader
   no_leader,              ///< an election currently has no leader
+  permits_mismatch,       ///< semaphore: a holder or waiter of the same name counts other permits
+  foreign_key,            ///< semaphore: a key under the name is not an acquisition (a nested name?)
 };
 
 const boost::system::error_category& etcd_category() noexcept;

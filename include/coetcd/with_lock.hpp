@@ -2,6 +2,7 @@
 
 #include <coetcd/mutex.hpp>
 #include <coetcd/rw_mutex.hpp>
+#include <coetcd/semaphore.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -67,6 +68,14 @@ struct shared_hold {
   auto unlock() { return m.async_unlock_shared(asio::as_tuple(asio::use_awaitable)); }
   auto lost() { return m.async_wait_lost(asio::as_tuple(asio::use_awaitable)); }
 };
+struct permits_hold {
+  semaphore& m;
+  std::int64_t n;
+  static constexpr const char* what = "coetcd::with_permits";
+  auto lock() { return m.async_acquire(n, asio::use_awaitable); }
+  auto unlock() { return m.async_release(n, asio::as_tuple(asio::use_awaitable)); }
+  auto lost() { return m.async_wait_lost(asio::as_tuple(asio::use_awaitable)); }
+};
 
 template <class Hold, class Body>
 auto with_hold(Hold m, Body body, with_lock_options options) -> std::invoke_result_t<Body&> {
@@ -123,6 +132,13 @@ auto with_lock(rw_mutex& m, Body body, with_lock_options options = {}) {
 template <class Body>
 auto with_shared_lock(rw_mutex& m, Body body, with_lock_options options = {}) {
   return detail::with_hold(detail::shared_hold{m}, std::move(body), options);
+}
+
+/// Runs `body()` while holding `n` permits of `sem` (async_acquire(n) / async_release(n)); errors
+/// and release as with_lock.
+template <class Body>
+auto with_permits(semaphore& sem, std::int64_t n, Body body, with_lock_options options = {}) {
+  return detail::with_hold(detail::permits_hold{sem, n}, std::move(body), options);
 }
 
 }  // namespace coetcd

@@ -44,6 +44,11 @@ class etcd_category_impl final : public boost::system::error_category {
       case error::max_hold_exceeded: return "lock held longer than its maximum hold time";
       case error::not_leader: return "not the election leader";
       case error::no_leader: return "election has no leader";
+      case error::permits_mismatch:
+        return "semaphore permits differ: another holder or waiter of this name counts a different number";
+      case error::foreign_key:
+        return "a key under the semaphore's name is not one of its acquisitions (does another lock's name start "
+               "with this name and \"/\"?)";
     }
     return "unknown etcd error " + std::to_string(ev);
   }

@@ -7,6 +7,53 @@
 
 namespace coetcd::detail {
 
+namespace {
+// A lowercase hex number of 1 to 16 digits.
+bool is_hex(std::string_view s) {
+  return !s.empty() && s.size() <= 16 &&
+         s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+// A positive decimal number of at most 18 digits, or 0.
+std::int64_t decimal(std::string_view s) {
+  if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string_view::npos) return 0;
+  std::int64_t v = 0;
+  for (char c : s) v = v * 10 + (c - '0');
+  return v;
+}
+}  // namespace
+
+void permit_tally::add(const key_value& kv) {
+  // "<lease hex>_<sequence hex>" right under the prefix, holding "<n>/<permits>".
+  std::string_view rest(kv.key);
+  std::string_view value(kv.value);
+  std::int64_t n = 0, permits = 0;
+  if (rest.starts_with(prefix_)) {
+    rest.remove_prefix(prefix_.size());
+    const auto cut = rest.find('_');
+    const auto slash = value.find('/');
+    if (cut != std::string_view::npos && is_hex(rest.substr(0, cut)) && is_hex(rest.substr(cut + 1)) &&
+        slash != std::string_view::npos) {
+      n = decimal(value.substr(0, slash));
+      permits = decimal(value.substr(slash + 1));
+    }
+  }
+  if (n < 1 || n > permits) {
+    foreign_ = true;
+    return;
+  }
+  if (agreed_ == 0) agreed_ = permits;
+  else if (permits != agreed_) mismatch_ = true;
+  used_ += n;
+}
+
+error_code permit_tally::turn(std::int64_t permits, bool& holds) const {
+  holds = false;
+  if (foreign_) return error::foreign_key;
+  if (mismatch_ || agreed_ != permits) return error::permits_mismatch;
+  holds = used_ <= permits;
+  return {};
+}
+
 void lock_view_core::start() {
   asio::co_spawn(client_->strand_, run(), [self = shared_from_this()](std::exception_ptr e) {
     if (e) self->fail_all(exception_to_error(e));
@@ -24,7 +71,8 @@ std::uint64_t lock_view_core::add(waiter w) {
   // A key the view has not seen yet may still arrive; its absence only means loss once the
   // view has caught up with the key's revision.
   unconfirmed_.emplace(w.rev, id);
-  if (!w.blockers.empty()) shared_.emplace(w.rev, id);
+  if (w.rule.permits > 0) weighted_.insert(w.rule.permits);
+  else if (!w.rule.blockers.empty()) shared_.emplace(w.rev, id);
   waiters_.emplace(id, std::move(w));
   if (ready_) changed();
   return id;
@@ -44,6 +92,7 @@ void lock_view_core::forget(std::map<std::uint64_t, waiter>::iterator it) {
   }
   unconfirmed_.erase({rev, id});
   shared_.erase({rev, id});
+  if (auto p = it->second.rule.permits; p > 0) weighted_.erase(weighted_.find(p));
   waiters_.erase(it);
 }
 
@@ -150,8 +199,11 @@ void lock_view_core::changed(bool check_all) {
     for (auto& [id, w] : waiters_)
       if (view_rev_ >= w.rev && !present(w)) lost.push_back(id);
   } else {
+    // Keys of one txn share a create revision (read keys, semaphore keys): a waiter is lost only
+    // when its own key went.
     for (auto rev : gone_revs_)
-      for (auto [b, e] = by_rev_.equal_range(rev); b != e; ++b) lost.push_back(b->second);
+      for (auto [b, e] = by_rev_.equal_range(rev); b != e; ++b)
+        if (!present(waiters_.at(b->second))) lost.push_back(b->second);
     for (auto it = unconfirmed_.begin(); it != unconfirmed_.end() && it->first <= view_rev_;) {
       auto w = waiters_.find(it->second);
       it = unconfirmed_.erase(it);
@@ -161,13 +213,21 @@ void lock_view_core::changed(bool check_all) {
   gone_revs_.clear();
   for (auto id : lost)
     if (auto it = waiters_.find(id); it != waiters_.end()) settle(it, error::session_lost);
+  // Semaphores first: the owners' rule below would grant the oldest key whatever it counts.
+  if (!weighted_.empty()) {
+    std::vector<std::pair<std::uint64_t, error_code>> turns;
+    weigh(turns);
+    for (auto& [id, ec] : turns)
+      if (auto it = waiters_.find(id); it != waiters_.end()) settle(it, ec);
+  }
   // The owner: the waiters (one session may wait more than once) holding the oldest key.
   if (!order_.empty()) {
     auto oldest = order_.begin()->first;
     std::vector<std::uint64_t> owners;
     for (auto [b, e] = by_rev_.equal_range(oldest); b != e; ++b) owners.push_back(b->second);
     for (auto id : owners)
-      if (auto it = waiters_.find(id); it != waiters_.end() && present(it->second)) settle(it, {});
+      if (auto it = waiters_.find(id); it != waiters_.end() && it->second.rule.permits == 0 && present(it->second))
+        settle(it, {});
   }
   // Waiters that only wait for older keys under their `blockers`: everyone older than the oldest
   // such key. The scan stops at the first blocker, so it costs the keys ahead of it (the readers
@@ -188,7 +248,7 @@ void lock_view_core::changed(bool check_all) {
     for (auto [rev, id] : shared_) {
       auto it = waiters_.find(id);
       if (it == waiters_.end()) continue;
-      if (rev >= limit(it->second.blockers)) {
+      if (rev >= limit(it->second.rule.blockers)) {
         if (first_blocker.size() == 1) break;  // the rest are younger still
         continue;
       }
@@ -203,7 +263,32 @@ void lock_view_core::changed(bool check_all) {
     for (auto& [id, fn] : std::map(listeners_)) fn({});
 }
 
+void lock_view_core::weigh(std::vector<std::pair<std::uint64_t, error_code>>& out) const {
+  // Admission is a prefix of the queue, so the walk stops once the oldest keys fill the largest
+  // count any waiter has: it costs about `permits` keys, not the whole queue. A waiter further
+  // back behind a malformed key hears of it when the keys before it leave.
+  permit_tally tally(prefix_);
+  const auto most = *weighted_.rbegin();
+  auto left = weighted_.size();
+  for (const auto& [rev, key] : order_) {
+    const auto& kv = keys_.at(key);
+    tally.add(kv);
+    for (auto [b, e] = by_rev_.equal_range(rev); b != e; ++b) {
+      const auto& w = waiters_.at(b->second);
+      if (w.rule.permits == 0 || w.key != key) continue;
+      --left;
+      // A key the view has not caught up with yet cannot be judged: older keys may not show.
+      if (view_rev_ < rev) continue;
+      bool holds = false;
+      auto ec = tally.turn(w.rule.permits, holds);
+      if (ec || holds) out.emplace_back(b->second, ec);
+    }
+    if (left == 0 || tally.used() > most) break;
+  }
+}
+
 void lock_view_core::fail_all(error_code ec) {
+  weighted_.clear();
   by_rev_.clear();
   unconfirmed_.clear();
   shared_.clear();

@@ -16,15 +16,45 @@
 
 namespace coetcd::detail {
 
+/// Who goes before a waiter's key in the queue of a name. The default, every older key, is the
+/// mutex's and the election's rule (and an rw_mutex writer's).
+struct turn_rule {
+  /// Only the older keys under this prefix go first (the read side of an rw_mutex:
+  /// "name/write"); the waiter's turn comes when none is left.
+  std::string blockers;
+  /// A semaphore of this many permits (0: not one). Every key under the name is an acquisition
+  /// whose value is "<n>/<permits>" (see permit_count); keys in create-revision order take
+  /// permits in turn, and a key's turn comes when its n and every older key's fit in `permits`.
+  std::int64_t permits = 0;
+};
+
+/// The semaphore rule (turn_rule::permits) walked along a queue: add() each key under the name in
+/// create-revision order from the oldest; after adding a waiter's own key, turn() says whether
+/// it holds, or why it never will. Shared by the acquiring txn's read and the view.
+class permit_tally {
+ public:
+  explicit permit_tally(const std::string& prefix) : prefix_(prefix) {}
+  void add(const key_value& kv);
+  /// {} with `holds` set when the keys so far fit in `permits`; error::foreign_key when one of
+  /// them is not a semaphore key; error::permits_mismatch when one counts other than `permits`.
+  error_code turn(std::int64_t permits, bool& holds) const;
+  std::int64_t used() const { return used_; }
+
+ private:
+  const std::string& prefix_;
+  std::int64_t used_ = 0;
+  std::int64_t agreed_ = 0;  // the permits every key so far counts
+  bool foreign_ = false;
+  bool mismatch_ = false;
+};
+
 class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
  public:
   struct waiter {
     std::string key;
     std::int64_t rev = 0;
-    std::function<void(error_code)> done;  // {} = our key is the oldest; session_lost = key gone
-    /// Empty: every older key goes first. Else only the older keys under this prefix do (the read
-    /// side of an rw_mutex: "name/write"); the waiter's turn comes when none is left.
-    std::string blockers;
+    std::function<void(error_code)> done;  // {} = our turn; session_lost = key gone; semaphore errors
+    turn_rule rule;
   };
 
   lock_view_core(std::shared_ptr<client_impl> c, std::string prefix) : client_(std::move(c)), prefix_(std::move(prefix)) {}
@@ -76,6 +106,8 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   // hand-off costs O(log waiters), not O(waiters).
   void changed(bool check_all = false);
   void forget(std::map<std::uint64_t, waiter>::iterator it);
+  // The semaphore waiters whose turn came or whose queue is malformed, into `out`.
+  void weigh(std::vector<std::pair<std::uint64_t, error_code>>& out) const;
   void fail_all(error_code ec);
 
   struct parked_txn {
@@ -99,6 +131,7 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   std::map<std::uint64_t, waiter> waiters_;
   std::multimap<std::int64_t, std::uint64_t> by_rev_;          // waiters by their key's create revision
   std::set<std::pair<std::int64_t, std::uint64_t>> shared_;    // the waiters with blockers, by revision
+  std::multiset<std::int64_t> weighted_;                         // the permits of each semaphore waiter
   std::set<std::pair<std::int64_t, std::uint64_t>> unconfirmed_;  // rev beyond the view when added
   std::vector<std::int64_t> gone_revs_;                         // create revisions deleted by the last batch
   std::map<std::uint64_t, std::function<void(error_code)>> listeners_;

@@ -26,6 +26,8 @@ struct session_state : std::enable_shared_from_this<session_state> {
   std::uint64_t next_id = 0;
   /// Locks of this session per key (holders and waiters): the key is ours to delete at zero.
   std::map<std::string, int> key_users;
+  /// The last sequence number given to a semaphore key of this session (keys are unique per lease).
+  std::uint64_t last_permit_key = 0;
   /// The local queue of each lock key in use, by {prefix, key} (see recipes/mutex_queue.hpp; only
   /// its name is known here); expired entries are replaced.
   std::map<std::pair<std::string, std::string>, std::weak_ptr<mutex_queue>> mutex_queues;

@@ -52,8 +52,9 @@ asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::st
   if (e.leader) co_return co_await put_value(e, value);
   ++s.key_users[e.key];  // counted like a mutex's, so a clean-up never removes a newer campaign's key
   const std::shared_ptr<lock_view> no_view;  // named: see mutex.cpp on g++ 12.2 and temporaries
+  const turn_rule oldest_first;
   const bool cancellable = co_await can_be_cancelled();
-  auto a = co_await acquire_or_abandon(e.session, e.prefix, e.key, value, no_view, cancellable);
+  auto a = co_await acquire_or_abandon(e.session, e.prefix, e.key, value, no_view, cancellable, oldest_first);
   if (a.ec) {
     if (!a.abandoned) co_await release_key(s, e.key, 0);  // the txn may have been applied
     co_return a.ec;
@@ -68,7 +69,7 @@ asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::st
   if (!ec && !a.owner) {
     if (co_await cancellation_requested()) ec = asio::error::operation_aborted;
     else if (a.rev == 0) ec = error::session_lost;
-    else ec = co_await wait_turn(s, e.view, e.prefix, e.key, a.rev);
+    else ec = co_await wait_turn(s, e.view, e.prefix, e.key, a.rev, oldest_first);
   }
   // Cancelled after the txn showed us oldest: the caller has moved on and would never resign.
   if (!ec && co_await cancellation_requested()) ec = asio::error::operation_aborted;

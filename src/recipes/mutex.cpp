@@ -136,8 +136,7 @@ asio::awaitable<void> mutex_queue::drive() {
   if (!view) view = existing_lock_view(s.impl, prefix);
   const auto via = try_id ? nullptr : view;
   const std::string no_value;
-  const std::string no_blockers;
-  const auto& waits_for = shared ? blockers : no_blockers;
+  const turn_rule waits_for{.blockers = shared ? blockers : std::string()};
   const bool cancellable = co_await can_be_cancelled();
   auto a = co_await acquire_or_abandon(session, prefix, key, no_value, via, cancellable, waits_for);
   if (a.ec) {

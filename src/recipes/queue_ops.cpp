@@ -9,17 +9,22 @@ namespace {
 constexpr get_options first_create{.prefix = true, .limit = 1, .order = sort_order::ascend,
                                    .target = sort_target::create_revision};
 
-txn acquire_txn(const session_state& s, const std::string& prefix, const std::string& key, const std::string& value,
-                bool read_oldest) {
+// `read`: the prefix to read the oldest keys of (none when empty); `limit` of them.
+txn acquire_txn(const session_state& s, const std::string& key, const std::string& value, const std::string& read,
+                std::int64_t limit = 1) {
   auto t = txn().when(compare::create_revision(key) == 0).then(txn_op::put(key, value, put_options{.lease = s.lease}));
-  if (read_oldest) t.then(txn_op::get(prefix, first_create));
+  auto oldest = first_create;
+  oldest.limit = limit;
+  if (!read.empty()) t.then(txn_op::get(read, oldest));
   t.otherwise(txn_op::get(key));
-  if (read_oldest) t.otherwise(txn_op::get(prefix, first_create));
+  if (!read.empty()) t.otherwise(txn_op::get(read, oldest));
   return t;
 }
 
 // `shared`: the oldest key read is the oldest blocker (a writer), which never is our own key.
-acquire_result acquired(error_code ec, txn_result r, bool read_oldest, bool shared = false) {
+// `rule.permits`: the keys read are a semaphore's oldest, walked by its rule.
+acquire_result acquired(error_code ec, txn_result r, bool read_oldest, bool shared = false,
+                        const std::string& key = {}, const std::string& prefix = {}, const turn_rule& rule = {}) {
   acquire_result out;
   // A revoked lease refuses the put: for a lock or a campaign that is the session being lost.
   out.ec = ec == error::lease_not_found ? make_error_code(error::session_lost) : ec;
@@ -31,7 +36,22 @@ acquire_result acquired(error_code ec, txn_result r, bool read_oldest, bool shar
     const auto& mine = r.responses.at(0).get().kvs;
     out.rev = mine.empty() ? 0 : mine.front().create_revision;
   }
-  if (read_oldest) {
+  if (read_oldest && rule.permits > 0 && out.rev != 0) {
+    // Each key takes a permit at least, so a key that fits is among the `permits` oldest; a
+    // malformed key among them stands before ours either way.
+    permit_tally tally(prefix);
+    bool seen = false;
+    for (const auto& kv : r.responses.at(1).get().kvs) {
+      tally.add(kv);
+      if (kv.key == key) {
+        seen = true;
+        break;
+      }
+    }
+    bool holds = false;
+    out.ec = tally.turn(rule.permits, holds);
+    out.owner = !out.ec && seen && holds;
+  } else if (read_oldest) {
     const auto& oldest = r.responses.at(1).get().kvs;
     out.owner = out.rev != 0 && (oldest.empty() || (shared ? oldest.front().create_revision > out.rev
                                                              : oldest.front().create_revision == out.rev));
@@ -48,18 +68,22 @@ asio::awaitable<acquire_result> acquire_queued(lock_view_core& view, txn t, bool
 }  // namespace
 
 asio::awaitable<acquire_result> acquire(session_state& s, const std::string& prefix, const std::string& key,
-                                        const std::string& value, lock_view* view, const std::string& blockers) {
-  if (view) return acquire_queued(view->core(), acquire_txn(s, prefix, key, value, false), !blockers.empty());
+                                        const std::string& value, lock_view* view, const turn_rule& rule) {
+  // Read keys of one name may share a create revision (they hold together), and so may a
+  // semaphore's (each counts its own permits); a write key never may.
+  const bool shared = !rule.blockers.empty() || rule.permits > 0;
+  if (view) return acquire_queued(view->core(), acquire_txn(s, key, value, {}), shared);
   // Not a coroutine: the caller waits on the batcher directly. A thousand sessions locking at
   // once each had four frames here while their txns queued, most of the client's peak heap. The
   // txn is built when the caller awaits, so the one frame left holds references only.
-  // The batcher's queue is always the prefix: a read key and a write key of one name must never
-  // share a create revision (read keys may: they hold together).
-  auto initiation = [&s, &prefix, &key, &value, &blockers](auto h) {
-    const bool shared = !blockers.empty();
-    s.impl->batcher().submit_txn(acquire_txn(s, shared ? blockers : prefix, key, value, true), write_queue(prefix, shared),
-                                 [h = std::move(h), shared](error_code ec, txn_result r, bool) mutable {
-                                   std::move(h)(acquired(ec, std::move(r), true, shared));
+  // The batcher's queue is always the prefix.
+  auto initiation = [&s, &prefix, &key, &value, &rule, shared](auto h) {
+    const bool reader = !rule.blockers.empty();
+    const auto limit = rule.permits > 0 ? rule.permits : 1;
+    s.impl->batcher().submit_txn(acquire_txn(s, key, value, reader ? rule.blockers : prefix, limit),
+                                 write_queue(prefix, shared),
+                                 [h = std::move(h), reader, &key, &prefix, &rule](error_code ec, txn_result r, bool) mutable {
+                                   std::move(h)(acquired(ec, std::move(r), true, reader, key, prefix, rule));
                                  });
   };
   return asio::async_initiate<const asio::use_awaitable_t<>, void(acquire_result)>(initiation, asio::use_awaitable);
@@ -75,8 +99,8 @@ struct pending_acquire {
 
 asio::awaitable<void> run_acquire(std::shared_ptr<pending_acquire> p, std::shared_ptr<session_state> s,
                                   std::string prefix, std::string key, std::string value,
-                                  std::shared_ptr<lock_view> view, std::string blockers) {
-  auto r = co_await acquire(*s, prefix, key, value, view.get(), blockers);
+                                  std::shared_ptr<lock_view> view, turn_rule rule) {
+  auto r = co_await acquire(*s, prefix, key, value, view.get(), rule);
   if (p->abandoned) {
     co_await release_key(*s, key, r.ec ? 0 : r.rev);
     co_return;
@@ -88,17 +112,17 @@ asio::awaitable<void> run_acquire(std::shared_ptr<pending_acquire> p, std::share
 asio::awaitable<acquire_result> acquire_abandonable(std::shared_ptr<session_state> s, const std::string& prefix,
                                                     const std::string& key, const std::string& value,
                                                     std::shared_ptr<lock_view> view, bool cancellable,
-                                                    const std::string& blockers) {
+                                                    const turn_rule& rule) {
   acquire_result out;
   co_await s->wait_deleted(key);
   if (co_await cancellation_requested()) {
     out.ec = asio::error::operation_aborted;
     co_return out;
   }
-  if (!cancellable) co_return co_await acquire(*s, prefix, key, value, view.get(), blockers);
+  if (!cancellable) co_return co_await acquire(*s, prefix, key, value, view.get(), rule);
   auto p = std::make_shared<pending_acquire>(pending_acquire{asio::steady_timer(s->impl->strand_), {}, false});
   p->wake.expires_at(asio::steady_timer::time_point::max());
-  asio::co_spawn(s->impl->strand_, run_acquire(p, s, prefix, key, value, view, blockers), asio::detached);
+  asio::co_spawn(s->impl->strand_, run_acquire(p, s, prefix, key, value, view, rule), asio::detached);
   co_await p->wake.async_wait(as_result);
   if (p->result) {
     out = std::move(*p->result);
@@ -115,11 +139,11 @@ asio::awaitable<acquire_result> acquire_abandonable(std::shared_ptr<session_stat
 asio::awaitable<acquire_result> acquire_or_abandon(const std::shared_ptr<session_state>& s,
                                                    const std::string& prefix, const std::string& key,
                                                    const std::string& value, const std::shared_ptr<lock_view>& view,
-                                                   bool cancellable, const std::string& blockers) {
+                                                   bool cancellable, const turn_rule& rule) {
   // Nobody can cancel the caller (its handler has no cancellation slot) and no delete of our key
   // is on the wire: await the txn with no frame or side task of ours in between.
-  if (!cancellable && !s->deleting.contains(key)) return acquire(*s, prefix, key, value, view.get(), blockers);
-  return acquire_abandonable(s, prefix, key, value, view, cancellable, blockers);
+  if (!cancellable && !s->deleting.contains(key)) return acquire(*s, prefix, key, value, view.get(), rule);
+  return acquire_abandonable(s, prefix, key, value, view, cancellable, rule);
 }
 
 namespace {
@@ -165,7 +189,7 @@ asio::awaitable<void> release_key(session_state& s, const std::string& key, std:
 }
 
 asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_view>& view, const std::string& prefix,
-                                      const std::string& key, std::int64_t rev, const std::string& blockers) {
+                                      const std::string& key, std::int64_t rev, turn_rule rule) {
   if (!view) view = lock_view_for(s.impl, prefix);
   struct outcome {
     asio::steady_timer wake;
@@ -182,7 +206,7 @@ asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_vie
   // Arm the timer before registering: add() may decide at once, and a cancel() that comes
   // before the wait starts would be lost.
   o->wake.expires_at(asio::steady_timer::time_point::max());
-  auto id = view->core().add({key, rev, finish, blockers});
+  auto id = view->core().add({key, rev, finish, rule});
   auto lid = s.listen([finish] { finish(error::session_lost); });
   if (!o->done) co_await o->wake.async_wait(as_result);
   view->core().remove(id);

@@ -20,13 +20,15 @@ struct acquire_result {
 /// unless it exists, and read the oldest key under the prefix. With a running `view` of the
 /// prefix the read is left out (etcd 3.4 answers a sorted prefix Range in O(keys)): `owner`
 /// stays false and wait_turn decides from the view; the txn goes through view->enqueue.
-/// `blockers` (empty: the prefix) narrows who goes before us to the keys under it that are
-/// older than ours: the read side of an rw_mutex waits only for older writers, so its txn reads
-/// the oldest key under `name/write` and `owner` means that key is younger than ours or absent.
-/// Everything passed by reference must outlive the returned awaitable, which starts when awaited.
+/// `rule` says who goes before us (see turn_rule): with blockers (the read side of an rw_mutex
+/// waits only for older writers) the txn reads the oldest key under them and `owner` means that
+/// key is younger than ours or absent; a semaphore's txn reads the `permits` oldest keys and
+/// `owner` means ours is among those that fit (a malformed queue fails the acquisition).
+/// Everything passed by reference must outlive the returned awaitable, which starts when awaited:
+/// pass named objects, never temporaries (g++ 12 ends the life of a temporary in a co_await
+/// expression at the suspension, while the awaitable still reads it).
 asio::awaitable<acquire_result> acquire(session_state& s, const std::string& prefix, const std::string& key,
-                                        const std::string& value, lock_view* view = nullptr,
-                                        const std::string& blockers = {});
+                                        const std::string& value, lock_view* view, const turn_rule& rule);
 
 /// acquire() for a cancellable operation. Cancelling an RPC on the wire leaves its outcome unknown,
 /// and a clean-up delete sent next may be applied before it (etcd serves each call on its own
@@ -39,7 +41,7 @@ asio::awaitable<acquire_result> acquire(session_state& s, const std::string& pre
 asio::awaitable<acquire_result> acquire_or_abandon(const std::shared_ptr<session_state>& s,
                                                    const std::string& prefix, const std::string& key,
                                                    const std::string& value, const std::shared_ptr<lock_view>& view,
-                                                   bool cancellable, const std::string& blockers = {});
+                                                   bool cancellable, const turn_rule& rule);
 
 /// This lock or campaign no longer uses `key`: deletes it unless another one of the session
 /// still does. `rev` guards the delete when known, so a newer key is never removed. `rev` 0
@@ -47,11 +49,12 @@ asio::awaitable<acquire_result> acquire_or_abandon(const std::shared_ptr<session
 /// after the delete is swept up later (at 1, 4 and 14 s; see sweep_late_put).
 asio::awaitable<void> release_key(session_state& s, const std::string& key, std::int64_t rev);
 
-/// Waits until our key (created at `rev`) is the oldest under the prefix, or, with `blockers`,
-/// until no key under `blockers` is older. Errors: session_lost (session ended, or our key
-/// vanished), operation_aborted (cancelled; never reports ownership).
+/// Waits until our key (created at `rev`) has its turn under `rule`: it is the oldest under the
+/// prefix, or no key under the blockers is older, or it fits in the semaphore's permits.
+/// Errors: session_lost (session ended, or our key vanished), operation_aborted (cancelled;
+/// never reports ownership), the semaphore's permits_mismatch and foreign_key.
 asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_view>& view, const std::string& prefix,
-                                      const std::string& key, std::int64_t rev, const std::string& blockers = {});
+                                      const std::string& key, std::int64_t rev, turn_rule rule);
 
 /// A failure that an outage explains (unreachable, timed out, no leader), which may pass.
 bool may_pass(const error_code& ec);

@@ -1,0 +1,203 @@
+// A semaphore keeps one key per acquisition, not one per session as mutex does: acquisitions of
+// one session hold together up to the permits, so they need no local queue, and each is queued
+// by create revision with every other acquisition of the name. The rule (turn_rule::permits) is
+// walked by the txn's read for the first look and by the name's shared view while waiting.
+#include "queue_ops.hpp"
+
+#include <coetcd/semaphore.hpp>
+
+#include <list>
+#include <optional>
+
+namespace coetcd::detail {
+
+struct permit_hold {
+  std::string key;
+  std::int64_t rev = 0;
+  std::int64_t n = 0;
+};
+
+struct semaphore_state {
+  std::shared_ptr<session_state> session;
+  std::string name;
+  std::string prefix;  // name + "/"
+  std::int64_t permits = 0;
+  std::list<permit_hold> holds;  // oldest first
+  std::int64_t held = 0;
+  bool orphaned = false;  // the object is gone: a grant now is given back at once
+  std::shared_ptr<lock_view> view;  // once a wait needed it, kept for the next acquisitions
+  std::shared_ptr<lock_counters> counters;
+};
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// The permits may be gone already (a timed-out delete that was applied): the deleting is
+// retried only while the session lives, since its lease takes the key with it after that.
+asio::awaitable<void> delete_later(std::shared_ptr<session_state> s, std::string key, std::int64_t rev) {
+  delete_in_flight deleting(*s, key);
+  co_await delete_key(*s, key, rev);
+}
+
+/// Deletes a held key. Completes with the first attempt's outcome; a failure an outage explains
+/// is retried in the background.
+asio::awaitable<error_code> give_up(semaphore_state& m, permit_hold h) {
+  auto& s = *m.session;
+  if (auto it = s.key_users.find(h.key); it != s.key_users.end() && --it->second <= 0) s.key_users.erase(it);
+  if (s.lost) co_return error::session_lost;
+  std::tuple<error_code, bool> sent;
+  {
+    delete_in_flight deleting(s, h.key);
+    // A plain DeleteRange through the view when there is one (cheaper for etcd 3.4 than a txn:
+    // see mutex_queue::release); the key is this acquisition's alone, so no guard is needed.
+    auto resent = std::make_shared<bool>(false);
+    if (m.view) sent = co_await m.view->core().release(h.key, resent);
+    else sent = co_await batched_delete(s.impl, h.key, resent);
+    // A delete resent after a failure that was in fact applied finds its key gone: ours.
+    if (*resent) std::get<1>(sent) = true;
+  }
+  auto [ec, deleted] = sent;
+  if (!ec) {
+    if (!deleted) co_return error::session_lost;  // the lease took it: the permits were gone
+    if (s.impl->wants_events())
+      s.impl->emit({.kind = event_kind::lock_released, .name = m.name, .key = h.key,
+                    .detail = std::to_string(h.n) + " of " + std::to_string(m.permits) + " permits",
+                    .lease = s.lease, .revision = h.rev});
+    co_return error_code{};
+  }
+  if (may_pass(ec) && !s.lost && !s.impl->closed())
+    asio::co_spawn(s.impl->strand_, delete_later(m.session, h.key, h.rev), asio::detached);
+  co_return ec;
+}
+
+asio::awaitable<error_code> acquire_permits(std::shared_ptr<semaphore_state> mp, std::int64_t n, bool try_only,
+                                            std::shared_ptr<std::string> granted) {
+  co_await handle_cancellation_manually();
+  auto& m = *mp;
+  auto& s = *m.session;
+  if (n < 1 || n > m.permits) co_return error::invalid_argument;
+  if (s.impl->closed()) co_return error::client_closed;
+  if (s.lost) co_return error::session_lost;
+  const auto since = clock::now();
+  const std::string key = m.prefix + lease_hex(s.lease) + "_" + lease_hex(++s.last_permit_key);
+  const std::string value = std::to_string(n) + "/" + std::to_string(m.permits);
+  const turn_rule rule{.permits = m.permits};
+  ++s.key_users[key];
+  // A running view of the name spares the txn its read; a try needs the read to answer at once.
+  if (!m.view && !try_only) m.view = existing_lock_view(s.impl, m.prefix);
+  const std::shared_ptr<lock_view> via = try_only ? nullptr : m.view;  // named: g++ 12 and temporaries
+  const bool cancellable = co_await can_be_cancelled();
+  bump(m.counters->waiting);
+  auto a = co_await acquire_or_abandon(m.session, m.prefix, key, value, via, cancellable, rule);
+  error_code ec = a.ec;
+  if (!ec && !a.owner) {
+    if (try_only) ec = error::locked;
+    else if (co_await cancellation_requested()) ec = asio::error::operation_aborted;
+    else if (a.rev == 0) ec = error::session_lost;
+    else ec = co_await wait_turn(s, m.view, m.prefix, key, a.rev, rule);
+  }
+  bump(m.counters->waiting, -1);
+  // Cancelled after the read showed our turn: the caller has moved on and would never release.
+  if (!ec && (m.orphaned || co_await cancellation_requested())) ec = asio::error::operation_aborted;
+  if (ec) {
+    // a.rev 0: the txn failed and its outcome is unknown; release_key sweeps a late put up.
+    if (!a.abandoned) co_await release_key(s, key, a.rev);
+    co_return ec;
+  }
+  m.holds.push_back({key, a.rev, n});
+  m.held += n;
+  *granted = key;
+  bump(m.counters->held, n);
+  bump(m.counters->acquired);
+  m.counters->record_wait(clock::now() - since);
+  if (s.impl->wants_events())
+    s.impl->emit({.kind = event_kind::lock_acquired, .name = m.name, .key = key,
+                  .detail = std::to_string(n) + " of " + std::to_string(m.permits) + " permits", .lease = s.lease,
+                  .revision = a.rev,
+                  .duration = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - since)});
+  co_return error_code{};
+}
+
+/// Takes the hold of `key` (or, when empty, the oldest of `n` permits) off the object.
+std::optional<permit_hold> take_hold(semaphore_state& m, std::int64_t n, const std::string& key = {}) {
+  auto it = std::find_if(m.holds.begin(), m.holds.end(),
+                         [&](const permit_hold& h) { return key.empty() ? h.n == n : h.key == key; });
+  if (it == m.holds.end()) return std::nullopt;
+  auto h = std::move(*it);
+  m.holds.erase(it);
+  m.held -= h.n;
+  bump(m.counters->held, -h.n);
+  return h;
+}
+
+asio::awaitable<error_code> release_permits(std::shared_ptr<semaphore_state> mp, std::int64_t n) {
+  auto h = take_hold(*mp, n);
+  if (!h) co_return error::not_locked;
+  co_return co_await give_up(*mp, std::move(*h));
+}
+
+asio::awaitable<void> give_back(std::shared_ptr<semaphore_state> mp, permit_hold h) {
+  co_await give_up(*mp, std::move(h));
+}
+
+}  // namespace
+}  // namespace coetcd::detail
+
+namespace coetcd {
+
+semaphore::semaphore(session& s, std::string_view name, std::int64_t permits)
+    : state_(std::make_shared<detail::semaphore_state>()) {
+  if (name.empty()) throw boost::system::system_error(make_error_code(error::empty_key), "coetcd: semaphore name");
+  if (permits < 1)
+    throw boost::system::system_error(make_error_code(error::invalid_argument), "coetcd: semaphore permits < 1");
+  if (!s.state()) throw boost::system::system_error(make_error_code(error::session_lost), "coetcd: semaphore session");
+  state_->session = s.state();
+  state_->name = std::string(name);
+  state_->prefix = state_->name + "/";
+  state_->permits = permits;
+  state_->counters = state_->session->impl->telemetry_.lock(state_->name);
+}
+
+semaphore::~semaphore() {
+  if (!state_) return;
+  // Permits still held go back in the background; a grant still on its way, as soon as it lands.
+  auto m = std::move(state_);
+  auto& strand = m->session->impl->strand_;
+  asio::dispatch(strand, [m] {
+    m->orphaned = true;
+    while (!m->holds.empty()) {
+      auto h = detail::take_hold(*m, 0, m->holds.front().key);
+      asio::co_spawn(m->session->impl->strand_, detail::give_back(m, std::move(*h)), asio::detached);
+    }
+  });
+}
+
+void semaphore::run(const std::shared_ptr<detail::semaphore_state>& m, op o, std::int64_t n,
+                    asio::any_completion_handler<void(error_code)> h) {
+  const auto& impl = m->session->impl;
+  switch (o) {
+    case op::acquire:
+    case op::try_acquire: {
+      auto granted = std::make_shared<std::string>();
+      // Permits granted to a caller that has moved on are released, or nobody ever would.
+      auto give_back = [m, granted] {
+        if (auto held = detail::take_hold(*m, 0, *granted))
+          asio::co_spawn(m->session->impl->strand_, detail::give_back(m, std::move(*held)), asio::detached);
+      };
+      return detail::spawn_grant_op(impl, detail::acquire_permits(m, n, o == op::try_acquire, granted), std::move(h),
+                                    std::move(give_back));
+    }
+    case op::release: return detail::spawn_op(impl, detail::release_permits(m, n), std::move(h));
+    case op::wait_lost: return detail::wait_session_lost(m->session, std::move(h));
+  }
+}
+
+semaphore::executor_type semaphore::get_executor() const noexcept {
+  return state_ ? state_->session->impl->io_ex_ : executor_type();
+}
+const std::string& semaphore::name() const noexcept { return state_->name; }
+std::int64_t semaphore::permits() const noexcept { return state_->permits; }
+std::int64_t semaphore::held() const noexcept { return state_->held; }
+
+}  // namespace coetcd

@@ -1,0 +1,385 @@
+// The counting semaphore against a real etcd: never more permits held than it has, FIFO (a big
+// request is not overtaken), try, bad input and disagreeing processes, cancellation, session loss,
+// with_permits, and a SIGKILLed holder whose permits come back after its TTL and not before.
+#define BOOST_TEST_MODULE coetcd_semaphore
+#include "support/child_process.hpp"
+#include "support/fixture.hpp"
+
+#include <coetcd/semaphore.hpp>
+#include <coetcd/with_lock.hpp>
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <vector>
+
+using namespace coetcd;
+using namespace coetcd::test;
+using namespace std::chrono_literals;
+using namespace boost::asio::experimental::awaitable_operators;
+
+BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
+
+namespace {
+
+using outcome = std::shared_ptr<std::optional<error_code>>;
+outcome started() { return std::make_shared<std::optional<error_code>>(); }
+auto record(outcome o) {
+  return [o](error_code ec) { *o = ec; };
+}
+asio::awaitable<bool> settled(outcome o, std::chrono::milliseconds limit = 5s) {
+  // Named first: g++ 12 destroys a by-value capture written inside a co_await expression twice.
+  std::function<bool()> done = [o] { return o->has_value(); };
+  co_return co_await eventually(std::move(done), limit);
+}
+
+/// Waits up to 1 s for exactly `n` keys under `prefix` (a cancelled put may still be landing).
+asio::awaitable<std::int64_t> keys_settle_at(client& c, std::string prefix, std::int64_t n) {
+  auto left = co_await count_keys(c, prefix);
+  for (int i = 0; i < 100 && left != n; ++i) {
+    co_await sleep_for(10ms);
+    left = co_await count_keys(c, prefix);
+  }
+  co_return left;
+}
+
+}  // namespace
+
+// One key per acquisition under the session's lease, "<lease hex>_<n hex>" holding
+// "<n>/<permits>"; bad arguments fail before any key is made.
+BOOST_AUTO_TEST_CASE(keys_values_and_bad_arguments) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    BOOST_CHECK_THROW(semaphore(s, "", 3), boost::system::system_error);
+    BOOST_CHECK_THROW(semaphore(s, "sem-layout", 0), boost::system::system_error);
+    try {
+      semaphore(s, "sem-layout", -1);
+    } catch (const boost::system::system_error& e) {
+      BOOST_TEST(e.code() == error::invalid_argument);
+    }
+    semaphore sem(s, "sem-layout", 3);
+    BOOST_TEST(sem.permits() == 3);
+    co_await sem.async_acquire(2, use_awaitable);
+    co_await sem.async_acquire(1, use_awaitable);
+    BOOST_TEST(sem.held() == 3);
+    auto r = co_await c.async_get("sem-layout/", get_options{.prefix = true, .order = sort_order::ascend,
+                                                             .target = sort_target::create_revision},
+                                  use_awaitable);
+    BOOST_TEST_REQUIRE(r.kvs.size() == 2u);
+    BOOST_TEST(r.kvs[0].key == "sem-layout/" + hex(s.lease()) + "_1");
+    BOOST_TEST(r.kvs[0].value == "2/3");
+    BOOST_TEST(r.kvs[1].key == "sem-layout/" + hex(s.lease()) + "_2");
+    BOOST_TEST(r.kvs[1].value == "1/3");
+    BOOST_TEST(r.kvs[0].lease == s.lease());
+    for (std::int64_t bad : {0, -1, 4}) {
+      auto [e] = co_await sem.async_acquire(bad, asio::as_tuple(use_awaitable));
+      BOOST_TEST(e == error::invalid_argument, bad << ": " << e.message());
+      auto [t] = co_await sem.async_try_acquire(bad, asio::as_tuple(use_awaitable));
+      BOOST_TEST(t == error::invalid_argument, bad << ": " << t.message());
+    }
+    BOOST_TEST(co_await count_keys(c, "sem-layout/") == 2);
+    auto [e3] = co_await sem.async_release(3, asio::as_tuple(use_awaitable));  // no acquisition of 3
+    BOOST_TEST(e3 == error::not_locked, e3.message());
+    co_await sem.async_release(2, use_awaitable);
+    co_await sem.async_release(1, use_awaitable);
+    BOOST_TEST(sem.held() == 0);
+    auto [e1] = co_await sem.async_release(1, asio::as_tuple(use_awaitable));
+    BOOST_TEST(e1 == error::not_locked, e1.message());
+    co_await expect_no_keys(c, "sem-layout");
+  }(c));
+}
+
+// 3 clients x 6 sessions taking 1 or 2 of 4 permits 6 times each, holding a few milliseconds:
+// never more than 4 permits held at once, and the semaphore is shared (3 or 4 held at times).
+BOOST_AUTO_TEST_CASE(never_more_than_its_permits_held) {
+  asio::io_context ioc;
+  client c1(ioc, options_for(server())), c2(ioc, options_for(server())), c3(ioc, options_for(server()));
+  struct tally {
+    std::int64_t in_use = 0, most = 0;
+    int violations = 0, errors = 0, done = 0, acquisitions = 0;
+    std::string first_error;
+  };
+  auto st = std::make_shared<tally>();
+  constexpr int workers = 18, rounds = 6, permits = 4;
+  auto worker = [](client& c, std::shared_ptr<tally> st, std::int64_t n, int seed) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    semaphore sem(s, "sem-check", permits);
+    std::minstd_rand rng(seed);
+    for (int i = 0; i < rounds; ++i) {
+      auto [ec] = co_await sem.async_acquire(n, asio::as_tuple(use_awaitable));
+      if (ec) {
+        if (st->errors++ == 0) st->first_error = ec.message();
+        break;
+      }
+      ++st->acquisitions;
+      st->in_use += n;
+      st->most = std::max(st->most, st->in_use);
+      if (st->in_use > permits) ++st->violations;
+      co_await sleep_for(std::chrono::milliseconds(2 + rng() % 8));
+      st->in_use -= n;
+      co_await sem.async_release(n, use_awaitable);
+    }
+    co_await s.async_close(use_awaitable);
+    ++st->done;
+  };
+  client* clients[] = {&c1, &c2, &c3};
+  for (int i = 0; i < workers; ++i) asio::co_spawn(ioc, worker(*clients[i % 3], st, 1 + i % 2, i), asio::detached);
+  run_for(ioc, [](client& c, std::shared_ptr<tally> st) -> asio::awaitable<void> {
+    std::function<bool()> all_done = [st] { return st->done == workers; };
+    BOOST_TEST_REQUIRE(co_await eventually(std::move(all_done), 50s));
+    BOOST_TEST(st->violations == 0);
+    BOOST_TEST(st->errors == 0, st->first_error);
+    BOOST_TEST(st->acquisitions == workers * rounds);
+    BOOST_TEST(st->most >= 3, "the most permits held at once: " << st->most);
+    co_await expect_no_keys(c, "sem-check");
+  }(c1, st), 60s);
+}
+
+// FIFO: with 1 of 3 permits free, a waiting request for 2 is not overtaken by a later request
+// for 1 that would fit; once 2 are free both hold.
+BOOST_AUTO_TEST_CASE(a_big_request_is_not_overtaken) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto sh = co_await session::async_create(c, use_awaitable);
+    auto sa = co_await session::async_create(c, use_awaitable);
+    auto sb = co_await session::async_create(c, use_awaitable);
+    semaphore h(sh, "sem-fifo", 3), a(sa, "sem-fifo", 3), b(sb, "sem-fifo", 3);
+    co_await h.async_acquire(2, use_awaitable);
+    co_await h.async_acquire(1, use_awaitable);
+    auto big = started();
+    a.async_acquire(2, record(big));
+    co_await sleep_for(100ms);
+    auto small = started();
+    b.async_acquire(1, record(small));
+    co_await sleep_for(100ms);
+    BOOST_TEST(!big->has_value());
+    BOOST_TEST(!small->has_value());
+    co_await h.async_release(1, use_awaitable);  // 1 free: the 2 ahead still waits, so does the 1
+    co_await sleep_for(300ms);
+    BOOST_TEST(!big->has_value());
+    BOOST_TEST(!small->has_value(), "the later request for 1 overtook the request for 2");
+    auto [t] = co_await b.async_try_acquire(1, asio::as_tuple(use_awaitable));  // nor does a try
+    BOOST_TEST(t == error::locked, t.message());
+    co_await h.async_release(2, use_awaitable);
+    BOOST_TEST_REQUIRE(co_await settled(big));
+    BOOST_TEST_REQUIRE(co_await settled(small));
+    BOOST_TEST(!**big, (*big)->message());
+    BOOST_TEST(!**small, (*small)->message());
+    BOOST_TEST(a.held() == 2);
+    BOOST_TEST(b.held() == 1);
+    co_await a.async_release(2, use_awaitable);
+    co_await b.async_release(1, use_awaitable);
+    co_await expect_no_keys(c, "sem-fifo");
+  }(c));
+}
+
+// try_acquire takes free permits at once and otherwise fails with locked, leaving no key.
+BOOST_AUTO_TEST_CASE(try_acquire_never_waits_and_leaves_no_key) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto sa = co_await session::async_create(c, use_awaitable);
+    auto sb = co_await session::async_create(c, use_awaitable);
+    semaphore a(sa, "sem-try", 2), b(sb, "sem-try", 2);
+    co_await a.async_try_acquire(1, use_awaitable);
+    co_await b.async_try_acquire(1, use_awaitable);
+    auto [e] = co_await b.async_try_acquire(1, asio::as_tuple(use_awaitable));
+    BOOST_TEST(e == error::locked, e.message());
+    BOOST_TEST(b.held() == 1);
+    BOOST_TEST(co_await keys_settle_at(c, "sem-try/", 2) == 2);
+    co_await a.async_release(1, use_awaitable);
+    auto [e2] = co_await a.async_try_acquire(2, asio::as_tuple(use_awaitable));
+    BOOST_TEST(e2 == error::locked, e2.message());
+    co_await a.async_try_acquire(1, use_awaitable);
+    co_await a.async_release(1, use_awaitable);
+    co_await b.async_release(1, use_awaitable);
+    co_await a.async_try_acquire(2, use_awaitable);
+    co_await a.async_release(2, use_awaitable);
+    co_await expect_no_keys(c, "sem-try");
+  }(c));
+}
+
+// Two processes that disagree on the permits, or a key under the name that is not an
+// acquisition (another lock named the same, or a name below this one), fail with a clear
+// error instead of over-admitting, and leave no key; the txn's read and the view both see it.
+BOOST_AUTO_TEST_CASE(disagreeing_permits_and_foreign_keys_fail_clearly) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server())), other(ioc, options_for(server()));
+  run_for(ioc, [](client& c, client& other) -> asio::awaitable<void> {
+    auto sa = co_await session::async_create(c, use_awaitable);
+    auto sb = co_await session::async_create(c, use_awaitable);
+    auto so = co_await session::async_create(other, use_awaitable);
+    semaphore two(sa, "sem-bad", 2), three(sb, "sem-bad", 3);
+    co_await two.async_acquire(1, use_awaitable);
+    // The first look (the txn's read) sees "1/2" before our "1/3".
+    auto [e1] = co_await three.async_acquire(1, asio::as_tuple(use_awaitable));
+    BOOST_TEST(e1 == error::permits_mismatch, e1.message());
+    auto [e2] = co_await three.async_try_acquire(1, asio::as_tuple(use_awaitable));
+    BOOST_TEST(e2 == error::permits_mismatch, e2.message());
+    BOOST_TEST(three.held() == 0);
+    BOOST_TEST(co_await keys_settle_at(c, "sem-bad/", 1) == 1);
+    // While the client's view of the name runs (a waiter of its own), a new acquisition goes
+    // through the view, which sees the mismatch.
+    semaphore full(so, "sem-bad", 2);
+    co_await two.async_acquire(1, use_awaitable);
+    auto waiting = started();
+    semaphore queued(sa, "sem-bad", 2);
+    queued.async_acquire(1, record(waiting));
+    co_await sleep_for(200ms);
+    BOOST_TEST(!waiting->has_value());
+    auto [e3] = co_await three.async_acquire(1, asio::as_tuple(use_awaitable));
+    BOOST_TEST(e3 == error::permits_mismatch, e3.message());
+    BOOST_TEST(!waiting->has_value());
+    co_await two.async_release(1, use_awaitable);
+    BOOST_TEST_REQUIRE(co_await settled(waiting));
+    BOOST_TEST(!**waiting, (*waiting)->message());
+    co_await queued.async_release(1, use_awaitable);
+    co_await two.async_release(1, use_awaitable);
+    co_await expect_no_keys(c, "sem-bad");
+    // A name below this one ("sem-nest/inner") queues its keys under ours.
+    semaphore inner(so, "sem-nest/inner", 1), outer(sb, "sem-nest", 1);
+    co_await inner.async_acquire(1, use_awaitable);
+    auto [e4] = co_await outer.async_acquire(1, asio::as_tuple(use_awaitable));
+    BOOST_TEST(e4 == error::foreign_key, e4.message());
+    BOOST_TEST(e4.message().find("start") != std::string::npos, e4.message());
+    co_await inner.async_release(1, use_awaitable);
+    co_await expect_no_keys(c, "sem-nest");
+    // A mutex of the same name.
+    mutex m(so, "sem-mutex");
+    semaphore same(sb, "sem-mutex", 1);
+    co_await m.async_lock(use_awaitable);
+    auto [e5] = co_await same.async_acquire(1, asio::as_tuple(use_awaitable));
+    BOOST_TEST(e5 == error::foreign_key, e5.message());
+    co_await m.async_unlock(use_awaitable);
+    co_await expect_no_keys(c, "sem-mutex");
+  }(c, other));
+}
+
+// A waiter cancelled at every delay from 0 to 6 ms: when its handler has run its key is gone (or
+// goes as soon as a put still on the wire completes), and the semaphore still works.
+BOOST_AUTO_TEST_CASE(cancelled_at_every_delay_leaves_no_key) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto sh = co_await session::async_create(c, use_awaitable);
+    auto sw = co_await session::async_create(c, use_awaitable);
+    semaphore holder(sh, "sem-cancel", 2), waiter(sw, "sem-cancel", 2);
+    co_await holder.async_acquire(2, use_awaitable);
+    for (int d = 0; d <= 6; ++d) {
+      auto r = co_await (waiter.async_acquire(1, use_awaitable) || sleep_for(std::chrono::milliseconds(d)));
+      BOOST_TEST(r.index() == 1u);
+      BOOST_TEST(waiter.held() == 0);
+      BOOST_TEST(co_await keys_settle_at(c, "sem-cancel/", 1) == 1, "delay " << d << " ms");
+    }
+    co_await holder.async_release(2, use_awaitable);
+    co_await waiter.async_acquire(2, use_awaitable);  // still usable
+    co_await waiter.async_release(2, use_awaitable);
+    co_await expect_no_keys(c, "sem-cancel");
+  }(c));
+}
+
+// A holder whose lease is revoked is told and its permits pass to the waiter; a waiter whose
+// session is closed fails with session_lost.
+BOOST_AUTO_TEST_CASE(session_loss_while_holding_and_while_waiting) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    // A short TTL: a revoked lease is noticed at the next renewal, a third of the TTL at most.
+    auto sa = co_await session::async_create(c, session_options{.ttl = 3s}, use_awaitable);
+    auto sb = co_await session::async_create(c, use_awaitable);
+    auto sc = co_await session::async_create(c, use_awaitable);
+    semaphore a(sa, "sem-loss", 2), b(sb, "sem-loss", 2), late(sc, "sem-loss", 2);
+    co_await a.async_acquire(2, use_awaitable);
+    auto w = started();
+    b.async_acquire(1, record(w));
+    co_await sleep_for(200ms);
+    BOOST_TEST(!w->has_value());
+    auto lost = started();
+    a.async_wait_lost(record(lost));
+    auto rev = etcdctl(server(), "lease revoke " + hex(sa.lease()));
+    BOOST_TEST_REQUIRE(rev.exit_code == 0, rev.output);
+    BOOST_TEST_REQUIRE(co_await settled(w));
+    BOOST_TEST(!**w, (*w)->message());
+    BOOST_TEST_REQUIRE(co_await settled(lost));
+    BOOST_TEST(**lost == error::lease_not_found, (*lost)->message());
+    auto [ul] = co_await a.async_release(2, asio::as_tuple(use_awaitable));
+    BOOST_TEST(ul == error::session_lost, ul.message());
+    auto l = started();
+    late.async_acquire(2, record(l));  // 1 held by b: waits
+    co_await sleep_for(200ms);
+    BOOST_TEST(!l->has_value());
+    co_await sc.async_close(use_awaitable);
+    BOOST_TEST_REQUIRE(co_await settled(l));
+    BOOST_TEST(**l == error::session_lost, (*l)->message());
+    co_await b.async_release(1, use_awaitable);
+    co_await expect_no_keys(c, "sem-loss");
+  }(c));
+}
+
+// with_permits holds n permits for the body, returns what it returns and always releases.
+BOOST_AUTO_TEST_CASE(with_permits_holds_and_releases) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    semaphore sem(s, "sem-with", 3);
+    auto body = [&sem]() -> asio::awaitable<std::int64_t> { co_return sem.held(); };
+    BOOST_TEST(co_await with_permits(sem, 2, std::move(body)) == 2);
+    auto throwing = []() -> asio::awaitable<void> {
+      throw std::runtime_error("body failed");
+      co_return;
+    };
+    BOOST_CHECK_THROW(co_await with_permits(sem, 1, std::move(throwing)), std::runtime_error);
+    BOOST_TEST(sem.held() == 0);
+    co_await expect_no_keys(c, "sem-with");
+  }(c));
+}
+
+// An object destroyed while holding gives its permits back at once.
+BOOST_AUTO_TEST_CASE(a_destroyed_object_gives_its_permits_back) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    {
+      semaphore sem(s, "sem-gone", 2);
+      co_await sem.async_acquire(1, use_awaitable);
+      co_await sem.async_acquire(1, use_awaitable);
+    }
+    BOOST_TEST(co_await keys_settle_at(c, "sem-gone/", 0) == 0);
+    semaphore again(s, "sem-gone", 2);
+    co_await again.async_try_acquire(2, use_awaitable);
+    co_await again.async_release(2, use_awaitable);
+  }(c));
+}
+
+#ifdef COETCD_CLI_PATH
+// A holder process SIGKILLed with its permits: they come back when its lease expires (TTL 4 s,
+// renewed every third of it, so between 2.6 and 4 s after the kill), not before.
+BOOST_AUTO_TEST_CASE(a_killed_holders_permits_return_after_its_ttl) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    child_process holder(std::string(COETCD_CLI_PATH) + " --endpoints " + server().endpoint() +
+                         " --ttl 4 sem sem-kill 2 --count 2");
+    BOOST_TEST_REQUIRE(holder.wait_for_output("sem-kill 2/2", 10s), holder.output());
+    auto s = co_await session::async_create(c, use_awaitable);
+    semaphore sem(s, "sem-kill", 2);
+    auto [busy] = co_await sem.async_try_acquire(1, asio::as_tuple(use_awaitable));
+    BOOST_TEST(busy == error::locked, busy.message());
+    holder.signal(SIGKILL);
+    const auto killed = std::chrono::steady_clock::now();
+    co_await sem.async_acquire(1, use_awaitable);
+    const auto after = std::chrono::steady_clock::now() - killed;
+    BOOST_TEST(after >= 2500ms, "permits came back " << after / 1ms << " ms after the kill");
+    BOOST_TEST(after <= 7000ms, "permits came back " << after / 1ms << " ms after the kill");
+    co_await sem.async_release(1, use_awaitable);
+    co_await expect_no_keys(c, "sem-kill");
+  }(c));
+}
+#endif
