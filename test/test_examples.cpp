@@ -77,6 +77,21 @@ BOOST_AUTO_TEST_CASE(rw_config_readers_share_and_the_writer_goes_in_turn) {
   BOOST_TEST(etcdctl(server(), "get --prefix --keys-only config/").output.find("config/") == std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(job_slots_never_passes_two_and_keeps_arrival_order) {
+  auto r = run_example("job_slots");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+  // The release build takes both slots before small 3, which came after it.
+  const char* lines[] = {"small 1 runs (1 of 2 slots in use)", "small 2 runs (2 of 2 slots in use)",
+                         "release runs (2 of 2 slots in use)", "small 3 runs (1 of 2 slots in use)"};
+  std::size_t at = 0;
+  for (auto line : lines) {
+    auto found = r.output.find(line, at);
+    BOOST_TEST_REQUIRE(found != std::string::npos, "lacks '" << line << "' in order: " << r.output);
+    at = found;
+  }
+  BOOST_TEST(etcdctl(server(), "get --prefix --keys-only build-slots/").output.find("build-slots/") == std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(two_http_counters_lose_no_increment) {
   etcdctl(server(), "del /http_counter/value");
   int ports[2] = {free_port(), free_port()};
