@@ -1,6 +1,8 @@
 #include "queue_ops.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 namespace coetcd::detail {
 namespace {
@@ -37,20 +39,31 @@ acquire_result acquired(error_code ec, txn_result r, bool read_oldest, bool shar
     out.rev = mine.empty() ? 0 : mine.front().create_revision;
   }
   if (read_oldest && rule.permits > 0 && out.rev != 0) {
-    // Each key takes a permit at least, so a key that fits is among the `permits` oldest; a
-    // malformed key among them stands before ours either way.
+    // Each key takes a permit at least, so the keys up to one that fits are among the `permits`
+    // oldest; the txn reads one more. etcd returns keys of one create revision (puts of one txn)
+    // in any order, and the rule orders them by key: when the limit cut the group of our own
+    // revision, keys before ours may be missing and the answer is open. A malformed key before
+    // ours is certain either way.
+    const auto& kvs = r.responses.at(1).get().kvs;
+    std::vector<const key_value*> queue;
+    for (const auto& kv : kvs) queue.push_back(&kv);
+    std::sort(queue.begin(), queue.end(), [](const key_value* a, const key_value* b) {
+      return std::tie(a->create_revision, a->key) < std::tie(b->create_revision, b->key);
+    });
+    const bool cut = static_cast<std::int64_t>(kvs.size()) > rule.permits && queue.back()->create_revision == out.rev;
     permit_tally tally(prefix);
     bool seen = false;
-    for (const auto& kv : r.responses.at(1).get().kvs) {
-      tally.add(kv);
-      if (kv.key == key) {
+    for (const auto* kv : queue) {
+      tally.add(*kv);
+      if (kv->key == key) {
         seen = true;
         break;
       }
     }
     bool holds = false;
     out.ec = tally.turn(rule.permits, holds);
-    out.owner = !out.ec && seen && holds;
+    out.undecided = !out.ec && cut;
+    out.owner = !out.ec && seen && holds && !cut;
   } else if (read_oldest) {
     const auto& oldest = r.responses.at(1).get().kvs;
     out.owner = out.rev != 0 && (oldest.empty() || (shared ? oldest.front().create_revision > out.rev
@@ -79,7 +92,7 @@ asio::awaitable<acquire_result> acquire(session_state& s, const std::string& pre
   // The batcher's queue is always the prefix.
   auto initiation = [&s, &prefix, &key, &value, &rule, shared](auto h) {
     const bool reader = !rule.blockers.empty();
-    const auto limit = rule.permits > 0 ? rule.permits : 1;
+    const auto limit = rule.permits > 0 ? rule.permits + 1 : 1;
     s.impl->batcher().submit_txn(acquire_txn(s, key, value, reader ? rule.blockers : prefix, limit),
                                  write_queue(prefix, shared),
                                  [h = std::move(h), reader, &key, &prefix, &rule](error_code ec, txn_result r, bool) mutable {

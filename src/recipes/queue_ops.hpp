@@ -13,6 +13,9 @@ struct acquire_result {
   std::int64_t rev = 0;  // our key's create revision (0: unknown)
   bool owner = false;    // our key is the oldest under the prefix
   bool abandoned = false;  // cancelled with the txn still on the wire: the `abandon` step cleans up
+  /// Semaphore: the read could not tell (the limit cut the group of keys sharing our create
+  /// revision, which etcd returns in any order); `owner` is false and the view decides.
+  bool undecided = false;
   txn_result txn;
 };
 

@@ -6,7 +6,9 @@
 
 #include <coetcd/semaphore.hpp>
 
+#include <algorithm>
 #include <list>
+#include <tuple>
 #include <optional>
 
 namespace coetcd::detail {
@@ -71,6 +73,21 @@ asio::awaitable<error_code> give_up(semaphore_state& m, permit_hold h) {
   co_return ec;
 }
 
+/// The rule over every key up to and including `key` (in any order): sets `holds`.
+error_code weigh_up_to(const std::string& prefix, std::vector<key_value>& kvs, const std::string& key,
+                       std::int64_t permits, bool& holds) {
+  std::sort(kvs.begin(), kvs.end(), [](const key_value& a, const key_value& b) {
+    return std::tie(a.create_revision, a.key) < std::tie(b.create_revision, b.key);
+  });
+  permit_tally tally(prefix);
+  holds = false;
+  for (const auto& kv : kvs) {
+    tally.add(kv);
+    if (kv.key == key) return tally.turn(permits, holds);
+  }
+  return error::session_lost;  // our key is gone
+}
+
 asio::awaitable<error_code> acquire_permits(std::shared_ptr<semaphore_state> mp, std::int64_t n, bool try_only,
                                             std::shared_ptr<std::string> granted) {
   co_await handle_cancellation_manually();
@@ -91,6 +108,16 @@ asio::awaitable<error_code> acquire_permits(std::shared_ptr<semaphore_state> mp,
   bump(m.counters->waiting);
   auto a = co_await acquire_or_abandon(m.session, m.prefix, key, value, via, cancellable, rule);
   error_code ec = a.ec;
+  if (!ec && !a.owner && a.undecided && try_only) {
+    // The read was cut inside our revision's group: read every key up to ours, as of the txn.
+    auto [rec, r] = co_await get_on(s.impl, m.prefix,
+                                    get_options{.prefix = true, .revision = a.txn.header.revision,
+                                                .max_create_revision = a.rev});
+    ec = rec;
+    bool holds = false;
+    if (!ec) ec = weigh_up_to(m.prefix, r.kvs, key, m.permits, holds);
+    a.owner = !ec && holds;
+  }
   if (!ec && !a.owner) {
     if (try_only) ec = error::locked;
     else if (co_await cancellation_requested()) ec = asio::error::operation_aborted;
