@@ -53,6 +53,7 @@ struct config {
   std::chrono::microseconds hold{0};
   std::chrono::seconds ttl{60};
   bool share_session = false;
+  std::int64_t permits = 10;  // sem mode
   coetcd::mutex_options lock_options;  // --linger, --fair-hold, --fair-handoffs
   bool json = false;
   std::string prefix;
@@ -233,6 +234,32 @@ asio::awaitable<void> rw_loop(run_state& st, coetcd::session& s, lock_slot& slot
   }
 }
 
+// sem mode: one permit of the slot's semaphore per acquisition; `inside` counts the holders, and
+// more than --permits of them at once is a violation (an over-admission).
+asio::awaitable<void> sem_loop(run_state& st, coetcd::session& s, lock_slot& slot) {
+  coetcd::semaphore sem(s, slot.name, st.cfg.permits);
+  co_await wait_for_start(st);
+  while (!st.done()) {
+    auto t0 = clock_type::now();
+    ++st.attempts;
+    auto [ec] = co_await sem.async_acquire(1, asio::as_tuple(use_awaitable));
+    if (ec) {
+      st.fail("acquire: " + ec.message());
+      break;
+    }
+    record_acquisition(st, t0);
+    if (++slot.inside > st.cfg.permits) ++st.violations;
+    if (st.cfg.hold.count() > 0) co_await sleep(st.cfg.hold);
+    else co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
+    --slot.inside;
+    auto [rec] = co_await sem.async_release(1, asio::as_tuple(use_awaitable));
+    if (rec) {
+      st.fail("release: " + rec.message());
+      break;
+    }
+  }
+}
+
 asio::awaitable<void> election_loop(run_state& st, coetcd::session& s, lock_slot& slot) {
   coetcd::election e(s, slot.name);
   co_await wait_for_start(st);
@@ -355,6 +382,7 @@ asio::awaitable<void> worker(run_state& st, coetcd::client& c, int client, std::
   else if (mode == "election") co_await election_loop(st, *s, slot);
   else if (mode == "txn") co_await txn_loop(st, c, *s, slot);
   else if (mode == "rw") co_await rw_loop(st, *s, slot, writer);
+  else if (mode == "sem") co_await sem_loop(st, *s, slot);
   if (s.use_count() == 1) co_await s->async_close(asio::as_tuple(use_awaitable));
   --st.running;
 }
@@ -380,13 +408,14 @@ config parse_args(int argc, char** argv) {
   desc.add_options()
       ("help,h", "this text")
       ("endpoints", po::value(&endpoints), "comma-separated host:port list (default 127.0.0.1:2379)")
-      ("mode", po::value(&cfg.mode), "mutex | try_lock | election | txn | delete_chain | local | rw (rw_mutex; worker i writes when i % 10 == 0) "
+      ("mode", po::value(&cfg.mode), "mutex | try_lock | election | txn | delete_chain | local | rw (rw_mutex; worker i writes when i % 10 == 0) | sem (semaphore, one of --permits per acquisition) "
        "(default mutex)")
       ("workers", po::value(&cfg.workers), "concurrent workers (default 1)")
       ("locks", po::value(&cfg.locks), "lock names; worker i uses lock i % locks (default 1)")
       ("clients", po::value(&cfg.clients), "clients (connections); worker i uses client i % clients (default 1)")
       ("duration", po::value(&duration), "measured run time, e.g. 5s, 500ms, 2m (default 5s)")
       ("count", po::value(&cfg.count), "stop after this many acquisitions instead")
+      ("permits", po::value(&cfg.permits), "sem: permits of each semaphore (default 10)")
       ("hold", po::value(&hold), "time inside the critical section (default: one yield)")
       ("ttl", po::value(&ttl), "session TTL in seconds (default 60)")
       ("share-session", po::bool_switch(&cfg.share_session),
@@ -414,12 +443,13 @@ config parse_args(int argc, char** argv) {
   if (fair_hold_ms >= 0) cfg.lock_options.fair_hold = std::chrono::milliseconds(fair_hold_ms);
   if (fair_handoffs >= 0) cfg.lock_options.fair_handoffs = static_cast<std::size_t>(fair_handoffs);
   if (cfg.prefix.empty()) cfg.prefix = "/coetcd-bench/" + std::to_string(::getpid()) + "/";
-  const std::vector<std::string> modes{"mutex", "try_lock", "election", "txn", "delete_chain", "local", "rw"};
+  const std::vector<std::string> modes{"mutex", "try_lock", "election", "txn", "delete_chain", "local", "rw", "sem"};
   if (std::find(modes.begin(), modes.end(), cfg.mode) == modes.end())
     throw std::invalid_argument("unknown --mode '" + cfg.mode + "'");
   if (cfg.workers < 1 || cfg.locks < 1 || cfg.clients < 1 || cfg.endpoints.empty())
     throw std::invalid_argument("--workers, --locks, --clients must be >= 1 and --endpoints non-empty");
   if (cfg.mode == "delete_chain") cfg.workers = cfg.locks = 1;
+  if (cfg.permits < 1) throw std::invalid_argument("--permits must be >= 1");
   return cfg;
 }
 
@@ -528,7 +558,8 @@ int main(int argc, char** argv) {
   std::int64_t counted = 0;
   for (auto& s : st.slots) counted += s.counter;
   const auto expected = cfg.mode == "rw" ? st.writes : st.acquisitions;
-  if (cfg.mode != "delete_chain" && counted != expected && !(cfg.share_session && cfg.mode == "election"))
+  // (A semaphore's holders overlap by design: sem_loop counts over-admissions instead.)
+  if (cfg.mode != "delete_chain" && cfg.mode != "sem" && counted != expected && !(cfg.share_session && cfg.mode == "election"))
     st.violations += std::llabs(expected - counted);
 
   // Fairness between sessions sharing names (--share-session with several clients): each one's
@@ -550,7 +581,7 @@ int main(int argc, char** argv) {
   if (cfg.json) {
     std::printf(
         "{\"impl\":%s,\"mode\":%s,\"workers\":%d,\"locks\":%d,\"clients\":%d,\"share_session\":%s,"
-        "\"linger_ms\":%d,\"hold_ms\":%.3f,"
+        "\"linger_ms\":%d,\"hold_ms\":%.3f,\"permits\":%" PRId64 ","
         "\"seconds\":%.3f,\"share_min\":%.3f,\"share_max\":%.3f,\"max_gap_ms\":%.3f,"
         "\"acquisitions\":%" PRId64 ",\"attempts\":%" PRId64 ",\"acquisitions_per_s\":%.1f,"
         "\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"mean_ms\":%.3f,"
@@ -559,7 +590,7 @@ int main(int argc, char** argv) {
         "\"read_p50_ms\":%.3f,\"read_p99_ms\":%.3f,\"write_p50_ms\":%.3f,\"write_p99_ms\":%.3f,\"writes\":%" PRId64 ","
         "\"violations\":%" PRId64 ",\"errors\":%" PRId64 ",\"leftover_keys\":%" PRId64 ",\"first_error\":%s}\n",
         cfg.mode == "local" ? "\"local\"" : "\"coetcd\"", json_string(cfg.mode).c_str(), cfg.workers, cfg.locks,
-        cfg.clients, cfg.share_session ? "true" : "false", static_cast<int>(cfg.lock_options.linger.count()), cfg.hold.count() / 1000.0, elapsed, share_min, share_max, max_gap_ms, st.acquisitions,
+        cfg.clients, cfg.share_session ? "true" : "false", static_cast<int>(cfg.lock_options.linger.count()), cfg.hold.count() / 1000.0, cfg.mode == "sem" ? cfg.permits : 0, elapsed, share_min, share_max, max_gap_ms, st.acquisitions,
         st.attempts,
         ops_per_s, ms(st.wait.quantile(0.5)), ms(st.wait.quantile(0.9)), ms(st.wait.quantile(0.99)),
         ms(double(st.wait.max())), ms(st.wait.mean()), cpu_per_1000, bench::peak_rss_mb(), rpcs, per_acq("Txn"),
