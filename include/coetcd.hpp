@@ -6,6 +6,7 @@
 #include <coetcd/error.hpp>
 #include <coetcd/event.hpp>
 #include <coetcd/lock_status.hpp>
+#include <coetcd/multi_lock.hpp>
 #include <coetcd/mutex.hpp>
 #include <coetcd/rw_mutex.hpp>
 #include <coetcd/semaphore.hpp>

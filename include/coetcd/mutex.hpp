@@ -131,6 +131,7 @@ class mutex {
   compare is_owner() const;
 
  private:
+  friend class multi_lock;
   static void start_lock(const std::shared_ptr<detail::mutex_state>&, bool try_only,
                          asio::any_completion_handler<void(error_code)>);
   static void start_unlock(const std::shared_ptr<detail::mutex_state>&, asio::any_completion_handler<void(error_code)>);

@@ -101,6 +101,7 @@ class rw_mutex {
   compare is_owner() const;
 
  private:
+  friend class multi_lock;
   enum class op { lock, try_lock, unlock, wait_lost };
   template <class CompletionToken>
   auto start(CompletionToken& token, const std::shared_ptr<detail::mutex_state>& side, op o) {

@@ -1,0 +1,151 @@
+// multi_lock drives its parts through the same local queues as their own objects do (start_lock,
+// start_unlock), one after another in name order: a total order on names makes a cycle of waits
+// between two holders impossible, whatever order each was given its names in.
+#include "mutex_queue.hpp"
+
+#include <coetcd/multi_lock.hpp>
+
+#include <algorithm>
+
+namespace coetcd::detail {
+
+struct multi_lock_state {
+  std::vector<std::shared_ptr<mutex_state>> parts;  // in the order taken
+  std::shared_ptr<client_impl> impl;                // of the first part: where the operations run
+  bool held = false;
+};
+
+namespace {
+
+asio::awaitable<error_code> lock_part(const std::shared_ptr<mutex_state>& m, bool try_only) {
+  // Named first: g++ 12 destroys a by-value capture written inside a co_await expression twice.
+  auto initiation = [m, try_only](asio::any_completion_handler<void(error_code)> h) {
+    start_lock(m, try_only, std::move(h));
+  };
+  auto [ec] = co_await asio::async_initiate<decltype(as_result), void(error_code)>(initiation, as_result);
+  co_return ec;
+}
+
+asio::awaitable<error_code> unlock_part(const std::shared_ptr<mutex_state>& m) {
+  auto initiation = [m](asio::any_completion_handler<void(error_code)> h) { start_unlock(m, std::move(h)); };
+  auto [ec] = co_await asio::async_initiate<decltype(as_result), void(error_code)>(initiation, as_result);
+  co_return ec;
+}
+
+/// Unlocks the first `n` parts in reverse order; the first error, every part released anyway.
+asio::awaitable<error_code> unlock_first(std::shared_ptr<multi_lock_state> ms, std::size_t n) {
+  // Releases run to their end even when the operation that asks for them was cancelled.
+  co_await asio::this_coro::reset_cancellation_state();
+  error_code first;
+  while (n > 0) {
+    auto ec = co_await unlock_part(ms->parts[--n]);
+    if (ec && !first) first = ec;
+  }
+  co_return first;
+}
+
+asio::awaitable<error_code> lock_all(std::shared_ptr<multi_lock_state> ms, bool try_only) {
+  co_await handle_cancellation_manually();
+  if (ms->held) co_return error::invalid_argument;  // not reentrant: it would wait for itself
+  std::size_t taken = 0;
+  error_code ec;
+  for (const auto& m : ms->parts) {
+    // The caller's cancellation reaches the part's lock through this frame's slot.
+    ec = co_await lock_part(m, try_only);
+    if (ec) break;
+    ++taken;
+    if (co_await cancellation_requested()) {
+      ec = asio::error::operation_aborted;
+      break;
+    }
+  }
+  if (ec) {
+    co_await unlock_first(ms, taken);
+    co_return ec;
+  }
+  ms->held = true;
+  co_return error_code{};
+}
+
+asio::awaitable<error_code> unlock_all(std::shared_ptr<multi_lock_state> ms) {
+  if (!ms->held) co_return error::not_locked;
+  ms->held = false;
+  co_return co_await unlock_first(ms, ms->parts.size());
+}
+
+asio::awaitable<void> release_in_background(std::shared_ptr<multi_lock_state> ms) {
+  co_await unlock_all(std::move(ms));
+}
+
+}  // namespace
+}  // namespace coetcd::detail
+
+namespace coetcd {
+
+multi_lock::part::part(mutex& m) : state_(m.state_) {}
+
+multi_lock::part multi_lock::part::exclusive(rw_mutex& m) {
+  part p;
+  p.state_ = m.write_;
+  return p;
+}
+
+multi_lock::part multi_lock::part::shared(rw_mutex& m) {
+  part p;
+  p.state_ = m.read_;
+  return p;
+}
+
+multi_lock::multi_lock(std::vector<part> parts) : state_(std::make_shared<detail::multi_lock_state>()) {
+  for (auto& p : parts) {
+    if (!p.state_)
+      throw boost::system::system_error(make_error_code(error::invalid_argument), "coetcd: multi_lock of a moved-from lock");
+    state_->parts.push_back(std::move(p.state_));
+  }
+  if (state_->parts.empty())
+    throw boost::system::system_error(make_error_code(error::invalid_argument), "coetcd: multi_lock of no locks");
+  auto& v = state_->parts;
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a->name < b->name; });
+  for (std::size_t i = 1; i < v.size(); ++i)
+    if (v[i]->name == v[i - 1]->name)
+      throw boost::system::system_error(make_error_code(error::invalid_argument),
+                                        "coetcd: multi_lock lists '" + v[i]->name + "' twice");
+  state_->impl = v.front()->session->impl;
+}
+
+multi_lock::~multi_lock() {
+  if (!state_) return;
+  auto impl = state_->impl;
+  asio::dispatch(impl->strand_, [impl, s = std::move(state_)]() mutable {
+    if (s->held) asio::co_spawn(impl->strand_, detail::release_in_background(std::move(s)), asio::detached);
+  });
+}
+
+void multi_lock::run(const std::shared_ptr<detail::multi_lock_state>& s, op o,
+                     asio::any_completion_handler<void(error_code)> h) {
+  switch (o) {
+    case op::lock:
+    case op::try_lock: {
+      // Every part granted to a caller that has moved on is released, or nobody ever would.
+      auto give_back = [s] {
+        if (s->held) asio::co_spawn(s->impl->strand_, detail::release_in_background(s), asio::detached);
+      };
+      return detail::spawn_grant_op(s->impl, detail::lock_all(s, o == op::try_lock), std::move(h), std::move(give_back));
+    }
+    case op::unlock: return detail::spawn_op(s->impl, detail::unlock_all(s), std::move(h));
+  }
+}
+
+multi_lock::executor_type multi_lock::get_executor() const noexcept {
+  return state_ ? state_->impl->io_ex_ : executor_type();
+}
+
+std::vector<std::string> multi_lock::names() const {
+  std::vector<std::string> out;
+  for (const auto& m : state_->parts) out.push_back(m->name);
+  return out;
+}
+
+bool multi_lock::held() const noexcept { return state_->held; }
+
+}  // namespace coetcd
