@@ -92,6 +92,23 @@ BOOST_AUTO_TEST_CASE(job_slots_never_passes_two_and_keeps_arrival_order) {
   BOOST_TEST(etcdctl(server(), "get --prefix --keys-only build-slots/").output.find("build-slots/") == std::string::npos);
 }
 
+// Two processes move money between the same two accounts, locked by a multi_lock with the names in
+// opposite orders: both finish (no deadlock) and the balances add up (no lost update).
+BOOST_AUTO_TEST_CASE(two_transfers_in_opposite_orders_finish_and_lose_nothing) {
+  etcdctl(server(), "put /bank/alice 1000");
+  etcdctl(server(), "put /bank/bob 1000");
+  child_process a("exec " COETCD_EXAMPLES_DIR "/transfer " + server().endpoint() + " alice bob 40");
+  child_process b("exec " COETCD_EXAMPLES_DIR "/transfer " + server().endpoint() + " bob alice 30");
+  BOOST_TEST_REQUIRE(a.wait(30s).value_or(-1) == 0, a.output());
+  BOOST_TEST_REQUIRE(b.wait(30s).value_or(-1) == 0, b.output());
+  BOOST_TEST(a.output().find("moved 40 from alice to bob") != std::string::npos, a.output());
+  BOOST_TEST(b.output().find("moved 30 from bob to alice") != std::string::npos, b.output());
+  BOOST_TEST(etcdctl(server(), "get --print-value-only /bank/alice").output == "990\n");
+  BOOST_TEST(etcdctl(server(), "get --print-value-only /bank/bob").output == "1010\n");
+  BOOST_TEST(etcdctl(server(), "get --prefix --keys-only bank-lock/").output.find("bank-lock/") == std::string::npos);
+  etcdctl(server(), "del --prefix /bank/");
+}
+
 BOOST_AUTO_TEST_CASE(two_http_counters_lose_no_increment) {
   etcdctl(server(), "del /http_counter/value");
   int ports[2] = {free_port(), free_port()};
