@@ -5,8 +5,9 @@
 //
 // Modes: mutex (concurrency.Mutex Lock/Unlock), election (concurrency.Election
 // Campaign/Resign), txn (one put-if-absent txn + one delete, retried at once when taken),
-// delete_chain (serial single-key deletes). etcd 3.4's concurrency.Mutex has no TryLock, so
-// try_lock is reported as unsupported.
+// delete_chain (serial single-key deletes), rw (contrib/recipes' RWMutex), sem (a semaphore
+// twin of coetcd::semaphore from clientv3 and a Session: etcd has no semaphore recipe). etcd
+// 3.4's concurrency.Mutex has no TryLock, so try_lock is reported as unsupported.
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,6 +133,7 @@ type config struct {
 	hold         time.Duration
 	ttl          int
 	shareSession bool
+	permits      int64 // sem mode
 	json         bool
 	prefix       string
 }
@@ -306,6 +309,104 @@ func rwLoop(st *runState, s *concurrency.Session, slot *lockSlot, write bool) {
 	}
 }
 
+// semSeq numbers the semaphore keys of this process (unique under each lease, also when
+// workers share a session).
+var semSeq int64
+
+// semAcquire: the semaphore as a Go user builds it from clientv3, with coetcd::semaphore's keys
+// and rule (NAME/<lease hex>_<seq hex> = "<n>/<permits>"; keys in create-revision order, then
+// key order, take permits in turn). A put-if-absent txn, then Get the prefix sorted by create
+// revision; while our key does not fit, Watch the prefix from after that Get for a delete (as
+// contrib/recipes' waitDeletes does) and Get again. The Get has no limit: etcd returns keys of
+// one revision in any order, and a limit could cut the group ours is in.
+func semAcquire(ctx context.Context, c *clientv3.Client, s *concurrency.Session, pfx, key string, permits int64) error {
+	val := fmt.Sprintf("1/%d", permits)
+	if _, err := c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, val, clientv3.WithLease(s.Lease()))).Commit(); err != nil {
+		return err
+	}
+	fits := func() (int64, bool, error) {
+		g, err := c.Get(ctx, pfx, clientv3.WithPrefix(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+		if err != nil {
+			return 0, false, err
+		}
+		kvs := g.Kvs
+		sort.SliceStable(kvs, func(i, j int) bool {
+			if kvs[i].CreateRevision != kvs[j].CreateRevision {
+				return kvs[i].CreateRevision < kvs[j].CreateRevision
+			}
+			return string(kvs[i].Key) < string(kvs[j].Key)
+		})
+		var used int64
+		for _, kv := range kvs {
+			n, perr := strconv.ParseInt(strings.SplitN(string(kv.Value), "/", 2)[0], 10, 64)
+			if perr != nil || n < 1 {
+				return 0, false, fmt.Errorf("%s is not a semaphore key", kv.Key)
+			}
+			used += n
+			if string(kv.Key) == key {
+				break
+			}
+		}
+		return g.Header.Revision, used <= permits, nil
+	}
+	rev, ok, err := fits()
+	if err != nil || ok {
+		return err
+	}
+	// One watch for the whole wait, from just after the first look, so no delete is missed.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for wr := range c.Watch(wctx, pfx, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut()) {
+		if err := wr.Err(); err != nil {
+			return err
+		}
+		if len(wr.Events) == 0 {
+			continue
+		}
+		if _, ok, err = fits(); err != nil || ok {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// semLoop: one permit per acquisition; more than -permits holders inside at once is a violation
+// (an over-admission).
+func semLoop(st *runState, c *clientv3.Client, s *concurrency.Session, slot *lockSlot) {
+	ctx := context.Background()
+	pfx := slot.name + "/"
+	for !st.done() {
+		t0 := time.Now()
+		atomic.AddInt64(&st.attempts, 1)
+		key := fmt.Sprintf("%s%x_%x", pfx, int64(s.Lease()), atomic.AddInt64(&semSeq, 1))
+		if err := semAcquire(ctx, c, s, pfx, key, st.cfg.permits); err != nil {
+			st.fail("acquire", err)
+			return
+		}
+		st.recordAcquisition(t0)
+		slot.mu.Lock()
+		slot.inside++
+		if int64(slot.inside) > st.cfg.permits {
+			atomic.AddInt64(&st.violations, 1)
+		}
+		slot.mu.Unlock()
+		if st.cfg.hold > 0 {
+			time.Sleep(st.cfg.hold)
+		} else {
+			runtime.Gosched()
+		}
+		slot.mu.Lock()
+		slot.inside--
+		slot.mu.Unlock()
+		if _, err := c.Delete(ctx, key); err != nil {
+			st.fail("release", err)
+			return
+		}
+	}
+}
+
 func txnLoop(st *runState, c *clientv3.Client, s *concurrency.Session, slot *lockSlot) {
 	key := slot.name + "/txn"
 	ctx := context.Background()
@@ -427,7 +528,8 @@ func parseArgs() (config, error) {
 	var cfg config
 	var endpoints, duration, hold string
 	flag.StringVar(&endpoints, "endpoints", "127.0.0.1:2379", "comma-separated host:port list")
-	flag.StringVar(&cfg.mode, "mode", "mutex", "mutex | election | txn | delete_chain | rw (recipe.RWMutex; worker i writes when i % 10 == 0)")
+	flag.StringVar(&cfg.mode, "mode", "mutex", "mutex | election | txn | delete_chain | rw (recipe.RWMutex; worker i writes when i % 10 == 0) | sem (one of -permits per acquisition)")
+	flag.Int64Var(&cfg.permits, "permits", 10, "sem: permits of each semaphore")
 	flag.IntVar(&cfg.workers, "workers", 1, "concurrent workers")
 	flag.IntVar(&cfg.locks, "locks", 1, "lock names; worker i uses lock i % locks")
 	flag.IntVar(&cfg.clients, "clients", 1, "clients; worker i uses client i % clients")
@@ -456,6 +558,10 @@ func parseArgs() (config, error) {
 	}
 	switch cfg.mode {
 	case "mutex", "election", "txn", "delete_chain":
+	case "sem":
+		if cfg.permits < 1 {
+			return cfg, errors.New("--permits must be >= 1")
+		}
 	case "rw":
 		if cfg.shareSession {
 			return cfg, errors.New("rw: recipe.RWMutex has no shared-session twin here")
@@ -562,6 +668,8 @@ func main() {
 				txnLoop(st, clients[i%cfg.clients], s, slot)
 			case "rw":
 				rwLoop(st, s, slot, i%10 == 0)
+			case "sem":
+				semLoop(st, clients[i%cfg.clients], s, slot)
 			}
 		}(i, s)
 	}
@@ -613,7 +721,8 @@ func main() {
 	if cfg.mode == "rw" {
 		expected = st.writes
 	}
-	if cfg.mode != "delete_chain" && counted != expected && !(cfg.shareSession && cfg.mode == "election") {
+	// (A semaphore's holders overlap by design: semLoop counts over-admissions instead.)
+	if cfg.mode != "delete_chain" && cfg.mode != "sem" && counted != expected && !(cfg.shareSession && cfg.mode == "election") {
 		d := counted - expected
 		if d < 0 {
 			d = -d
@@ -654,7 +763,10 @@ func main() {
 			"cpu_s_per_1000": cpuPer1000, "peak_rss_mb": peakRSSMB(), "rpcs_per_acq": rpcs,
 			"txn_per_acq": perAcq("Txn"), "range_per_acq": perAcq("Range"), "delete_per_acq": perAcq("DeleteRange"),
 			"watch_msgs_per_acq": perAcq("Watch"), "violations": st.violations, "errors": st.errs,
-			"leftover_keys": leftover, "first_error": firstError,
+			"leftover_keys": leftover, "first_error": firstError, "permits": 0,
+		}
+		if cfg.mode == "sem" {
+			out["permits"] = cfg.permits
 		}
 		if cfg.mode == "rw" {
 			out["read_p50_ms"], out["read_p99_ms"] = ms(st.readWait.quantile(0.5)), ms(st.readWait.quantile(0.99))
