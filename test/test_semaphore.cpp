@@ -185,6 +185,68 @@ BOOST_AUTO_TEST_CASE(acquisitions_sharing_a_revision_never_over_admit) {
   }(c, st), 60s);
 }
 
+// Acquisitions of one client that leave in one batch share a create revision, and the rule
+// orders them by key; a nested txn's read sees only the puts before it in the batch. Started
+// in descending key order (the order that hides from each read the keys that go before its
+// own), 8 sessions on a 1-permit semaphore, trying and waiting, never hold two at once.
+BOOST_AUTO_TEST_CASE(a_batch_started_in_reverse_key_order_admits_one) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    constexpr int sessions = 8, rounds = 12;
+    std::vector<session> ss;
+    for (int i = 0; i < sessions; ++i) ss.push_back(co_await session::async_create(c, use_awaitable));
+    // Lease ids as hex decide the key order: largest first.
+    std::sort(ss.begin(), ss.end(), [](const session& a, const session& b) {
+      return hex(a.lease()) > hex(b.lease());
+    });
+    struct tally {
+      int in_use = 0, most = 0, granted = 0, refused = 0, done = 0, errors = 0;
+      std::string first_error;
+    };
+    for (int round = 0; round < rounds; ++round) {
+      const bool try_only = round % 2 == 0;
+      const std::string name = "sem-batch-" + std::to_string(round);
+      auto st = std::make_shared<tally>();
+      std::vector<std::unique_ptr<semaphore>> sems;
+      for (auto& s : ss) sems.push_back(std::make_unique<semaphore>(s, name, 1));
+      auto ex = co_await asio::this_coro::executor;
+      // A write on the wire first, so the eight gather behind it and leave as one batch.
+      semaphore lead(ss.front(), name + "-lead", 1);
+      auto led = started();
+      lead.async_try_acquire(1, record(led));
+      for (int k = 0; k < 40; ++k) co_await asio::post(ex, use_awaitable);
+      for (auto& sem : sems)
+        asio::co_spawn(ex, [](semaphore& sem, std::shared_ptr<tally> st, bool try_only) -> asio::awaitable<void> {
+          auto [ec] = try_only ? co_await sem.async_try_acquire(1, asio::as_tuple(use_awaitable))
+                               : co_await sem.async_acquire(1, asio::as_tuple(use_awaitable));
+          if (ec == error::locked) {
+            ++st->refused;
+          } else if (ec) {
+            if (st->errors++ == 0) st->first_error = ec.message();
+          } else {
+            ++st->granted;
+            st->most = std::max(st->most, ++st->in_use);
+            co_await sleep_for(2ms);
+            --st->in_use;
+            co_await sem.async_release(1, use_awaitable);
+          }
+          ++st->done;
+        }(*sem, st, try_only), asio::detached);
+      std::function<bool()> all_done = [st] { return st->done == sessions; };
+      BOOST_TEST_REQUIRE(co_await eventually(std::move(all_done), 10s));
+      BOOST_TEST_REQUIRE(co_await settled(led));
+      BOOST_TEST(!led->value());
+      co_await lead.async_release(1, use_awaitable);
+      BOOST_TEST(st->most == 1, "round " << round << ": " << st->most << " held at once");
+      BOOST_TEST(st->errors == 0, st->first_error);
+      BOOST_TEST(st->granted == (try_only ? 1 : sessions), "round " << round);
+      co_await expect_no_keys(c, name);
+    }
+    for (auto& s : ss) co_await s.async_close(use_awaitable);
+  }(c));
+}
+
 // FIFO: with 1 of 3 permits free, a waiting request for 2 is not overtaken by a later request
 // for 1 that would fit; once 2 are free both hold.
 BOOST_AUTO_TEST_CASE(a_big_request_is_not_overtaken) {

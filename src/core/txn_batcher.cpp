@@ -5,6 +5,7 @@
 
 #include <boost/asio/post.hpp>
 
+#include <algorithm>
 #include <map>
 
 namespace coetcd::detail {
@@ -41,6 +42,33 @@ bool caused_by_one_op(error_code ec) {
 }
 
 }  // namespace
+
+void txn_batcher::order_ties(std::vector<item>& batch) {
+  std::map<std::string, std::vector<std::size_t>> shared;  // queue -> where its shared writes are
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    if (batch[i].queue.shared && !batch[i].queue.prefix.empty() && !batch[i].keys.empty())
+      shared[batch[i].queue.prefix].push_back(i);
+  std::vector<std::size_t> order(batch.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  bool moved = false;
+  for (auto& [prefix, at] : shared) {
+    if (at.size() < 2) continue;
+    auto by_key = at;
+    std::stable_sort(by_key.begin(), by_key.end(), [&](std::size_t a, std::size_t b) {
+      return *std::min_element(batch[a].keys.begin(), batch[a].keys.end()) <
+             *std::min_element(batch[b].keys.begin(), batch[b].keys.end());
+    });
+    for (std::size_t k = 0; k < at.size(); ++k) order[at[k]] = by_key[k];
+    moved = moved || by_key != at;
+  }
+  if (!moved) return;
+  // Move-constructed into a new vector: Asio 1.81's any_completion_handler recurses on
+  // move-assignment, which an in-place sort would do.
+  std::vector<item> sorted;
+  sorted.reserve(batch.size());
+  for (auto i : order) sorted.push_back(std::move(batch[i]));
+  batch = std::move(sorted);
+}
 
 void txn_batcher::submit(std::vector<txn_op> ops, write_queue queue, asio::any_completion_handler<void(outcome)> done) {
   if (client_.closed()) return fail(std::move(done));
@@ -108,6 +136,7 @@ void txn_batcher::flush() {
       it = waiting_.erase(it);
       if (alone) break;
     }
+    order_ties(batch);
     send(std::move(batch));
   }
 }

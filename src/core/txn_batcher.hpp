@@ -19,8 +19,9 @@ namespace coetcd::detail {
 
 /// Where a write may create a lock or election key (see txn_batcher::submit): the name's
 /// prefix, or empty for writes that create none. `shared`: keys that may share a create
-/// revision with each other (the read keys of an rw_mutex, which hold together anyway), but
-/// never with a key of an exclusive write of the same prefix.
+/// revision with each other (the read keys of an rw_mutex, which hold together anyway, and a
+/// semaphore's acquisitions, which a batch sends in key order: see order_ties), but never with
+/// a key of an exclusive write of the same prefix.
 struct write_queue {
   std::string prefix;
   bool shared = false;
@@ -84,6 +85,13 @@ class txn_batcher : public std::enable_shared_from_this<txn_batcher> {
     return !waiting_.empty() && (in_flight_ == 0 || (waiting_ops_ >= max_ops && in_flight_ < max_in_flight));
   }
   void fail(asio::any_completion_handler<void(outcome)> done);
+  /// Puts each queue's shared writes in key order, where they stood in the batch. Their keys
+  /// share the batch's create revision, and the rules order such a tie by key; the read of a
+  /// nested txn sees the puts of the ops before it, not after. In key order, an acquisition's
+  /// read shows every key of its tie that goes before its own, so a semaphore can decide from
+  /// it; in arrival order, two could each count the other out and both hold. Items of a batch
+  /// write disjoint keys, so the order changes nothing else.
+  static void order_ties(std::vector<item>& batch);
   void schedule();
   void flush();
   void send(std::vector<item> batch);

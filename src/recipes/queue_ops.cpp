@@ -43,7 +43,9 @@ acquire_result acquired(error_code ec, txn_result r, bool read_oldest, bool shar
     // oldest; the txn reads one more. etcd returns keys of one create revision (puts of one txn)
     // in any order, and the rule orders them by key: when the limit cut the group of our own
     // revision, keys before ours may be missing and the answer is open. A malformed key before
-    // ours is certain either way.
+    // ours is certain either way. Keys of our group put after our op (later in the batch) are
+    // not in the read; the batcher sends a queue's shared writes in key order (order_ties), so
+    // those all go after ours.
     const auto& kvs = r.responses.at(1).get().kvs;
     std::vector<const key_value*> queue;
     for (const auto& kv : kvs) queue.push_back(&kv);
