@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -188,8 +189,33 @@ void etcd_process::wait_healthy(std::chrono::seconds limit) {
                            " s");
 }
 
+namespace {
+// Every thread of `pid` has stopped ('T' or 't' in /proc/PID/task/TID/stat).
+bool all_threads_stopped(int pid) {
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code ec;
+  for (const auto& t : std::filesystem::directory_iterator(tasks, ec)) {
+    std::ifstream in(t.path() / "stat");
+    std::string line;
+    std::getline(in, line);
+    const auto close = line.rfind(')');  // the command name may hold spaces and parentheses
+    if (close == std::string::npos || close + 2 >= line.size()) continue;  // the thread just ended
+    const char state = line[close + 2];
+    if (state != 'T' && state != 't') return false;
+  }
+  return !ec;
+}
+}  // namespace
+
 void etcd_process::pause() {
-  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGSTOP);
+  // SIGSTOP only asks: a thread running on another core answers a request or two before it
+  // stops. Return when the whole process has (a test that pauses etcd and then sends a request
+  // saw that request answered, under ctest -j3).
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!all_threads_stopped(pid_) && std::chrono::steady_clock::now() < limit)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 void etcd_process::resume() {
