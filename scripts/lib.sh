@@ -7,7 +7,7 @@ COETCD_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 COETCD_PACKAGES=(
   cmake ninja-build g++ clang-14 libclang-rt-14-dev pkg-config openssl ca-certificates
   libboost1.81-dev libboost-test1.81-dev libboost-program-options1.81-dev
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libgrpc++-dev libabsl-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   golang-etcd-server-dev golang-github-gogo-protobuf-dev golang-github-grpc-ecosystem-grpc-gateway-dev
   etcd-server etcd-client golang-go
 )

@@ -2,6 +2,8 @@
 #define BOOST_TEST_MODULE coetcd_kv
 #include "support/fixture.hpp"
 
+#include <ctime>
+
 using namespace coetcd;
 using namespace coetcd::test;
 using namespace std::chrono_literals;
@@ -239,4 +241,69 @@ BOOST_AUTO_TEST_CASE(every_completion_token_kind_works) {
   guard.reset();
   runner.join();
   c.close();
+}
+
+namespace {
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+}  // namespace
+
+// completion_mode::poll: the event loop's thread reaps gRPC's queue while requests are in flight.
+// Every kind of call still completes (unary one after another and fifty at once, a watch stream,
+// a session's keepalives, a mutex); idle, nothing spins (a loop still polling would burn most of
+// a core in the idle second); and closing with requests on the wire ends them all.
+BOOST_AUTO_TEST_CASE(polled_completions_serve_every_call_and_rest_when_idle) {
+  asio::io_context ioc;
+  auto o = options_for(server());
+  o.completions = completion_mode::poll;
+  client c(ioc, o);
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto w = co_await c.async_watch("/kv/poll/", watch_options{.prefix = true}, use_awaitable);
+    for (int i = 0; i < 100; ++i) {
+      co_await c.async_put("/kv/poll/k", std::to_string(i), use_awaitable);
+      auto g = co_await c.async_get("/kv/poll/k", use_awaitable);
+      BOOST_TEST_REQUIRE(g.kvs.size() == 1u);
+      BOOST_TEST_REQUIRE(g.kvs[0].value == std::to_string(i));
+    }
+    std::size_t events = 0;
+    while (events < 100) events += (co_await w.async_next(use_awaitable)).events.size();
+    BOOST_TEST(events == 100u);
+    auto ex = co_await asio::this_coro::executor;
+    auto answered = std::make_shared<int>(0);
+    for (int i = 0; i < 50; ++i)
+      asio::co_spawn(ex, [](client& c, std::shared_ptr<int> n) -> asio::awaitable<void> {
+        auto g = co_await c.async_get("/kv/poll/k", use_awaitable);
+        if (g.kvs.size() == 1 && g.kvs[0].value == "99") ++*n;
+      }(c, answered), asio::detached);
+    std::function<bool()> all = [answered] { return *answered == 50; };
+    BOOST_TEST(co_await eventually(std::move(all), 5s));
+    auto s = co_await session::async_create(c, session_options{.ttl = std::chrono::seconds(5)}, use_awaitable);
+    mutex m(s, "/kv/poll-lock");
+    co_await m.async_lock(use_awaitable);
+    BOOST_TEST(m.held());
+    // Idle for a second with the session's keepalive stream open.
+    const double before = process_cpu_seconds();
+    co_await sleep_for(1s);
+    const double idle_cpu = process_cpu_seconds() - before;
+    BOOST_TEST(idle_cpu < 0.3, "CPU in an idle second: " << idle_cpu << " s");
+    BOOST_TEST(!s.lost());
+    co_await m.async_unlock(use_awaitable);
+    co_await s.async_close(use_awaitable);
+    co_await c.async_delete("/kv/poll/", delete_options{.prefix = true}, use_awaitable);
+    // Closing with twenty gets on the wire: each ends, answered or with client_closed.
+    auto ended = std::make_shared<int>(0);
+    auto failed = std::make_shared<int>(0);
+    for (int i = 0; i < 20; ++i)
+      c.async_get("/kv/poll/k", [ended, failed](error_code ec, get_result) {
+        ++*ended;
+        if (ec && ec != error::client_closed) ++*failed;
+      });
+    c.close();
+    std::function<bool()> all_ended = [ended] { return *ended == 20; };
+    BOOST_TEST(co_await eventually(std::move(all_ended), 5s));
+    BOOST_TEST(*failed == 0);
+  }(c));
 }

@@ -17,6 +17,18 @@ struct tls_options {
   std::string key_file;
 };
 
+/// How gRPC's completions reach the event loop (see client_options::completions).
+enum class completion_mode {
+  /// A thread of the client blocks on gRPC's completion queue and posts each completion to the
+  /// event loop: no CPU while waiting, a cross-thread wake-up per reply.
+  thread,
+  /// While unary requests are in flight (and for `poll_linger` after the last reply), the event
+  /// loop's own thread polls the completion queue between its other handlers, so a reply costs
+  /// no wake-up. That thread is busy for the whole round trip of every request: it trades CPU
+  /// for latency. Idle, the client thread takes over again and nothing spins.
+  poll,
+};
+
 struct client_options {
   /// Cluster members as host:port, http://host:port or https://host:port. Requests go to any
   /// member that is up; a dead member does not stop the client while another one answers.
@@ -37,6 +49,18 @@ struct client_options {
   /// lock acquisitions, releases and losses, and leader changes (see event.hpp). Called on the
   /// client's strand, never inside a coetcd call; empty (the default) costs nothing.
   event_hook on_event;
+  /// See completion_mode. `poll` suits latency-sensitive programs that make requests one after
+  /// another; the default suits everything else.
+  completion_mode completions = completion_mode::thread;
+  /// How long `poll` keeps polling after the last reply: a request sent within it finds the loop
+  /// polling still, and skips the hand-over (two wake-ups).
+  std::chrono::microseconds poll_linger{200};
+  /// Debian's Abseil is built without NDEBUG, so its mutexes check lock order for deadlocks:
+  /// each lock and unlock of a mutex inside gRPC also updates a process-wide graph under a
+  /// global lock. A client turns that check off for the whole process when it is created (a
+  /// release build of Abseil has it off); set this if your program relies on Abseil's deadlock
+  /// reports.
+  bool keep_abseil_deadlock_detection = false;
 };
 
 }  // namespace coetcd

@@ -8,6 +8,7 @@
 
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 
 #include <boost/asio/append.hpp>
@@ -185,6 +186,11 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     return true;
   }
   void queue_unary(std::function<void()> send) { unary_queue_.push_back(std::move(send)); }
+  /// A unary call went on the wire: under completion_mode::poll the strand polls the queue
+  /// until the replies are in. On strand.
+  void poll_while_in_flight() {
+    if (options_.completions == completion_mode::poll && !reaping_ && !closed_) start_reaping();
+  }
   void release_unary_slot() {
     --unary_in_flight_;
     while (unary_in_flight_ < max_unary_in_flight && !unary_queue_.empty()) {
@@ -230,10 +236,22 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 
  private:
   void cq_loop();
+  void start_reaping();
+  void reap();
+  void resume_cq_thread();
   void close_now();
   void authenticate();
 
   std::thread cq_thread_;
+  // completion_mode::poll: the queue has one poller at a time. gRPC lets one thread poll the
+  // socket and wakes the other to hand it each completion, so the client thread steps aside
+  // (parks) while the strand polls: the alarm's tag asks it to, cq_resume_ sends it back.
+  grpc::Alarm yield_alarm_;
+  char yield_tag_ = 0;
+  std::atomic<bool> cq_parked_{false};  // the client thread has left the queue to the strand
+  std::atomic<bool> cq_resume_{false};
+  bool reaping_ = false;  // strand: a poll episode is on
+  std::chrono::steady_clock::time_point last_reply_;
   std::shared_ptr<struct client_registry> registry_;
   std::string last_peer_;  // the member that answered last when the story last changed
   bool link_down_ = false;
@@ -350,6 +368,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     reader_->StartCall();
     client_->track(this);
     reader_->Finish(&resp_, &status_, tag_.arm([self = this->shared_from_this()](bool) { self->on_finished(); }));
+    client_->poll_while_in_flight();
   }
 
   void on_finished() {
