@@ -7,7 +7,9 @@
 // waiting, retried at once when taken), delete_chain (the hand-off floor: one worker deleting
 // single keys one after another; each delete counts as an "acquisition"), local (the in-process
 // reference: the same workers on an async FIFO lock in this process, no etcd: the physical limit
-// of a local hand-off).
+// of a local hand-off), and the client core's own twin of Go's: put, get and kv_txn (each
+// worker is one request in flight on a key of its own, put beforehand; kv_txn is a compare on
+// the key's version with a put on success and a get otherwise; an "acquisition" is one reply).
 //
 // Correctness check: each lock has a counter read before and written after the yield inside the
 // critical section, and an overlap flag; a lost update or an overlap between holders is a
@@ -57,6 +59,8 @@ struct config {
   coetcd::mutex_options lock_options;  // --linger, --fair-hold, --fair-handoffs
   bool json = false;
   std::string prefix;
+  coetcd::completion_mode completions = coetcd::completion_mode::thread;
+  bool keep_abseil_deadlock_detection = false;
 };
 
 // The in-process reference lock: FIFO, a hand-off is one post.
@@ -345,6 +349,50 @@ asio::awaitable<void> delete_chain_loop(run_state& st, coetcd::client& c) {
   co_await c.async_delete(base, coetcd::delete_options{.prefix = true}, asio::as_tuple(use_awaitable));
 }
 
+bool kv_mode(const std::string& mode) { return mode == "put" || mode == "get" || mode == "kv_txn"; }
+
+// One request after another on the worker's own key: latency is the round trip of one call.
+asio::awaitable<void> kv_loop(run_state& st, coetcd::client& c, int index) {
+  const std::string key = st.cfg.prefix + "kv/" + std::to_string(index);
+  const std::string& mode = st.cfg.mode;
+  auto [pec, pr] = co_await c.async_put(key, "v", asio::as_tuple(use_awaitable));
+  if (pec) {
+    st.fail("put: " + pec.message());
+    ++st.ready;
+    co_return;
+  }
+  coetcd::txn t;
+  t.when(coetcd::compare::version(key) > 0).then(coetcd::txn_op::put(key, "v")).otherwise(coetcd::txn_op::get(key));
+  co_await wait_for_start(st);
+  while (!st.done()) {
+    auto t0 = clock_type::now();
+    ++st.attempts;
+    boost::system::error_code ec;
+    if (mode == "put") {
+      std::tie(ec, std::ignore) = co_await c.async_put(key, "v", asio::as_tuple(use_awaitable));
+    } else if (mode == "get") {
+      auto [gec, r] = co_await c.async_get(key, asio::as_tuple(use_awaitable));
+      ec = gec;
+      if (!ec && r.kvs.size() != 1) ++st.violations;
+    } else {
+      auto [tec, r] = co_await c.async_txn(t, asio::as_tuple(use_awaitable));
+      ec = tec;
+      if (!ec && !r.succeeded) ++st.violations;
+    }
+    if (ec) {
+      st.fail(mode + ": " + ec.message());
+      co_return;
+    }
+    record_acquisition(st, t0);
+  }
+  if (index == 0) {
+    // Worker 0 clears the prefix once every other worker has stopped.
+    while (st.running > 1) co_await sleep(std::chrono::milliseconds(5));
+    co_await c.async_delete(st.cfg.prefix + "kv/", coetcd::delete_options{.prefix = true},
+                            asio::as_tuple(use_awaitable));
+  }
+}
+
 asio::awaitable<void> local_loop(run_state& st, lock_slot& slot) {
   int me = 0;  // identity for the overlap check
   co_await wait_for_start(st);
@@ -359,10 +407,15 @@ asio::awaitable<void> local_loop(run_state& st, lock_slot& slot) {
   }
 }
 
-asio::awaitable<void> worker(run_state& st, coetcd::client& c, int client, std::shared_ptr<coetcd::session> s,
-                             lock_slot& slot, bool writer) {
+asio::awaitable<void> worker(run_state& st, coetcd::client& c, int client, int index,
+                             std::shared_ptr<coetcd::session> s, lock_slot& slot, bool writer) {
   if (st.cfg.mode == "local") {
     co_await local_loop(st, slot);
+    --st.running;
+    co_return;
+  }
+  if (kv_mode(st.cfg.mode)) {
+    co_await kv_loop(st, c, index);
     --st.running;
     co_return;
   }
@@ -399,7 +452,7 @@ std::string json_string(const std::string& s) {
 
 config parse_args(int argc, char** argv) {
   config cfg;
-  std::string endpoints = "127.0.0.1:2379", duration = "5s", hold = "0s";
+  std::string endpoints = "127.0.0.1:2379", duration = "5s", hold = "0s", completions = "thread";
   int ttl = 60, linger_ms = 0, fair_hold_ms = -1;
   long fair_handoffs = -1;
   po::options_description desc(
@@ -408,7 +461,7 @@ config parse_args(int argc, char** argv) {
   desc.add_options()
       ("help,h", "this text")
       ("endpoints", po::value(&endpoints), "comma-separated host:port list (default 127.0.0.1:2379)")
-      ("mode", po::value(&cfg.mode), "mutex | try_lock | election | txn | delete_chain | local | rw (rw_mutex; worker i writes when i % 10 == 0) | sem (semaphore, one of --permits per acquisition) "
+      ("mode", po::value(&cfg.mode), "mutex | try_lock | election | txn | delete_chain | local | rw (rw_mutex; worker i writes when i % 10 == 0) | sem (semaphore, one of --permits per acquisition) | put | get | kv_txn (one request per worker in flight) "
        "(default mutex)")
       ("workers", po::value(&cfg.workers), "concurrent workers (default 1)")
       ("locks", po::value(&cfg.locks), "lock names; worker i uses lock i % locks (default 1)")
@@ -425,6 +478,9 @@ config parse_args(int argc, char** argv) {
       ("fair-hold", po::value(&fair_hold_ms), "mutex_options::fair_hold in ms (default: the library's)")
       ("fair-handoffs", po::value(&fair_handoffs), "mutex_options::fair_handoffs (default: the library's)")
       ("prefix", po::value(&cfg.prefix), "key prefix (default /coetcd-bench/<pid>/)")
+      ("completions", po::value(&completions), "thread (default) | poll: client_options::completions")
+      ("keep-abseil-deadlock-detection", po::bool_switch(&cfg.keep_abseil_deadlock_detection),
+       "client_options::keep_abseil_deadlock_detection (to measure what turning it off saves)")
       ("json", po::bool_switch(&cfg.json), "print one JSON object");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -443,13 +499,16 @@ config parse_args(int argc, char** argv) {
   if (fair_hold_ms >= 0) cfg.lock_options.fair_hold = std::chrono::milliseconds(fair_hold_ms);
   if (fair_handoffs >= 0) cfg.lock_options.fair_handoffs = static_cast<std::size_t>(fair_handoffs);
   if (cfg.prefix.empty()) cfg.prefix = "/coetcd-bench/" + std::to_string(::getpid()) + "/";
-  const std::vector<std::string> modes{"mutex", "try_lock", "election", "txn", "delete_chain", "local", "rw", "sem"};
+  const std::vector<std::string> modes{"mutex", "try_lock", "election", "txn", "delete_chain", "local", "rw", "sem",
+                                       "put", "get", "kv_txn"};
   if (std::find(modes.begin(), modes.end(), cfg.mode) == modes.end())
     throw std::invalid_argument("unknown --mode '" + cfg.mode + "'");
   if (cfg.workers < 1 || cfg.locks < 1 || cfg.clients < 1 || cfg.endpoints.empty())
     throw std::invalid_argument("--workers, --locks, --clients must be >= 1 and --endpoints non-empty");
   if (cfg.mode == "delete_chain") cfg.workers = cfg.locks = 1;
   if (cfg.permits < 1) throw std::invalid_argument("--permits must be >= 1");
+  if (completions == "poll") cfg.completions = coetcd::completion_mode::poll;
+  else if (completions != "thread") throw std::invalid_argument("unknown --completions '" + completions + "'");
   return cfg;
 }
 
@@ -467,6 +526,8 @@ int main(int argc, char** argv) {
   asio::io_context ioc;
   coetcd::client_options o;
   o.endpoints = cfg.endpoints;
+  o.completions = cfg.completions;
+  o.keep_abseil_deadlock_detection = cfg.keep_abseil_deadlock_detection;
   std::vector<std::unique_ptr<coetcd::client>> clients;
   for (int i = 0; i < cfg.clients; ++i) clients.push_back(std::make_unique<coetcd::client>(ioc, o));
   for (int k = 0; k < cfg.locks; ++k) st.slots.push_back(lock_slot{cfg.prefix + "lock-" + std::to_string(k)});
@@ -480,7 +541,7 @@ int main(int argc, char** argv) {
     // Shared sessions first (one per client), then every worker creates its own if needed and
     // reports ready; the clock starts when all are.
     std::vector<std::shared_ptr<coetcd::session>> shared(cfg.clients);
-    if (cfg.share_session && cfg.mode != "local")
+    if (cfg.share_session && cfg.mode != "local" && !kv_mode(cfg.mode))
       for (int i = 0; i < cfg.clients; ++i)
         shared[i] = std::make_shared<coetcd::session>(co_await coetcd::session::async_create(
             *clients[i], coetcd::session_options{.ttl = cfg.ttl}, use_awaitable));
@@ -492,7 +553,7 @@ int main(int argc, char** argv) {
       }, asio::detached);
     } else {
       for (int i = 0; i < cfg.workers; ++i)
-        asio::co_spawn(ioc, worker(st, *clients[i % cfg.clients], i % cfg.clients, shared[i % cfg.clients],
+        asio::co_spawn(ioc, worker(st, *clients[i % cfg.clients], i % cfg.clients, i, shared[i % cfg.clients],
                                    st.slots[i % cfg.locks], i % 10 == 0),
                        asio::detached);
     }
@@ -559,7 +620,7 @@ int main(int argc, char** argv) {
   for (auto& s : st.slots) counted += s.counter;
   const auto expected = cfg.mode == "rw" ? st.writes : st.acquisitions;
   // (A semaphore's holders overlap by design: sem_loop counts over-admissions instead.)
-  if (cfg.mode != "delete_chain" && cfg.mode != "sem" && counted != expected && !(cfg.share_session && cfg.mode == "election"))
+  if (cfg.mode != "delete_chain" && cfg.mode != "sem" && !kv_mode(cfg.mode) && counted != expected && !(cfg.share_session && cfg.mode == "election"))
     st.violations += std::llabs(expected - counted);
 
   // Fairness between sessions sharing names (--share-session with several clients): each one's
@@ -588,7 +649,8 @@ int main(int argc, char** argv) {
         "\"cpu_s_per_1000\":%.4f,\"peak_rss_mb\":%.1f,\"rpcs_per_acq\":%.4f,\"txn_per_acq\":%.2f,"
         "\"range_per_acq\":%.2f,\"delete_per_acq\":%.2f,\"watch_msgs_per_acq\":%.2f,"
         "\"read_p50_ms\":%.3f,\"read_p99_ms\":%.3f,\"write_p50_ms\":%.3f,\"write_p99_ms\":%.3f,\"writes\":%" PRId64 ","
-        "\"violations\":%" PRId64 ",\"errors\":%" PRId64 ",\"leftover_keys\":%" PRId64 ",\"first_error\":%s}\n",
+        "\"violations\":%" PRId64 ",\"errors\":%" PRId64 ",\"leftover_keys\":%" PRId64 ",\"first_error\":%s,"
+        "\"completions\":\"%s\"}\n",
         cfg.mode == "local" ? "\"local\"" : "\"coetcd\"", json_string(cfg.mode).c_str(), cfg.workers, cfg.locks,
         cfg.clients, cfg.share_session ? "true" : "false", static_cast<int>(cfg.lock_options.linger.count()), cfg.hold.count() / 1000.0, cfg.mode == "sem" ? cfg.permits : 0, elapsed, share_min, share_max, max_gap_ms, st.acquisitions,
         st.attempts,
@@ -597,7 +659,7 @@ int main(int argc, char** argv) {
         per_acq("Range"), per_acq("DeleteRange"), per_acq("Watch"), ms(st.read_wait.quantile(0.5)),
         ms(st.read_wait.quantile(0.99)), ms(st.write_wait.quantile(0.5)), ms(st.write_wait.quantile(0.99)), st.writes,
         st.violations, st.errors, leftover,
-        json_string(st.first_error).c_str());
+        json_string(st.first_error).c_str(), cfg.completions == coetcd::completion_mode::poll ? "poll" : "thread");
   } else {
     std::printf("coetcd %s: %d workers, %d locks, %d clients, %.1f s\n", cfg.mode.c_str(), cfg.workers, cfg.locks,
                 cfg.clients, elapsed);

@@ -14,13 +14,14 @@ raw, out_md, out_png, setting = sys.argv[1:5]
 cells = [json.loads(line) for line in open(raw) if line.strip()]
 
 
-def find(impl, mode, workers=1, locks=1, share=False, clients=1, linger=0):
+def find(impl, mode, workers=1, locks=1, share=False, clients=1, linger=0, completions="thread"):
     """The cell's median round by throughput (one whole run, so its fields agree with each
-    other), with the violations and errors of every round and the spread of throughput."""
+    other), with the violations and errors of every round and the spread of throughput.
+    Go's cells have no completion mode ("")."""
     runs = [c for c in cells
             if c["impl"] == impl and c["mode"] == mode and c["workers"] == workers and c["locks"] == locks
             and c.get("share_session", False) == share and c.get("clients", 1) == clients
-            and c.get("linger_ms", 0) == linger]
+            and c.get("linger_ms", 0) == linger and c.get("completions", "thread") in (completions, "")]
     if not runs:
         return None
     runs.sort(key=lambda c: c["acquisitions_per_s"])

@@ -7,7 +7,10 @@
 // Campaign/Resign), txn (one put-if-absent txn + one delete, retried at once when taken),
 // delete_chain (serial single-key deletes), rw (contrib/recipes' RWMutex), sem (a semaphore
 // twin of coetcd::semaphore from clientv3 and a Session: etcd has no semaphore recipe). etcd
-// 3.4's concurrency.Mutex has no TryLock, so try_lock is reported as unsupported.
+// 3.4's concurrency.Mutex has no TryLock, so try_lock is reported as unsupported. put, get and
+// kv_txn are the client core's twin: each worker keeps one request in flight on a key of its
+// own (put beforehand), kv_txn being a compare on the key's version, a put on success and a get
+// otherwise; an "acquisition" there is one reply.
 package main
 
 import (
@@ -438,6 +441,39 @@ func txnLoop(st *runState, c *clientv3.Client, s *concurrency.Session, slot *loc
 	}
 }
 
+func kvMode(mode string) bool { return mode == "put" || mode == "get" || mode == "kv_txn" }
+
+// kvLoop: one request after another on the worker's own key.
+func kvLoop(st *runState, c *clientv3.Client, key string) {
+	ctx := context.Background()
+	for !st.done() {
+		t0 := time.Now()
+		atomic.AddInt64(&st.attempts, 1)
+		var err error
+		switch st.cfg.mode {
+		case "put":
+			_, err = c.Put(ctx, key, "v")
+		case "get":
+			var r *clientv3.GetResponse
+			if r, err = c.Get(ctx, key); err == nil && len(r.Kvs) != 1 {
+				atomic.AddInt64(&st.violations, 1)
+			}
+		default:
+			var r *clientv3.TxnResponse
+			r, err = c.Txn(ctx).If(clientv3.Compare(clientv3.Version(key), ">", 0)).
+				Then(clientv3.OpPut(key, "v")).Else(clientv3.OpGet(key)).Commit()
+			if err == nil && !r.Succeeded {
+				atomic.AddInt64(&st.violations, 1)
+			}
+		}
+		if err != nil {
+			st.fail(st.cfg.mode, err)
+			return
+		}
+		st.recordAcquisition(t0)
+	}
+}
+
 func deleteChainLoop(st *runState, c *clientv3.Client, paused *time.Duration) {
 	ctx := context.Background()
 	base := st.cfg.prefix + "chain/"
@@ -557,7 +593,7 @@ func parseArgs() (config, error) {
 		cfg.prefix = fmt.Sprintf("/coetcd-bench/go-%d/", os.Getpid())
 	}
 	switch cfg.mode {
-	case "mutex", "election", "txn", "delete_chain":
+	case "mutex", "election", "txn", "delete_chain", "put", "get", "kv_txn":
 	case "sem":
 		if cfg.permits < 1 {
 			return cfg, errors.New("--permits must be >= 1")
@@ -616,7 +652,14 @@ func main() {
 	ramp := time.Now()
 	sessions := make([]*concurrency.Session, cfg.workers)
 	var wg sync.WaitGroup
-	if cfg.mode != "delete_chain" {
+	if kvMode(cfg.mode) {
+		for i := 0; i < cfg.workers; i++ {
+			if _, err := clients[i%cfg.clients].Put(context.Background(), kvKey(cfg, i), "v"); err != nil {
+				fmt.Fprintf(os.Stderr, "go-bench: put: %v\n", err)
+				os.Exit(1)
+			}
+		}
+	} else if cfg.mode != "delete_chain" {
 		for i := 0; i < cfg.workers; i++ {
 			if cfg.shareSession {
 				sessions[i] = shared[i%cfg.clients]
@@ -650,7 +693,11 @@ func main() {
 		wg.Add(1)
 		go func() { defer wg.Done(); deleteChainLoop(st, clients[0], &paused) }()
 	}
-	for i := 0; i < cfg.workers && cfg.mode != "delete_chain"; i++ {
+	for i := 0; i < cfg.workers && kvMode(cfg.mode); i++ {
+		wg.Add(1)
+		go func(i int) { defer wg.Done(); kvLoop(st, clients[i%cfg.clients], kvKey(cfg, i)) }(i)
+	}
+	for i := 0; i < cfg.workers && cfg.mode != "delete_chain" && !kvMode(cfg.mode); i++ {
 		s := sessions[i]
 		if s == nil {
 			continue
@@ -703,6 +750,9 @@ func main() {
 			s.Close()
 		}
 	}
+	if kvMode(cfg.mode) {
+		clients[0].Delete(context.Background(), cfg.prefix+"kv/", clientv3.WithPrefix())
+	}
 	leftover := int64(-1)
 	if r, err := clients[0].Get(context.Background(), cfg.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
 		leftover = r.Count
@@ -722,7 +772,7 @@ func main() {
 		expected = st.writes
 	}
 	// (A semaphore's holders overlap by design: semLoop counts over-admissions instead.)
-	if cfg.mode != "delete_chain" && cfg.mode != "sem" && counted != expected && !(cfg.shareSession && cfg.mode == "election") {
+	if cfg.mode != "delete_chain" && cfg.mode != "sem" && !kvMode(cfg.mode) && counted != expected && !(cfg.shareSession && cfg.mode == "election") {
 		d := counted - expected
 		if d < 0 {
 			d = -d
@@ -763,7 +813,7 @@ func main() {
 			"cpu_s_per_1000": cpuPer1000, "peak_rss_mb": peakRSSMB(), "rpcs_per_acq": rpcs,
 			"txn_per_acq": perAcq("Txn"), "range_per_acq": perAcq("Range"), "delete_per_acq": perAcq("DeleteRange"),
 			"watch_msgs_per_acq": perAcq("Watch"), "violations": st.violations, "errors": st.errs,
-			"leftover_keys": leftover, "first_error": firstError, "permits": 0,
+			"leftover_keys": leftover, "first_error": firstError, "permits": 0, "completions": "",
 		}
 		if cfg.mode == "sem" {
 			out["permits"] = cfg.permits
@@ -791,6 +841,8 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+func kvKey(cfg config, i int) string { return cfg.prefix + "kv/" + strconv.Itoa(i) }
 
 func max64(a, b uint64) uint64 {
 	if a > b {
