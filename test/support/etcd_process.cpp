@@ -1,4 +1,5 @@
 #include "etcd_process.hpp"
+#include "tcp_proxy.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -136,7 +137,10 @@ void etcd_process::launch() {
                                    "--listen-client-urls=" + client_url(),
                                    "--advertise-client-urls=" + client_url(),
                                    "--listen-peer-urls=" + peer,
-                                   "--initial-advertise-peer-urls=" + peer,
+                                   "--initial-advertise-peer-urls=" +
+                                       (cfg_.advertise_peer_port
+                                            ? "http://127.0.0.1:" + std::to_string(cfg_.advertise_peer_port)
+                                            : peer),
                                    "--initial-cluster=" + cluster,
                                    "--listen-metrics-urls=http://127.0.0.1:" + std::to_string(metrics_port_),
                                    "--logger=zap",
@@ -289,7 +293,7 @@ bool etcd_process::is_leader() const {
   return metrics().find("\netcd_server_is_leader 1") != std::string::npos;
 }
 
-etcd_cluster::etcd_cluster(int members, etcd_config common) {
+etcd_cluster::etcd_cluster(int members, etcd_config common, bool partitionable) {
   std::vector<etcd_config> cfgs;
   std::string cluster;
   for (int i = 0; i < members; ++i) {
@@ -297,7 +301,20 @@ etcd_cluster::etcd_cluster(int members, etcd_config common) {
     c.name = "m" + std::to_string(i);
     c.client_port = free_port();
     c.peer_port = free_port();
-    cluster += (i ? "," : "") + c.name + "=http://127.0.0.1:" + std::to_string(c.peer_port);
+    if (partitionable) {
+      // Which member dialled: the owner of the connection's other end, among the members now
+      // running (a restarted member has a new PID).
+      auto identify = [this](const asio::ip::tcp::endpoint& remote, unsigned short port) {
+        std::vector<int> pids;
+        for (auto& m : members_) pids.push_back(m->pid());
+        return socket_owner(remote, port, pids);
+      };
+      peer_proxies_.push_back(std::make_unique<tcp_proxy>("127.0.0.1:" + std::to_string(c.peer_port), identify));
+      client_proxies_.push_back(std::make_unique<tcp_proxy>("127.0.0.1:" + std::to_string(c.client_port)));
+      c.advertise_peer_port = peer_proxies_.back()->port();
+    }
+    cluster += (i ? "," : "") + c.name + "=http://127.0.0.1:" +
+               std::to_string(c.advertise_peer_port ? c.advertise_peer_port : c.peer_port);
     cfgs.push_back(std::move(c));
   }
   for (auto& c : cfgs) {
@@ -305,6 +322,45 @@ etcd_cluster::etcd_cluster(int members, etcd_config common) {
     members_.push_back(std::make_unique<etcd_process>(c, false));
   }
   start_all();
+}
+
+etcd_cluster::~etcd_cluster() {
+  members_.clear();  // before the proxies, which name connections by the members' PIDs
+}
+
+std::string etcd_cluster::client_endpoint(int i) const {
+  return client_proxies_.at(static_cast<std::size_t>(i))->endpoint();
+}
+
+std::vector<std::string> etcd_cluster::client_endpoints() const {
+  std::vector<std::string> out;
+  for (auto& p : client_proxies_) out.push_back(p->endpoint());
+  return out;
+}
+
+void etcd_cluster::isolate(int i) {
+  for (int j = 0; j < size(); ++j) {
+    if (j == i) peer_proxy(j).hold();  // nothing reaches i
+    else peer_proxy(j).hold_from({i});  // nothing from i reaches j (nor what the proxy cannot name)
+  }
+}
+
+void etcd_cluster::isolate_clients_of(int i) { client_proxy(i).hold(); }
+
+void etcd_cluster::delay_all(std::chrono::milliseconds d) {
+  for (auto& p : peer_proxies_) p->delay(d);
+  for (auto& p : client_proxies_) p->delay(d);
+}
+
+void etcd_cluster::heal() {
+  for (auto& p : peer_proxies_) {
+    p->restore();
+    p->delay(std::chrono::milliseconds(0));
+  }
+  for (auto& p : client_proxies_) {
+    p->restore();
+    p->delay(std::chrono::milliseconds(0));
+  }
 }
 
 void etcd_cluster::start_all() {

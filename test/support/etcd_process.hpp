@@ -2,6 +2,7 @@
 // stopped by PID (also when the test binary dies: the child gets SIGKILL with its parent).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -28,6 +29,7 @@ struct etcd_config {
   std::string name = "m0";
   std::string initial_cluster;  // "name=peer-url,..."; empty: this member alone
   int client_port = 0, peer_port = 0;
+  int advertise_peer_port = 0;  // what the other members dial (a proxy's port); 0: peer_port
 };
 
 class etcd_process {
@@ -65,14 +67,23 @@ class etcd_process {
   etcd_config cfg_;
   std::filesystem::path dir_;
   int client_port_, peer_port_, metrics_port_;
-  int pid_ = -1;
+  std::atomic<int> pid_{-1};
 };
+
+class tcp_proxy;
 
 /// A cluster of etcd members on 127.0.0.1 (free ports, temp dirs), each stopped by PID when the
 /// cluster goes away, also when a test fails.
+///
+/// A partitionable cluster puts a tcp_proxy in front of every member's peer port (the members
+/// advertise the proxy, so all raft, lease and probe traffic between two members passes one) and
+/// another in front of every client port (client_endpoint()). The proxy in front of a member names
+/// each incoming connection by the member process that dialled it, so isolate() can stop the
+/// traffic between one member and the rest in both directions while every member keeps running.
 class etcd_cluster {
  public:
-  explicit etcd_cluster(int members = 3, etcd_config common = {});
+  explicit etcd_cluster(int members = 3, etcd_config common = {}, bool partitionable = false);
+  ~etcd_cluster();
   etcd_process& member(int i) { return *members_.at(static_cast<std::size_t>(i)); }
   int size() const { return static_cast<int>(members_.size()); }
   std::vector<std::string> endpoints() const;
@@ -83,7 +94,24 @@ class etcd_cluster {
   /// Starts every stopped member together and waits until all are healthy.
   void start_all();
 
+  // Partitionable clusters only.
+  /// The member's client port through its client proxy.
+  std::string client_endpoint(int i) const;
+  std::vector<std::string> client_endpoints() const;
+  /// Holds every byte between member `i` and the others, both ways (a partition: connections
+  /// stay open, nothing passes, nobody is told).
+  void isolate(int i);
+  /// Holds every byte between clients that use client_endpoint(i) and member `i`.
+  void isolate_clients_of(int i);
+  /// Adds `d` each way to every link: member to member and client to member.
+  void delay_all(std::chrono::milliseconds d);
+  /// Ends every isolation and delay.
+  void heal();
+  tcp_proxy& peer_proxy(int i) { return *peer_proxies_.at(static_cast<std::size_t>(i)); }
+  tcp_proxy& client_proxy(int i) { return *client_proxies_.at(static_cast<std::size_t>(i)); }
+
  private:
+  std::vector<std::unique_ptr<tcp_proxy>> peer_proxies_, client_proxies_;  // outlive the members
   std::vector<std::unique_ptr<etcd_process>> members_;
 };
 
