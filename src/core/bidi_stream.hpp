@@ -27,7 +27,7 @@ class bidi_stream final : public std::enable_shared_from_this<bidi_stream<Req, R
 
   /// On strand. The caller made sure the client is open and holds a token if auth is on.
   void start(const prepare_fn& prepare) {
-    ctx_ = client_->make_context(std::nullopt, true);
+    ctx_ = client_->make_context(std::nullopt);
     token_ = client_->token();
     rw_ = prepare(ctx_.get(), &client_->cq_);
     bump(client_->telemetry_.stream(kind).opened);

@@ -269,14 +269,16 @@ void client_impl::close_now() {
   if (cq_thread_.joinable() && cq_thread_.get_id() != std::this_thread::get_id()) cq_thread_.join();
 }
 
-std::unique_ptr<grpc::ClientContext> client_impl::make_context(std::optional<sys_time> deadline, bool stream) const {
+std::unique_ptr<grpc::ClientContext> client_impl::make_context(std::optional<sys_time> deadline) const {
   auto ctx = std::make_unique<grpc::ClientContext>();
   if (deadline) ctx->set_deadline(*deadline);
   // Wait for a connection (bounded by the deadline) instead of failing while a member restarts.
   ctx->set_wait_for_ready(true);
   if (!token_.empty()) ctx->AddMetadata("token", token_);
-  // A member without a raft leader fails the stream instead of keeping it silently idle.
-  if (stream) ctx->AddMetadata("hasleader", "true");
+  // A member without a raft leader fails the call at once instead of holding it (a request) or
+  // keeping it silently idle (a stream). etcd checks this before the handler runs, so such a
+  // failure applied nothing: unary_rpc resends any call after it, and round robin moves on.
+  ctx->AddMetadata("hasleader", "true");
   return ctx;
 }
 

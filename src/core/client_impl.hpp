@@ -160,8 +160,8 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   void close_at_shutdown() { close_now(); }
   void register_with_context();
 
-  /// A context for one RPC: deadline (unary), wait-for-ready, auth token, "hasleader" (streams).
-  std::unique_ptr<grpc::ClientContext> make_context(std::optional<sys_time> deadline, bool stream) const;
+  /// A context for one RPC: deadline (unary), wait-for-ready, auth token, "hasleader".
+  std::unique_ptr<grpc::ClientContext> make_context(std::optional<sys_time> deadline) const;
   error_code map_status(const grpc::Status& s) const;
   sys_time request_deadline() const { return std::chrono::system_clock::now() + options_.request_timeout; }
 
@@ -360,7 +360,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
       });
       return;
     }
-    ctx_ = client_->make_context(deadline_, false);
+    ctx_ = client_->make_context(deadline_);
     sent_token_ = client_->token();
     reader_ = prepare_(ctx_.get(), req_, &client_->cq_);
     bump(counters().sent);
@@ -389,13 +389,16 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
       client_->invalidate_token(sent_token_);
       return begin();
     }
-    bool transient = ec == error::cluster_no_leader ||
-                     (ec.category() == grpc_category() && ec.value() == grpc::StatusCode::UNAVAILABLE);
+    // "No leader" comes from etcd's interceptor, before the request is looked at (every call
+    // carries "hasleader"): nothing was applied, so any call may go again. Other UNAVAILABLEs may
+    // have been applied, so only idempotent calls are resent after them.
+    const bool not_applied = ec == error::cluster_no_leader;
+    bool transient = not_applied || (ec.category() == grpc_category() && ec.value() == grpc::StatusCode::UNAVAILABLE);
     auto backoff = std::chrono::milliseconds(50 * (1 << std::min(attempts_, 4)));
-    if (transient && opts_.idempotent && std::chrono::system_clock::now() + backoff < deadline_) {
+    if (transient && (opts_.idempotent || not_applied) && std::chrono::system_clock::now() + backoff < deadline_) {
       ++attempts_;
       bump(counters().retried);
-      if (opts_.resent) *opts_.resent = true;
+      if (opts_.resent && !not_applied) *opts_.resent = true;
       waiting_ = true;
       retry_timer_.expires_after(backoff);
       retry_timer_.async_wait([self = this->shared_from_this()](error_code) {

@@ -96,6 +96,20 @@ void keepalive_manager::tick() {
     }
   }
   for (auto& l : expired) lose(l, error::lease_expired);
+  // etcd renews a stream's leases one at a time, and a renewal that a follower forwards to a
+  // leader which has just been cut off waits for etcd's request timeout (7 s) before it fails:
+  // every lease behind it would expire meanwhile (a partition test lost 3 s sessions on the
+  // majority side this way). A renewal unanswered past its stall point ends the stream; the next
+  // one, usually on another member, renews everything at once.
+  if (stream_ && stream_->ready() && !resetting_) {
+    for (auto& [id, l] : leases_) {
+      if (!l->in_flight || now < stall_point(*l)) continue;
+      resetting_ = true;
+      ended_by_ = error::request_timeout;
+      stream_->cancel();
+      break;
+    }
+  }
   arm_timer();
 }
 
@@ -107,6 +121,7 @@ void keepalive_manager::arm_timer() {
   for (auto& [id, l] : leases_) {
     when = std::min(when, l->deadline);
     if (!l->in_flight && can_send) when = std::min(when, l->next_send);
+    if (l->in_flight && can_send && !resetting_) when = std::min(when, stall_point(*l));
     if (events && !l->late_told) when = std::min(when, late_point(*l));
   }
   timer_.expires_at(when);
@@ -166,6 +181,7 @@ void keepalive_manager::on_ready() {
 }
 
 void keepalive_manager::on_closed(error_code ec) {
+  resetting_ = false;
   if (stream_ && ec == error::invalid_auth_token) client_->invalidate_token(stream_->token());
   stream_.reset();
   if (closed_) return;
