@@ -23,7 +23,9 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <chrono>
 #include <cinttypes>
+#include <cstdlib>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -43,6 +45,13 @@ coetcd::client_options options(const std::string& endpoints) {
   std::stringstream in(endpoints);
   for (std::string e; std::getline(in, e, ',');) o.endpoints.push_back(e);
   o.request_timeout = 10s;
+  // LOCKCHECK_EVENTS=1: the client's events on stderr, with the time, to read a fault run.
+  if (std::getenv("LOCKCHECK_EVENTS"))
+    o.on_event = [start = std::chrono::steady_clock::now()](const coetcd::event& e) {
+      std::fprintf(stderr, "%8.3f %s\n",
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                   coetcd::to_string(e).c_str());
+    };
   return o;
 }
 
@@ -82,6 +91,7 @@ asio::awaitable<void> sections(coetcd::client& c, coetcd::session& s, coetcd::mu
     }
     if (ec) {
       ++n.errors;
+      std::fprintf(stderr, "lockcheck %s: lock failed: %s\n", id.c_str(), ec.message().c_str());
       continue;
     }
     ++seq;
@@ -98,7 +108,10 @@ asio::awaitable<void> sections(coetcd::client& c, coetcd::session& s, coetcd::mu
     co_await hold.async_wait(asio::as_tuple(use_awaitable));
     auto rel = coetcd::txn().when(m.is_owner()).then(coetcd::txn_op::put(log_key(name, token, local, "rel"), stamp));
     auto [e2, r2] = co_await guarded(c, rel, n);
-    if (e1 || e2) ++n.errors;
+    if (e1 || e2) {
+      ++n.errors;
+      std::fprintf(stderr, "lockcheck %s: fenced write failed: %s\n", id.c_str(), (e1 ? e1 : e2).message().c_str());
+    }
     else if (!r1.succeeded || !r2.succeeded) {
       ++n.stale_rejected;
       auto k = co_await c.async_get(m.key(), asio::as_tuple(use_awaitable));
@@ -122,6 +135,7 @@ asio::awaitable<void> work(coetcd::client& c, std::string name, std::string id, 
         c, coetcd::session_options{.ttl = std::chrono::seconds(ttl)}, asio::as_tuple(use_awaitable));
     if (sec) {
       ++n.errors;
+      std::fprintf(stderr, "lockcheck %s: session failed: %s\n", id.c_str(), sec.message().c_str());
       continue;
     }
     coetcd::mutex m(s, name);

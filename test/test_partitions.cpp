@@ -1,0 +1,433 @@
+// Partitions and slow links on a 3-member cluster whose every link passes a proxy of the test
+// harness (support/tcp_proxy.hpp): a member cut off from the other two while clients still reach
+// it, a holder cut off past its TTL, a minority leader, 50 ms each way on every link, and a
+// member isolated and healed every 2 s. Members keep running throughout; only bytes stop. Each
+// case heals the cluster for the next one.
+#define BOOST_TEST_MODULE coetcd_partitions
+#include "support/child_process.hpp"
+#include "support/fixture.hpp"
+#include "support/tcp_proxy.hpp"
+
+#include <csignal>
+#include <cstdlib>
+#include <thread>
+
+using namespace coetcd;
+using namespace coetcd::test;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct shared_cluster {
+  shared_cluster() { instance() = std::make_unique<etcd_cluster>(3, etcd_config{}, true); }
+  ~shared_cluster() { instance().reset(); }
+  static std::unique_ptr<etcd_cluster>& instance() {
+    static std::unique_ptr<etcd_cluster> p;
+    return p;
+  }
+};
+
+etcd_cluster& cluster() { return *shared_cluster::instance(); }
+
+/// Heals every link when a case ends, and waits until the cluster has a leader again.
+struct heal_cluster {
+  ~heal_cluster() {
+    cluster().heal();
+    cluster().wait_for_leader(30s);
+  }
+};
+
+client_options options(std::vector<std::string> endpoints, std::chrono::milliseconds timeout = 5000ms) {
+  client_options o;
+  o.endpoints = std::move(endpoints);
+  o.request_timeout = timeout;
+  return o;
+}
+
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+/// A member other than `i`.
+int other(int i, int n = 1) { return (i + n) % 3; }
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (auto& e : v) out += (out.empty() ? "" : ",") + e;
+  return out;
+}
+
+/// `lockcheck work` processes and the verdict at the end, on one lock name.
+struct lockcheck_run {
+  std::string name;
+  std::vector<std::unique_ptr<child_process>> workers;
+
+  explicit lockcheck_run(std::string n) : name(std::move(n)) { clean(); }
+  ~lockcheck_run() {
+    for (auto& w : workers) w->signal(SIGKILL);
+  }
+  static std::string direct() { return join(cluster().endpoints()); }
+  void clean() { run_command(COETCD_LOCKCHECK_PATH " clean " + direct() + " " + name); }
+  void start(const std::vector<std::string>& endpoints, int ttl, int callers = 3) {
+    auto id = "w" + std::to_string(workers.size());
+    workers.push_back(std::make_unique<child_process>("exec " COETCD_LOCKCHECK_PATH " work " + join(endpoints) + " " +
+                                                      name + " " + id + " " + std::to_string(ttl) + " " +
+                                                      std::to_string(callers)));
+  }
+  /// Stops every worker (SIGTERM) and returns their summary lines; each must end on its own.
+  std::vector<std::string> stop() {
+    std::vector<std::string> out;
+    for (auto& w : workers) w->signal(SIGTERM);
+    for (auto& w : workers) {
+      auto code = w->wait(30s);
+      BOOST_TEST_REQUIRE(code.has_value(), "a worker did not stop: " << w->output());
+      BOOST_TEST(*code == 0, w->output());
+      BOOST_TEST_MESSAGE(w->output());
+      out.push_back(w->output());
+    }
+    return out;
+  }
+  /// lockcheck verify, retried while a lost session's key waits for its lease to expire.
+  void verify() {
+    command_result verdict;
+    for (int i = 0; i < 60; ++i) {
+      verdict = run_command(COETCD_LOCKCHECK_PATH " verify " + direct() + " " + name);
+      if (verdict.exit_code == 0) break;
+      std::this_thread::sleep_for(250ms);
+    }
+    BOOST_TEST_MESSAGE(verdict.output);
+    BOOST_TEST(verdict.exit_code == 0, verdict.output);
+    BOOST_TEST(verdict.output.find("lockcheck OK") != std::string::npos, verdict.output);
+    clean();
+  }
+};
+
+/// A number printed before `what` in a lockcheck line ("12 sessions lost").
+long count_before(const std::string& line, const std::string& what) {
+  auto at = line.find(" " + what);
+  if (at == std::string::npos) return -1;
+  auto start = line.rfind(' ', at - 1);
+  return std::stol(line.substr(start + 1, at - start - 1));
+}
+
+/// Critical sections whose acquire record landed in revisions (from, to].
+std::int64_t sections_between(const std::string& name, std::int64_t from, std::int64_t to) {
+  asio::io_context ioc;
+  client c(ioc, options(cluster().endpoints()));
+  std::int64_t n = 0;
+  run_for(ioc, [](client& c, std::string name, std::int64_t from, std::int64_t to, std::int64_t& n) -> asio::awaitable<void> {
+    auto r = co_await c.async_get(name + "-check/log/",
+                                  get_options{.prefix = true, .keys_only = true, .min_mod_revision = from + 1,
+                                              .max_mod_revision = to},
+                                  use_awaitable);
+    for (auto& kv : r.kvs) n += kv.key.ends_with("/acq");
+  }(c, name, from, to, n));
+  return n;
+}
+
+/// The store's revision, read through the members in `endpoints`.
+std::int64_t revision(std::vector<std::string> endpoints) {
+  asio::io_context ioc;
+  client c(ioc, options(std::move(endpoints), 10s));
+  std::int64_t rev = 0;
+  run_for(ioc, [](client& c, std::int64_t& rev) -> asio::awaitable<void> {
+    auto r = co_await c.async_get("part-revision-probe", use_awaitable);
+    rev = r.header.revision;
+  }(c, rev));
+  return rev;
+}
+
+}  // namespace
+
+BOOST_TEST_GLOBAL_FIXTURE(shared_cluster);
+
+// 1. The member a client's streams use is cut off from the other two (the client still reaches
+// it). Streams carry `hasleader`, so the member ends them once it has been without a leader for a
+// while, and the client reopens them on a member that has one. Measured: how long the watch and
+// the keepalive stream stay on the cut-off member. Asserted: every event once and in order, the
+// session alive (default TTL), both streams reopened elsewhere within 15 s.
+BOOST_AUTO_TEST_CASE(streams_leave_a_member_cut_off_from_the_quorum) {
+  heal_cluster heal;
+  const int f = other(cluster().wait_for_leader());  // a follower: the leader's case is 3
+  // Clients reach only f while the client connects, so its streams start there.
+  cluster().isolate_clients_of(other(f));
+  cluster().isolate_clients_of(other(f, 2));
+  asio::io_context ioc;
+  struct reopen {
+    std::string stream, why;
+    clock_type::time_point at;
+  };
+  std::vector<reopen> reopens;
+  auto ao = options(cluster().client_endpoints());
+  ao.on_event = [&](const event& e) {
+    if (e.kind == event_kind::stream_reopened) reopens.push_back({e.name, e.error.message(), clock_type::now()});
+  };
+  client a(ioc, ao);
+  client w(ioc, options({cluster().member(other(f)).endpoint(), cluster().member(other(f, 2)).endpoint()}));
+  run_for(ioc, [](client& a, client& w, int f, std::vector<reopen>& reopens) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(a, use_awaitable);
+    auto watch = co_await a.async_watch("part-watch/", watch_options{.prefix = true}, use_awaitable);
+    BOOST_TEST_REQUIRE(cluster().member(f).grpc_started("Watch") - cluster().member(f).grpc_handled("Watch") >= 1);
+    BOOST_TEST_REQUIRE(cluster().member(f).grpc_started("LeaseKeepAlive") -
+                           cluster().member(f).grpc_handled("LeaseKeepAlive") >= 1);
+    cluster().client_proxy(other(f)).restore();
+    cluster().client_proxy(other(f, 2)).restore();
+    // A writer on the other members, and the client's watch, throughout.
+    std::vector<std::string> written, seen;
+    std::vector<clock_type::time_point> written_at, seen_at;
+    bool writing = true;
+    auto ex = co_await asio::this_coro::executor;
+    asio::co_spawn(ex, [](client& w, bool& writing, std::vector<std::string>& written,
+                          std::vector<clock_type::time_point>& at) -> asio::awaitable<void> {
+      for (int i = 0; writing; ++i) {
+        char key[32];
+        std::snprintf(key, sizeof key, "part-watch/%06d", i);
+        auto [ec, r] = co_await w.async_put(key, "v", asio::as_tuple(use_awaitable));
+        if (!ec) {
+          written.push_back(key);
+          at.push_back(clock_type::now());
+        }
+        co_await sleep_for(20ms);
+      }
+    }(w, writing, written, written_at), asio::detached);
+    asio::co_spawn(ex, [](watcher& watch, std::vector<std::string>& seen,
+                          std::vector<clock_type::time_point>& at) -> asio::awaitable<void> {
+      for (;;) {
+        auto [ec, b] = co_await watch.async_next(asio::as_tuple(use_awaitable));
+        if (ec) co_return;
+        for (auto& e : b.events) {
+          seen.push_back(e.kv.key);
+          at.push_back(clock_type::now());
+        }
+      }
+    }(watch, seen, seen_at), asio::detached);
+    co_await sleep_for(1s);
+    BOOST_TEST_REQUIRE(!seen.empty());
+    const auto cut = clock_type::now();
+    cluster().isolate(f);
+    const auto reopened_before = reopens.size();
+    auto moved = [&](const std::string& stream) {
+      for (auto i = reopened_before; i < reopens.size(); ++i)
+        if (reopens[i].stream == stream) return true;
+      return false;
+    };
+    // The watch has moved when it delivers an event written after the cut: f has none of those.
+    auto delivered_after_cut = [&] {
+      for (std::size_t i = 0; i < written.size() && i < seen.size(); ++i)
+        if (written_at[i] > cut) return true;
+      return false;
+    };
+    co_await eventually([&] { return moved("Watch") && moved("LeaseKeepAlive") && delivered_after_cut(); }, 30s);
+    for (auto i = reopened_before; i < reopens.size(); ++i)
+      BOOST_TEST_MESSAGE(reopens[i].stream << " reopened " << std::chrono::duration<double>(reopens[i].at - cut).count()
+                                           << " s after the cut: " << reopens[i].why);
+    for (auto stream : {"Watch", "LeaseKeepAlive"}) {
+      BOOST_TEST(moved(stream), stream << " stayed on the cut-off member");
+      for (auto i = reopened_before; i < reopens.size(); ++i)
+        if (reopens[i].stream == stream) {
+          BOOST_TEST(std::chrono::duration<double>(reopens[i].at - cut).count() < 15.0);
+          break;
+        }
+    }
+    BOOST_TEST(delivered_after_cut());
+    co_await sleep_for(500ms);
+    writing = false;
+    co_await sleep_for(100ms);
+    co_await eventually([&] { return seen.size() >= written.size(); }, 10s);
+    BOOST_TEST(seen == written, "written " << written.size() << ", seen " << seen.size());
+    BOOST_TEST(!s.lost());
+    auto ttl = co_await w.async_lease_time_to_live(s.lease(), use_awaitable);
+    BOOST_TEST(ttl.ttl > 50, "lease " << ttl.ttl << " s left of 60: keepalives stopped");
+    co_await s.async_close(use_awaitable);
+    co_await w.async_delete("part-watch/", delete_options{.prefix = true}, use_awaitable);
+  }(a, w, f, reopens), 90s);
+}
+
+// 2. A holder whose only member is cut off from the others for longer than its TTL: the lock
+// passes to a waiter on the other side once the lease expires (not before two thirds of the TTL,
+// the longest a renewal can be late); the holder hears it lost the lock when its keepalive
+// deadline passes; its fenced write is rejected, both while cut off and after the heal.
+BOOST_AUTO_TEST_CASE(a_holder_cut_off_past_its_ttl_is_replaced_and_its_fenced_write_rejected) {
+  heal_cluster heal;
+  const int f = other(cluster().wait_for_leader());
+  asio::io_context ioc;
+  client h(ioc, options({cluster().client_endpoint(f)}, 2000ms));
+  client o(ioc, options({cluster().member(other(f)).endpoint(), cluster().member(other(f, 2)).endpoint()}));
+  run_for(ioc, [](client& h, client& o, int f) -> asio::awaitable<void> {
+    constexpr auto ttl = 3s;
+    auto hs = co_await session::async_create(h, session_options{.ttl = ttl}, use_awaitable);
+    mutex hm(hs, "part-ttl");
+    co_await hm.async_lock(use_awaitable);
+    const auto old_key = hm.key();
+    const auto old_token = hm.fencing_token();
+    auto os = co_await session::async_create(o, use_awaitable);
+    mutex om(os, "part-ttl");
+    std::optional<clock_type::time_point> acquired, lost;
+    auto ex = co_await asio::this_coro::executor;
+    asio::co_spawn(ex, [](mutex& m, std::optional<clock_type::time_point>& t) -> asio::awaitable<void> {
+      co_await m.async_lock(use_awaitable);
+      t = clock_type::now();
+    }(om, acquired), asio::detached);
+    asio::co_spawn(ex, [](mutex& m, std::optional<clock_type::time_point>& t) -> asio::awaitable<void> {
+      co_await m.async_wait_lost(asio::as_tuple(use_awaitable));
+      t = clock_type::now();
+    }(hm, lost), asio::detached);
+    co_await sleep_for(300ms);
+    BOOST_TEST_REQUIRE(!acquired);
+    const auto cut = clock_type::now();
+    cluster().isolate(f);
+    co_await eventually([&] { return acquired && lost; }, 20s);
+    BOOST_TEST_REQUIRE(acquired.has_value());
+    BOOST_TEST_REQUIRE(lost.has_value());
+    const double took = std::chrono::duration<double>(*acquired - cut).count();
+    const double told = std::chrono::duration<double>(*lost - cut).count();
+    BOOST_TEST_MESSAGE("waiter acquired " << took << " s after the cut, holder told " << told << " s after it");
+    BOOST_TEST(took >= 2.0 * ttl.count() / 3 - 0.1);
+    BOOST_TEST(took < ttl.count() + 4.0);
+    BOOST_TEST(told <= ttl.count() + 1.0);
+    BOOST_TEST(om.fencing_token() > old_token);
+    // The old holder's fenced write, through its cut-off member: no answer, certainly no success.
+    auto fenced = txn().when(compare::create_revision(old_key) == old_token).then(txn_op::put("part-ttl-data", "stale"));
+    auto [ec, r] = co_await h.async_txn(fenced, asio::as_tuple(use_awaitable));
+    BOOST_TEST((ec || !r.succeeded), "a write fenced with the lost lock's token went through");
+    BOOST_TEST_MESSAGE("fenced write while cut off: " << (ec ? ec.message() : "rejected by its compare"));
+    cluster().heal();
+    // After the heal it reaches the cluster and its compare fails.
+    bool answered = false;
+    for (int i = 0; i < 40 && !answered; ++i) {
+      auto [ec2, r2] = co_await h.async_txn(fenced, asio::as_tuple(use_awaitable));
+      if (ec2) {
+        co_await sleep_for(250ms);
+        continue;
+      }
+      answered = true;
+      BOOST_TEST(!r2.succeeded);
+    }
+    BOOST_TEST(answered, "the healed member never answered");
+    auto fresh = co_await o.async_txn(txn().when(om.is_owner()).then(txn_op::put("part-ttl-data", "fresh")),
+                                      use_awaitable);
+    BOOST_TEST(fresh.succeeded);
+    auto data = co_await o.async_get("part-ttl-data", use_awaitable);
+    BOOST_TEST_REQUIRE(data.kvs.size() == 1u);
+    BOOST_TEST(data.kvs.front().value == "fresh");
+    co_await om.async_unlock(use_awaitable);
+    co_await os.async_close(use_awaitable);
+    co_await o.async_delete("part-ttl-data", use_awaitable);
+    BOOST_TEST(co_await count_keys(o, "part-ttl/") == 0);
+  }(h, o, f), 60s);
+}
+
+// 3. The leader is cut off (a minority of one) under three lockcheck workers, one of them
+// reaching only the old leader. The majority elects a new leader and its waiters keep taking the
+// lock during the cut; the checker proves nobody held it twice.
+BOOST_AUTO_TEST_CASE(a_minority_leader_grants_nothing_while_the_majority_moves_on) {
+  heal_cluster heal;
+  const int l = cluster().wait_for_leader();
+  const std::vector<std::string> majority = {cluster().client_endpoint(other(l)), cluster().client_endpoint(other(l, 2))};
+  lockcheck_run check("part-minority");
+  check.start({cluster().client_endpoint(l)}, 3);
+  check.start(majority, 3);
+  check.start({majority[1], majority[0]}, 3);
+  std::this_thread::sleep_for(3s);
+  const auto before = revision(cluster().endpoints());
+  cluster().isolate(l);
+  std::this_thread::sleep_for(4s);
+  const int new_leader = cluster().leader();
+  std::this_thread::sleep_for(4s);
+  const auto during = revision({cluster().member(other(l)).endpoint(), cluster().member(other(l, 2)).endpoint()});
+  cluster().heal();
+  std::this_thread::sleep_for(3s);
+  check.stop();
+  const auto moved_on = sections_between(check.name, before, during);
+  BOOST_TEST_MESSAGE("old leader m" << l << ", leader 4 s into the cut m" << new_leader << "; " << moved_on
+                                    << " sections during the 8 s cut");
+  BOOST_TEST(new_leader != l);
+  BOOST_TEST(new_leader >= 0);
+  BOOST_TEST(moved_on > 0);
+  check.verify();
+}
+
+// 3b. A session renewed through a follower when the leader is cut off: the follower forwards
+// the renewal to the old leader and that request waits etcd's 7 s request timeout; every lease
+// renewed on the same stream waits behind it. The client ends a stream whose renewal stays
+// unanswered past max(TTL/6, 1 s), so a 5 s session survives (it did not before).
+BOOST_AUTO_TEST_CASE(a_session_renewed_through_a_follower_survives_the_leader_cut_off) {
+  heal_cluster heal;
+  const int l = cluster().wait_for_leader();
+  asio::io_context ioc;
+  std::vector<std::string> reasons;
+  auto ko = options({cluster().client_endpoint(other(l))});
+  ko.on_event = [&](const event& e) {
+    if (e.kind == event_kind::stream_reopened && e.name == "LeaseKeepAlive") reasons.push_back(e.error.message());
+  };
+  client k(ioc, ko);
+  client w(ioc, options({cluster().member(other(l)).endpoint(), cluster().member(other(l, 2)).endpoint()}));
+  run_for(ioc, [](client& k, client& w, int l, std::vector<std::string>& reasons) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(k, session_options{.ttl = 5s}, use_awaitable);
+    co_await sleep_for(2200ms);  // a renewal has been answered: the next is due in under a second
+    cluster().isolate(l);
+    co_await sleep_for(8s);
+    for (auto& r : reasons) BOOST_TEST_MESSAGE("LeaseKeepAlive reopened: " << r);
+    BOOST_TEST(!s.lost(), "the session was lost on the majority side");
+    auto ttl = co_await w.async_lease_time_to_live(s.lease(), use_awaitable);
+    BOOST_TEST(ttl.ttl > 0);
+    BOOST_TEST(!reasons.empty());
+    co_await s.async_close(asio::as_tuple(use_awaitable));
+  }(k, w, l, reasons), 60s);
+}
+
+// 4. 50 ms each way on every link (member to member, client to member): exclusion holds,
+// throughput falls with the round trip and nothing else, and no session is lost at the default
+// TTL (60 s).
+BOOST_AUTO_TEST_CASE(fifty_ms_each_way_slows_the_lock_and_loses_no_session) {
+  heal_cluster heal;
+  auto eps = cluster().client_endpoints();
+  lockcheck_run check("part-slow");
+  for (int i = 0; i < 3; ++i) check.start({eps[i], eps[(i + 1) % 3], eps[(i + 2) % 3]}, 60);
+  std::this_thread::sleep_for(2s);
+  const auto start = revision(cluster().endpoints());
+  std::this_thread::sleep_for(5s);
+  const auto fast_end = revision(cluster().endpoints());
+  cluster().delay_all(50ms);
+  std::this_thread::sleep_for(8s);
+  const auto slow_end = revision(cluster().endpoints());
+  cluster().heal();
+  auto lines = check.stop();
+  const double fast = sections_between(check.name, start, fast_end) / 5.0;
+  const double slow = sections_between(check.name, fast_end, slow_end) / 8.0;
+  BOOST_TEST_MESSAGE("sections/s: " << fast << " on loopback, " << slow << " with 50 ms each way");
+  BOOST_TEST(slow > 0.0);
+  BOOST_TEST(slow < fast);
+  for (auto& line : lines) {
+    BOOST_TEST(count_before(line, "sessions lost") == 0, line);
+    BOOST_TEST(count_before(line, "errors") == 0, line);
+  }
+  check.verify();
+}
+
+// 5. Flapping: one member after another isolated for 2 s, healed for 2 s, for 60 s
+// (COETCD_FLAP_SECONDS), under three lockcheck workers with a 5 s TTL.
+BOOST_AUTO_TEST_CASE(a_member_isolated_and_healed_every_2_s_keeps_exclusion) {
+  heal_cluster heal;
+  const char* env = std::getenv("COETCD_FLAP_SECONDS");
+  const auto total = std::chrono::seconds(env ? std::max(4, std::atoi(env)) : 60);
+  auto eps = cluster().client_endpoints();
+  lockcheck_run check("part-flap");
+  for (int i = 0; i < 3; ++i) check.start({eps[i], eps[(i + 1) % 3], eps[(i + 2) % 3]}, 5);
+  const auto start = revision(cluster().endpoints());
+  const auto until = clock_type::now() + total;
+  int flaps = 0;
+  for (int i = 0; clock_type::now() < until; ++i, ++flaps) {
+    cluster().isolate(i % 3);
+    std::this_thread::sleep_for(2s);
+    cluster().heal();
+    std::this_thread::sleep_for(2s);
+  }
+  auto lines = check.stop();
+  const auto end = revision(cluster().endpoints());
+  const auto sections = sections_between(check.name, start, end);
+  BOOST_TEST_MESSAGE(flaps << " isolations in " << total.count() << " s, " << sections << " sections");
+  BOOST_TEST(sections > 0);
+  check.verify();
+}
