@@ -431,3 +431,27 @@ BOOST_AUTO_TEST_CASE(a_member_isolated_and_healed_every_2_s_keeps_exclusion) {
   BOOST_TEST(sections > 0);
   check.verify();
 }
+
+// 6. No quorum at all (every member cut off from the other two): a serializable read is still
+// answered by the member it reaches, because it needs no leader and so does not ask for one
+// (hasleader), while a linearizable read fails with "no leader" within its deadline.
+BOOST_AUTO_TEST_CASE(serializable_reads_are_served_without_a_quorum) {
+  heal_cluster heal;
+  asio::io_context ioc;
+  client c(ioc, options(cluster().client_endpoints(), 3000ms));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    co_await c.async_put("part-serial", "v", use_awaitable);
+    for (int i = 0; i < cluster().size(); ++i) cluster().peer_proxy(i).hold();
+    BOOST_TEST_REQUIRE(co_await eventually([] { return cluster().leader() < 0; }, 15s));
+    co_await sleep_for(1500ms);  // followers notice too (one election timeout)
+    auto [ec, r] = co_await c.async_get("part-serial", get_options{.serializable = true}, asio::as_tuple(use_awaitable));
+    BOOST_TEST(!ec, ec.message());
+    BOOST_TEST_REQUIRE(r.kvs.size() == 1u);
+    BOOST_TEST(r.kvs.front().value == "v");
+    auto [ec2, r2] = co_await c.async_get("part-serial", asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec2 == error::cluster_no_leader, ec2.message());
+    cluster().heal();
+    cluster().wait_for_leader(30s);
+    co_await c.async_delete("part-serial", use_awaitable);
+  }(c), 60s);
+}

@@ -269,7 +269,7 @@ void client_impl::close_now() {
   if (cq_thread_.joinable() && cq_thread_.get_id() != std::this_thread::get_id()) cq_thread_.join();
 }
 
-std::unique_ptr<grpc::ClientContext> client_impl::make_context(std::optional<sys_time> deadline) const {
+std::unique_ptr<grpc::ClientContext> client_impl::make_context(std::optional<sys_time> deadline, bool needs_leader) const {
   auto ctx = std::make_unique<grpc::ClientContext>();
   if (deadline) ctx->set_deadline(*deadline);
   // Wait for a connection (bounded by the deadline) instead of failing while a member restarts.
@@ -278,7 +278,7 @@ std::unique_ptr<grpc::ClientContext> client_impl::make_context(std::optional<sys
   // A member without a raft leader fails the call at once instead of holding it (a request) or
   // keeping it silently idle (a stream). etcd checks this before the handler runs, so such a
   // failure applied nothing: unary_rpc resends any call after it, and round robin moves on.
-  ctx->AddMetadata("hasleader", "true");
+  if (needs_leader) ctx->AddMetadata("hasleader", "true");
   return ctx;
 }
 

@@ -160,8 +160,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   void close_at_shutdown() { close_now(); }
   void register_with_context();
 
-  /// A context for one RPC: deadline (unary), wait-for-ready, auth token, "hasleader".
-  std::unique_ptr<grpc::ClientContext> make_context(std::optional<sys_time> deadline) const;
+  /// A context for one RPC: deadline (unary), wait-for-ready, auth token, and "hasleader" when
+  /// the call needs a member with a raft leader.
+  std::unique_ptr<grpc::ClientContext> make_context(std::optional<sys_time> deadline, bool needs_leader = true) const;
   error_code map_status(const grpc::Status& s) const;
   sys_time request_deadline() const { return std::chrono::system_clock::now() + options_.request_timeout; }
 
@@ -360,7 +361,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
       });
       return;
     }
-    ctx_ = client_->make_context(deadline_);
+    ctx_ = client_->make_context(deadline_, needs_leader());
     sent_token_ = client_->token();
     reader_ = prepare_(ctx_.get(), req_, &client_->cq_);
     bump(counters().sent);
@@ -411,6 +412,14 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
   }
 
   telemetry::rpc_counters& counters() { return client_->telemetry_.rpc(rpc_kind_of<Req>()); }
+
+  /// Whether the member must have a raft leader to serve this call: not for what it answers from
+  /// its own state (a serializable read, the lease list), which keeps working without a quorum.
+  bool needs_leader() const {
+    if constexpr (std::is_same_v<Req, pb::RangeRequest>) return !req_.serializable();
+    else if constexpr (std::is_same_v<Req, pb::LeaseLeasesRequest>) return false;
+    else return true;
+  }
 
   void finish(error_code ec) {
     if (finished_) return;

@@ -99,8 +99,9 @@ void keepalive_manager::tick() {
   // etcd renews a stream's leases one at a time, and a renewal that a follower forwards to a
   // leader which has just been cut off waits for etcd's request timeout (7 s) before it fails:
   // every lease behind it would expire meanwhile (a partition test lost 3 s sessions on the
-  // majority side this way). A renewal unanswered past its stall point ends the stream; the next
-  // one, usually on another member, renews everything at once.
+  // majority side this way). A stream that has answered nothing since a renewal went out, for
+  // longer than that renewal's stall point allows, is ended; the next one, usually on another
+  // member, renews everything at once.
   if (stream_ && stream_->ready() && !resetting_) {
     for (auto& [id, l] : leases_) {
       if (!l->in_flight || now < stall_point(*l)) continue;
@@ -134,6 +135,7 @@ void keepalive_manager::arm_timer() {
 void keepalive_manager::on_message(const pb::LeaseKeepAliveResponse& r) {
   backoff_.reset();
   auto now = std::chrono::steady_clock::now();
+  last_answer_ = now;
   std::vector<std::shared_ptr<kept_lease>> gone;
   for (auto it = leases_.lower_bound(r.id()); it != leases_.end() && it->first == r.id(); ++it) {
     auto& l = *it->second;
@@ -186,6 +188,7 @@ void keepalive_manager::on_closed(error_code ec) {
   stream_.reset();
   if (closed_) return;
   if (is_fatal_stream_error(ec)) {
+    ended_by_.reset();  // nothing reopens; a later lease starts a new story
     auto all = std::exchange(leases_, {});
     count_leases();
     for (auto& [id, l] : all) lose(l, ec);

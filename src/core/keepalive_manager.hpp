@@ -62,10 +62,11 @@ class keepalive_manager final : public std::enable_shared_from_this<keepalive_ma
   void count_leases() { client_->telemetry_.leases.store(static_cast<std::int64_t>(leases_.size()), std::memory_order_relaxed); }
   /// Under 40 % of its TTL left without an answer: a renewal was due at two thirds.
   static steady_time late_point(const kept_lease& l) { return l.deadline - l.ttl * 2 / 5; }
-  /// A renewal unanswered this long means the stream is stuck (see tick()): a sixth of the TTL,
-  /// 1 s at least, leaves most of the TTL for a new stream.
-  static steady_time stall_point(const kept_lease& l) {
-    return l.sent_at + std::max<steady_time::duration>(l.ttl / 6, std::chrono::seconds(1));
+  /// When the stream counts as stuck for this in-flight renewal (see tick()): nothing answered
+  /// for a sixth of its TTL (1 s at least) since it was sent, which leaves most of the TTL for a
+  /// new stream. Any answer counts, so a slow stream working through a queue is not stuck.
+  steady_time stall_point(const kept_lease& l) const {
+    return std::max(l.sent_at, last_answer_) + std::max<steady_time::duration>(l.ttl / 6, std::chrono::seconds(1));
   }
 
   std::shared_ptr<client_impl> client_;
@@ -78,6 +79,7 @@ class keepalive_manager final : public std::enable_shared_from_this<keepalive_ma
   bool reopen_scheduled_ = false;
   bool closed_ = false;
   bool resetting_ = false;  // a stuck stream was cancelled; its end has not been reported yet
+  steady_time last_answer_{};  // of any renewal on any stream
   std::optional<error_code> ended_by_;  // why the last stream ended, until the next one is up
 };
 
