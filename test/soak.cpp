@@ -19,6 +19,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -211,6 +212,7 @@ int main(int argc, char** argv) {
   const long rss_end = rss_kib(workers[0].process->pid());
   const long fds_end = open_fds(workers[0].process->pid());
   long sessions_lost = 0, errors = 0, stale = 0;
+  std::map<std::string, int> failures;
   bool workers_ok = true;
   for (auto& w : workers) w.process->signal(SIGTERM);
   for (auto& w : workers) {
@@ -224,6 +226,11 @@ int main(int argc, char** argv) {
       continue;
     }
     std::printf("soak: %s\n", line.c_str());
+    // Why its locks, writes or sessions failed (lockcheck says so on stderr), by kind.
+    std::istringstream lines(out);
+    for (std::string l; std::getline(lines, l);)
+      if (auto at = l.find(" failed: "); at != std::string::npos && l.rfind("lockcheck ", 0) == 0)
+        ++failures[l.substr(l.find(": ") + 2)];
     sessions_lost += std::max(0L, count_before(line, "sessions lost"));
     errors += std::max(0L, count_before(line, "errors"));
     stale += std::max(0L, count_before(line, "stale writes rejected"));
@@ -260,6 +267,7 @@ int main(int argc, char** argv) {
   std::printf("  sessions lost %ld\n", sessions_lost);
   std::printf("  stale writes rejected %ld\n", stale);
   std::printf("  lock errors %ld\n", errors);
+  for (auto& [why, n] : failures) std::printf("    %dx %s\n", n, why.c_str());
   std::printf("  client RSS %ld KiB at 10 s, %ld KiB at the end (bound: +%ld KiB) %s\n", rss_start, rss_end,
               rss_bound_kib, rss_ok ? "ok" : "GREW");
   std::printf("  file descriptors %ld at 10 s, %ld at the end (bound: +8) %s\n", fds_start, fds_end,
