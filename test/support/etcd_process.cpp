@@ -304,9 +304,13 @@ etcd_cluster::etcd_cluster(int members, etcd_config common, bool partitionable) 
     if (partitionable) {
       // Which member dialled: the owner of the connection's other end, among the members now
       // running (a restarted member has a new PID).
+      // Runs on the proxy's thread: members_ is read under members_mutex_.
       auto identify = [this](const asio::ip::tcp::endpoint& remote, unsigned short port) {
         std::vector<int> pids;
-        for (auto& m : members_) pids.push_back(m->pid());
+        {
+          std::lock_guard lock(members_mutex_);
+          for (auto& m : members_) pids.push_back(m->pid());
+        }
         return socket_owner(remote, port, pids);
       };
       peer_proxies_.push_back(std::make_unique<tcp_proxy>("127.0.0.1:" + std::to_string(c.peer_port), identify));
@@ -319,13 +323,21 @@ etcd_cluster::etcd_cluster(int members, etcd_config common, bool partitionable) 
   }
   for (auto& c : cfgs) {
     c.initial_cluster = cluster;
-    members_.push_back(std::make_unique<etcd_process>(c, false));
+    auto m = std::make_unique<etcd_process>(c, false);
+    std::lock_guard lock(members_mutex_);
+    members_.push_back(std::move(m));
   }
   start_all();
 }
 
 etcd_cluster::~etcd_cluster() {
-  members_.clear();  // before the proxies, which name connections by the members' PIDs
+  // Every member stops before the proxies go (a member stopping while its peers' links are gone
+  // waits for them), and each stays in members_ until all have: a member still running dials
+  // the ones stopped, and the proxy's thread then reads members_ (a cleared entry was a null
+  // pointer under UBSan).
+  for (auto& m : members_) m->stop();
+  std::lock_guard lock(members_mutex_);
+  members_.clear();
 }
 
 std::string etcd_cluster::client_endpoint(int i) const {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,7 @@ class etcd_cluster {
 
  private:
   std::vector<std::unique_ptr<tcp_proxy>> peer_proxies_, client_proxies_;  // outlive the members
+  mutable std::mutex members_mutex_;  // members_ is read from the proxies' threads
   std::vector<std::unique_ptr<etcd_process>> members_;
 };
 
