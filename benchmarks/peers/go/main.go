@@ -139,6 +139,15 @@ type config struct {
 	permits      int64 // sem mode
 	json         bool
 	prefix       string
+	// Another lock service instead of etcd (peer.go): its address, and the knobs of the
+	// recipes that poll (Redis, the PostgreSQL lock table).
+	system   string
+	label    string // "impl" in the JSON: the system, or a variant's name (redis_aof_always)
+	addr     string
+	expiry   time.Duration
+	retryMin time.Duration
+	retryMax time.Duration
+	tries    int
 }
 
 type runState struct {
@@ -153,6 +162,9 @@ type runState struct {
 	attempts     int64
 	errs         int64
 	violations   int64
+	gaveUp       int64 // peers: times a recipe gave up and its worker asked again
+	late         int64 // acquisitions after the end: not counted, but in the counters
+	starved      int64 // peers: workers that got no acquisition before the end
 	firstError   atomic.Value
 }
 
@@ -169,9 +181,32 @@ func (st *runState) fail(what string, err error) {
 	}
 }
 
-func (st *runState) recordAcquisition(t0 time.Time) {
+// countLostUpdates adds to the violations every increment of the counters that went missing
+// (or appeared) against the expected number of critical sections.
+func (st *runState) countLostUpdates(expected int64) {
+	var counted int64
+	for _, s := range st.slots {
+		counted += s.counter
+	}
+	if d := counted - expected; d != 0 {
+		if d < 0 {
+			d = -d
+		}
+		st.violations += d
+	}
+}
+
+// recordAcquisition counts one acquisition and its wait; false when it came after the end.
+func (st *runState) recordAcquisition(t0 time.Time) bool {
+	// A waiter served after the end is not counted (as in coetcd-bench): the waiters still
+	// queued at the end each take the lock once on their way out.
+	if time.Now().After(st.end) {
+		atomic.AddInt64(&st.late, 1)
+		return false
+	}
 	atomic.AddInt64(&st.acquisitions, 1)
 	st.wait.record(uint64(time.Since(t0).Microseconds()))
+	return true
 }
 
 // criticalSection: read the counter, yield (or hold), write it back; another holder inside at
@@ -564,7 +599,7 @@ func parseArgs() (config, error) {
 	var cfg config
 	var endpoints, duration, hold string
 	flag.StringVar(&endpoints, "endpoints", "127.0.0.1:2379", "comma-separated host:port list")
-	flag.StringVar(&cfg.mode, "mode", "mutex", "mutex | election | txn | delete_chain | rw (recipe.RWMutex; worker i writes when i % 10 == 0) | sem (one of -permits per acquisition)")
+	flag.StringVar(&cfg.mode, "mode", "mutex", "mutex | hold (--system other than etcd: take lock-0, print \"held\", wait to be killed) | election | txn | delete_chain | rw (recipe.RWMutex; worker i writes when i % 10 == 0) | sem (one of -permits per acquisition)")
 	flag.Int64Var(&cfg.permits, "permits", 10, "sem: permits of each semaphore")
 	flag.IntVar(&cfg.workers, "workers", 1, "concurrent workers")
 	flag.IntVar(&cfg.locks, "locks", 1, "lock names; worker i uses lock i % locks")
@@ -576,7 +611,25 @@ func parseArgs() (config, error) {
 	flag.BoolVar(&cfg.shareSession, "share-session", false, "one session per client shared by its workers")
 	flag.StringVar(&cfg.prefix, "prefix", "", "key prefix (default /coetcd-bench/go-<pid>/)")
 	flag.BoolVar(&cfg.json, "json", false, "print one JSON object")
+	var expiry, retryMin, retryMax string
+	flag.StringVar(&cfg.system, "system", "etcd", "etcd | "+strings.Join(peerNames(), " | ")+" (mode mutex only; see peer.go)")
+	flag.StringVar(&cfg.label, "label", "", "name of this variant in the results (default: the system)")
+	flag.StringVar(&cfg.addr, "addr", "", "the other system's address: host:port (redis, zk) or a lib/pq connection string (pg_*)")
+	flag.StringVar(&expiry, "expiry", "8s", "redis, pg_table: the lock's expiry (redsync's default: 8 s)")
+	flag.StringVar(&retryMin, "retry-min", "50ms", "redis, pg_table: shortest wait between tries (redsync: 50 ms)")
+	flag.StringVar(&retryMax, "retry-max", "250ms", "redis, pg_table: longest wait between tries (redsync: 250 ms)")
+	flag.IntVar(&cfg.tries, "tries", 32, "redis: tries before Lock gives up (redsync: 32; the worker then calls Lock again)")
 	flag.Parse()
+	for _, d := range []struct {
+		s   string
+		out *time.Duration
+	}{{expiry, &cfg.expiry}, {retryMin, &cfg.retryMin}, {retryMax, &cfg.retryMax}} {
+		v, err := parseDuration(d.s)
+		if err != nil {
+			return cfg, fmt.Errorf("bad duration %q", d.s)
+		}
+		*d.out = v
+	}
 	for _, e := range strings.Split(endpoints, ",") {
 		if e != "" {
 			cfg.endpoints = append(cfg.endpoints, e)
@@ -594,6 +647,10 @@ func parseArgs() (config, error) {
 	}
 	switch cfg.mode {
 	case "mutex", "election", "txn", "delete_chain", "put", "get", "kv_txn":
+	case "hold":
+		if cfg.system == "etcd" {
+			return cfg, errors.New("hold: for etcd, `coetcd lock NAME` holds a lock")
+		}
 	case "sem":
 		if cfg.permits < 1 {
 			return cfg, errors.New("--permits must be >= 1")
@@ -606,6 +663,20 @@ func parseArgs() (config, error) {
 		return cfg, errors.New("try_lock: etcd 3.4's concurrency.Mutex has no TryLock")
 	default:
 		return cfg, fmt.Errorf("unknown --mode %q", cfg.mode)
+	}
+	if cfg.system != "etcd" {
+		if _, ok := peerSystems[cfg.system]; !ok {
+			return cfg, fmt.Errorf("unknown --system %q (this build has: etcd %s)", cfg.system, strings.Join(peerNames(), " "))
+		}
+		if (cfg.mode != "mutex" && cfg.mode != "hold") || cfg.shareSession || cfg.addr == "" {
+			return cfg, errors.New("--system other than etcd: --mode mutex or hold, no --share-session, and --addr")
+		}
+		if cfg.label == "" {
+			cfg.label = cfg.system
+		}
+		if cfg.retryMax < cfg.retryMin {
+			return cfg, errors.New("--retry-max below --retry-min")
+		}
 	}
 	if cfg.workers < 1 || cfg.locks < 1 || cfg.clients < 1 || len(cfg.endpoints) == 0 {
 		return cfg, errors.New("--workers, --locks, --clients must be >= 1 and --endpoints non-empty")
@@ -624,6 +695,9 @@ func main() {
 	}
 	st := &runState{cfg: cfg}
 	st.firstError.Store("")
+	if cfg.system != "etcd" {
+		os.Exit(runPeer(st))
+	}
 	clients := make([]*clientv3.Client, cfg.clients)
 	for i := range clients {
 		c, err := clientv3.New(clientv3.Config{Endpoints: cfg.endpoints, DialTimeout: 5 * time.Second})
@@ -763,21 +837,13 @@ func main() {
 
 	elapsed := end.Sub(start).Seconds() - paused.Seconds()
 	acq := float64(st.acquisitions)
-	var counted int64
-	for _, s := range st.slots {
-		counted += s.counter
-	}
-	expected := st.acquisitions
+	expected := st.acquisitions + st.late
 	if cfg.mode == "rw" {
 		expected = st.writes
 	}
 	// (A semaphore's holders overlap by design: semLoop counts over-admissions instead.)
-	if cfg.mode != "delete_chain" && cfg.mode != "sem" && !kvMode(cfg.mode) && counted != expected && !(cfg.shareSession && cfg.mode == "election") {
-		d := counted - expected
-		if d < 0 {
-			d = -d
-		}
-		st.violations += d
+	if cfg.mode != "delete_chain" && cfg.mode != "sem" && !kvMode(cfg.mode) && !(cfg.shareSession && cfg.mode == "election") {
+		st.countLostUpdates(expected)
 	}
 	perAcq := func(method string) float64 {
 		if acq == 0 || after == nil {
@@ -793,18 +859,30 @@ func main() {
 		}
 		rpcs /= acq
 	}
-	opsPerS, cpuPer1000 := 0.0, 0.0
-	if elapsed > 0 {
-		opsPerS = acq / elapsed
-	}
+	cpuPer1000 := 0.0
 	if acq > 0 {
 		cpuPer1000 = (cpuAfter - cpuBefore) / acq * 1000
+	}
+	printResult(st, "go", elapsed, cpuPer1000, leftover, rpcs, perAcq, nil)
+	if st.violations != 0 || st.errs != 0 || leftover > 0 {
+		os.Exit(1)
+	}
+}
+
+// printResult prints one cell as JSON (benchmarks/run) or as text. rpcs and perAcq are -1 where
+// the system has no gRPC metrics to count; extra adds fields.
+func printResult(st *runState, impl string, elapsed, cpuPer1000 float64, leftover int64, rpcs float64,
+	perAcq func(string) float64, extra map[string]interface{}) {
+	cfg := st.cfg
+	opsPerS := 0.0
+	if elapsed > 0 {
+		opsPerS = float64(st.acquisitions) / elapsed
 	}
 	ms := func(us float64) float64 { return us / 1000 }
 	firstError := st.firstError.Load().(string)
 	if cfg.json {
 		out := map[string]interface{}{
-			"impl": "go", "mode": cfg.mode, "workers": cfg.workers, "locks": cfg.locks, "clients": cfg.clients,
+			"impl": impl, "mode": cfg.mode, "workers": cfg.workers, "locks": cfg.locks, "clients": cfg.clients,
 			"share_session": cfg.shareSession, "linger_ms": 0, "hold_ms": float64(cfg.hold.Microseconds()) / 1000,
 			"seconds": elapsed, "acquisitions": st.acquisitions, "attempts": st.attempts,
 			"acquisitions_per_s": opsPerS, "p50_ms": ms(st.wait.quantile(0.5)), "p90_ms": ms(st.wait.quantile(0.9)),
@@ -823,23 +901,28 @@ func main() {
 			out["write_p50_ms"], out["write_p99_ms"] = ms(st.writeWait.quantile(0.5)), ms(st.writeWait.quantile(0.99))
 			out["writes"] = st.writes
 		}
+		for k, v := range extra {
+			out[k] = v
+		}
 		b, _ := json.Marshal(out)
 		fmt.Println(string(b))
-	} else {
-		fmt.Printf("go %s: %d workers, %d locks, %d clients, %.1f s\n", cfg.mode, cfg.workers, cfg.locks, cfg.clients, elapsed)
-		fmt.Printf("  acquisitions      %d (%.0f/s, %d attempts)\n", st.acquisitions, opsPerS, st.attempts)
-		fmt.Printf("  wait ms           p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", ms(st.wait.quantile(0.5)),
-			ms(st.wait.quantile(0.9)), ms(st.wait.quantile(0.99)), ms(float64(st.wait.max)))
-		fmt.Printf("  client CPU        %.3f s per 1000 acquisitions\n", cpuPer1000)
-		fmt.Printf("  peak RSS          %.1f MB\n", peakRSSMB())
+		return
+	}
+	fmt.Printf("%s %s: %d workers, %d locks, %d clients, %.1f s\n", impl, cfg.mode, cfg.workers, cfg.locks, cfg.clients, elapsed)
+	fmt.Printf("  acquisitions      %d (%.0f/s, %d attempts)\n", st.acquisitions, opsPerS, st.attempts)
+	fmt.Printf("  wait ms           p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", ms(st.wait.quantile(0.5)),
+		ms(st.wait.quantile(0.9)), ms(st.wait.quantile(0.99)), ms(float64(st.wait.max)))
+	fmt.Printf("  client CPU        %.3f s per 1000 acquisitions\n", cpuPer1000)
+	fmt.Printf("  peak RSS          %.1f MB\n", peakRSSMB())
+	if rpcs >= 0 {
 		fmt.Printf("  RPCs/acquisition  %.2f (Txn %.2f, Range %.2f, DeleteRange %.2f, Watch msgs %.2f)\n", rpcs,
 			perAcq("Txn"), perAcq("Range"), perAcq("DeleteRange"), perAcq("Watch"))
-		fmt.Printf("  violations        %d\n  errors            %d %s\n  keys left         %d\n", st.violations,
-			st.errs, firstError, leftover)
 	}
-	if st.violations != 0 || st.errs != 0 || leftover > 0 {
-		os.Exit(1)
+	for k, v := range extra {
+		fmt.Printf("  %-17s %v\n", k, v)
 	}
+	fmt.Printf("  violations        %d\n  errors            %d %s\n  keys left         %d\n", st.violations,
+		st.errs, firstError, leftover)
 }
 
 func kvKey(cfg config, i int) string { return cfg.prefix + "kv/" + strconv.Itoa(i) }

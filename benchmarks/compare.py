@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""benchmarks/compare.py CELLS.jsonl CRASH.jsonl OUT.md OUT.png SETTING
+
+The JSON lines of one benchmarks/compare run (coetcd-bench and go-bench cells on etcd, Redis,
+ZooKeeper and PostgreSQL). Writes a Markdown section (throughput, p50/p99 wait, violations per
+system and cell; the crashed-holder row) and a gnuplot PNG of throughput against waiters."""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+cells_path, crash_path, out_md, out_png, setting = sys.argv[1:6]
+cells = [json.loads(l) for l in open(cells_path) if l.strip()]
+crash = [json.loads(l) for l in open(crash_path) if l.strip()] if os.path.exists(crash_path) else []
+
+# (label in the results, what it is)
+SYSTEMS = [
+    ("coetcd", "coetcd mutex, a session per worker"),
+    ("coetcd_shared", "coetcd mutex, the workers share one session (coroutine-level exclusion)"),
+    ("go", "etcd's Go concurrency.Mutex, a session per worker"),
+    ("redis", "Redis, redsync's recipe, default persistence (RDB snapshots, no AOF)"),
+    ("redis_aof_always", "Redis, redsync's recipe, appendonly yes + appendfsync always"),
+    ("zk", "ZooKeeper, go-zookeeper's zk.Lock (a session per worker)"),
+    ("pg_table", "PostgreSQL, a lock table with an expiry (an upsert per try, a commit each)"),
+    ("pg_advisory", "PostgreSQL, pg_advisory_lock on a backend per worker"),
+]
+CELLS = [(1, 1), (10, 1), (100, 1), (1000, 1), (100, 10)]
+
+
+def label(c):
+    if c["impl"] == "coetcd" and c.get("share_session"):
+        return "coetcd_shared"
+    return c["impl"]
+
+
+def pick(lab, workers, locks):
+    """The median round (by throughput) of one system's cell, or None."""
+    runs = [c for c in cells if label(c) == lab and c["workers"] == workers and c["locks"] == locks]
+    if not runs:
+        return None
+    runs.sort(key=lambda c: c["acquisitions_per_s"])
+    return runs[len(runs) // 2]
+
+
+def bad(c):
+    return c["violations"] != 0 or c["errors"] != 0 or c.get("leftover_keys", 0) > 0
+
+
+def cell_text(c):
+    if c is None:
+        return "—"
+    t = f"{c['acquisitions_per_s']:.0f} · {c['p50_ms']:.1f} / {c['p99_ms']:.0f}"
+    if bad(c):
+        t += f" **{c['violations']} viol., {c['errors']} err.**"
+    return t
+
+
+present = [(lab, what) for lab, what in SYSTEMS if any(label(c) == lab for c in cells)]
+lines = [
+    f"## Locks compared ({setting})",
+    "",
+    "`benchmarks/compare`: each cell is `acquisitions/s · p50 / p99 wait (ms)` of the median round;",
+    "every worker takes the lock, reads a counter, yields, writes it back and releases (a lost",
+    "update or two holders at once is a violation). One process per system, all on this machine.",
+    "",
+    "| system | " + " | ".join(f"{w} on {l} lock{'s' if l > 1 else ''}" for w, l in CELLS) + " |",
+    "|---|" + "---:|" * len(CELLS),
+]
+for lab, what in present:
+    lines.append(f"| `{lab}` | " + " | ".join(cell_text(pick(lab, w, l)) for w, l in CELLS) + " |")
+lines += ["", "| label | what it is |", "|---|---|"]
+lines += [f"| `{lab}` | {what} |" for lab, what in present]
+
+# Fairness: the longest any worker waited for one acquisition (a lock that lets the last
+# holder win again starves the others).
+lines += ["", "The longest wait of any worker for one acquisition, in ms (fairness: a lock whose last",
+          "holder can win again leaves others waiting; \"got none\": workers that never had the lock",
+          "in the cell, counted for the non-etcd systems; etcd's queue is FIFO by create revision):", "",
+          "| system | " + " | ".join(f"{w} on {l}" for w, l in CELLS) + " |", "|---|" + "---:|" * len(CELLS)]
+for lab, _ in present:
+    row = []
+    for w, l in CELLS:
+        c = pick(lab, w, l)
+        if c is None:
+            row.append("—")
+        else:
+            starved = f" ({c['starved']} got none)" if c.get("starved") else ""
+            row.append(f"{c['max_ms']:.0f}{starved}")
+    lines.append(f"| `{lab}` | " + " | ".join(row) + " |")
+gave_up = [(label(c), c["workers"], c["locks"], c["gave_up"]) for c in cells if c.get("gave_up")]
+if gave_up:
+    lines += ["", "Redis's recipe gave up after its 32 tries (the worker then asked again), all rounds: " +
+              ", ".join(f"`{lab}` {w} on {l}: {g}" for lab, w, l, g in gave_up) + "."]
+bads = [c for c in cells if bad(c)]
+lines += ["", f"Cells with a violation, an error or a lock left behind: {len(bads)}" +
+          ("" if not bads else " — " + "; ".join(f"`{label(c)}` {c['workers']}: {c['first_error']}" for c in bads))]
+
+if crash:
+    lines += ["", "### A crashed holder", "",
+              "A process takes the lock and is SIGKILLed 0.5 s later; the table gives how long the next",
+              "process then waits for the lock, each system at its defaults.", "",
+              "| system | wait for the next holder | what frees the lock |", "|---|---:|---|"]
+    why = {
+        "coetcd": "the session's lease expires (TTL 60 s, coetcd's and Go's default)",
+        "redis": "the key's expiry (redsync's 8 s)",
+        "redis_aof_always": "the key's expiry (redsync's 8 s)",
+        "zk": "the session times out (asked 60 s; the server caps it at 20 ticks = 40 s)",
+        "pg_table": "the row's expiry (8 s, as redsync's)",
+        "pg_advisory": "the backend sees its client's socket close and ends the session",
+    }
+    for r in crash:
+        w = r["wait"]
+        lines.append(f"| `{r['label']}` | {w['p50_ms'] / 1000:.1f} s | {why.get(r['label'], '')} |")
+lines += ["", f"![throughput against waiters on one lock]({os.path.basename(out_png)})", ""]
+open(out_md, "w").write("\n".join(lines))
+
+with tempfile.TemporaryDirectory() as tmp:
+    data = os.path.join(tmp, "compare.dat")
+    one_lock = [w for w, l in CELLS if l == 1]
+    with open(data, "w") as f:
+        for w in one_lock:
+            vals = []
+            for lab, _ in present:
+                c = pick(lab, w, 1)
+                vals.append(c["acquisitions_per_s"] if c and c["acquisitions_per_s"] > 0 else "NaN")
+            f.write(f"{w} " + " ".join(str(v) for v in vals) + "\n")
+    plots = [f"'{data}' u 1:{2 + i} w lp lw 2 t '{lab}'" for i, (lab, _) in enumerate(present)]
+    script = f"""
+set terminal pngcairo size 820,500 font ',10'
+set output '{out_png}'
+set title 'One lock: acquisitions/s against waiters ({setting})'
+set logscale xy
+set xlabel 'waiters on one lock'
+set ylabel 'acquisitions/s'
+set key outside right
+set grid
+plot {", ".join(plots)}
+"""
+    gp = os.path.join(tmp, "plot.gp")
+    open(gp, "w").write(script)
+    subprocess.run(["gnuplot", gp], check=True)
