@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <sys/prctl.h>
 #include <thread>
 
 namespace coetcd::test {
@@ -29,6 +30,9 @@ class child_process {
     if (pid_ < 0) throw std::runtime_error("fork failed");
     if (pid_ == 0) {
       ::setpgid(0, 0);  // its own group, so stop() reaches what the shell started
+      // Never outlive the test binary (sh runs a lone command in place, so this reaches it):
+      // a soak killed from outside left its lockcheck workers running.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       ::dup2(fd, 1);
       ::dup2(fd, 2);
       ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
