@@ -81,10 +81,11 @@ admin.enableServer=false
 maxClientCnxns=0
 4lw.commands.whitelist=ruok
 EOF
-  # Debian's zookeeper.jar names the jars it needs in its manifest; /etc/zookeeper/conf holds
-  # the package's log4j settings (console, warnings and up).
-  java -Xmx1g -cp "/etc/zookeeper/conf:$jars/zookeeper.jar" -Dzookeeper.log.dir="$dir" \
-    -Dzookeeper.root.logger=WARN,CONSOLE \
+  # Debian's zookeeper.jar names the jars it needs in its manifest, but no logging back end:
+  # Maven's simple SLF4J provider, where installed, puts ZooKeeper's log in zk.log.
+  local cp="$jars/zookeeper.jar"
+  [ -f "$jars/maven3-slf4j-provider.jar" ] && cp+=":$jars/maven3-slf4j-provider.jar"
+  java -Xmx1g -cp "$cp" -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" >"$dir/zk.log" 2>&1 &
   PEER_PIDS+=($!)
   PEER_DIRS+=("$dir")
@@ -130,8 +131,9 @@ start_pg() {
 stop_peers() {
   local pid dir
   for pid in "${PEER_PIDS[@]}"; do
-    # SIGINT is PostgreSQL's fast shutdown; Redis and the JVM end on it too.
-    kill -INT "$pid" 2>/dev/null || continue
+    # SIGTERM: Redis and the JVM end on it (a background job ignores SIGINT, so the JVM would
+    # not), PostgreSQL after its clients have gone (ours have).
+    kill -TERM "$pid" 2>/dev/null || continue
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true

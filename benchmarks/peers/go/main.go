@@ -836,7 +836,8 @@ func main() {
 	}
 
 	elapsed := end.Sub(start).Seconds() - paused.Seconds()
-	acq := float64(st.acquisitions)
+	// CPU and RPCs were spent on the late hand-offs too: per acquisition, count them.
+	acq := float64(st.acquisitions + st.late)
 	expected := st.acquisitions + st.late
 	if cfg.mode == "rw" {
 		expected = st.writes
@@ -892,6 +893,7 @@ func printResult(st *runState, impl string, elapsed, cpuPer1000 float64, leftove
 			"txn_per_acq": perAcq("Txn"), "range_per_acq": perAcq("Range"), "delete_per_acq": perAcq("DeleteRange"),
 			"watch_msgs_per_acq": perAcq("Watch"), "violations": st.violations, "errors": st.errs,
 			"leftover_keys": leftover, "first_error": firstError, "permits": 0, "completions": "",
+			"late": st.late,
 		}
 		if cfg.mode == "sem" {
 			out["permits"] = cfg.permits

@@ -30,7 +30,8 @@ type peerLocker interface {
 
 type peerSystem struct {
 	connect func(cfg config, name string) (peerLocker, error)
-	// setup prepares the server once before the workers connect (may be nil).
+	// setup prepares the server once before the workers connect and the clock starts (may be
+	// nil): what a long-lived deployment has made already (a table, parent nodes).
 	setup func(cfg config) error
 	// leftover counts the lock entries the run left on the server (-1: could not tell).
 	leftover func(cfg config) int64
@@ -60,6 +61,9 @@ func retryDelay(cfg config) time.Duration {
 	return cfg.retryMin + time.Duration(rand.Int63n(span))
 }
 
+// peerLoop is one worker. On an error it closes its connection at once: a failed unlock may
+// leave the lock held (an advisory lock, a ZooKeeper node) until the connection ends, and the
+// other workers would wait for it for ever.
 func peerLoop(st *runState, l peerLocker, slot *lockSlot) {
 	got := 0
 	defer func() {
@@ -67,6 +71,10 @@ func peerLoop(st *runState, l peerLocker, slot *lockSlot) {
 			atomic.AddInt64(&st.starved, 1)
 		}
 	}()
+	failed := func(what string, err error) {
+		st.fail(what, err)
+		l.close()
+	}
 	for !st.done() {
 		t0 := time.Now()
 		for {
@@ -79,7 +87,7 @@ func peerLoop(st *runState, l peerLocker, slot *lockSlot) {
 				return
 			}
 			if !errors.Is(err, errGaveUp) {
-				st.fail("lock", err)
+				failed("lock", err)
 				return
 			}
 			atomic.AddInt64(&st.gaveUp, 1)
@@ -89,7 +97,7 @@ func peerLoop(st *runState, l peerLocker, slot *lockSlot) {
 		}
 		st.criticalSection(slot, l)
 		if err := l.unlock(); err != nil {
-			st.fail("unlock", err)
+			failed("unlock", err)
 			return
 		}
 	}
@@ -156,8 +164,8 @@ func runPeer(st *runState) int {
 	leftover := sys.leftover(cfg)
 	st.countLostUpdates(st.acquisitions + st.late)
 	cpuPer1000 := 0.0
-	if st.acquisitions > 0 {
-		cpuPer1000 = (cpuAfter - cpuBefore) / float64(st.acquisitions) * 1000
+	if served := st.acquisitions + st.late; served > 0 { // the CPU includes the late hand-offs
+		cpuPer1000 = (cpuAfter - cpuBefore) / float64(served) * 1000
 	}
 	extra := map[string]interface{}{"system": cfg.system, "gave_up": st.gaveUp, "starved": st.starved}
 	if cfg.system == "redis" || cfg.system == "pg_table" {
@@ -192,5 +200,7 @@ func holdUntilKilled(st *runState, sys peerSystem) int {
 		}
 	}
 	fmt.Println("held")
-	select {}
+	for { // not select{}: with no other goroutine alive, Go would end the process as deadlocked
+		time.Sleep(time.Hour)
+	}
 }

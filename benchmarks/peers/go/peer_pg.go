@@ -118,7 +118,7 @@ func (l *pgLock) unlock() error {
 	return nil
 }
 
-func (l *pgLock) close() {
+func (l *pgLock) close() { // database/sql: a second Close returns an error, harmlessly
 	l.conn.Close()
 	l.db.Close()
 }

@@ -5,7 +5,8 @@ package main
 // Redis: the lock redsync (v4) takes on one node, written out on redigo
 // (golang-github-gomodule-redigo-dev): Lock sets the name to a fresh random value with
 // SET NX PX <expiry>, trying up to --tries times with a random --retry-min..--retry-max wait
-// between tries, and gives up after that; Unlock deletes the name only if it still holds this
+// between tries (after each failed try it also runs its release script, as redsync does), and
+// gives up after that; Unlock deletes the name only if it still holds this
 // value (a script, so the compare and the delete are one step). Defaults are redsync's: expiry
 // 8 s, 32 tries, 50-250 ms. Redlock (a majority of N independent nodes) is the same steps on
 // each node; one node is what most deployments run.
@@ -67,6 +68,11 @@ func (l *redisLock) lock(done func() bool) error {
 		if !errors.Is(err, redis.ErrNil) {
 			return err
 		}
+		// redsync runs its release script after every failed try (on one node it finds the
+		// value is not its own and deletes nothing): one more round trip per try.
+		if _, err := redisUnlock.Do(l.conn, l.key, value); err != nil {
+			return err
+		}
 	}
 	return errGaveUp
 }
@@ -82,7 +88,7 @@ func (l *redisLock) unlock() error {
 	return nil
 }
 
-func (l *redisLock) close() { l.conn.Close() }
+func (l *redisLock) close() { l.conn.Close() } // redigo: a second Close is harmless
 
 func redisLeftover(cfg config) int64 {
 	c, err := dialRedis(cfg)

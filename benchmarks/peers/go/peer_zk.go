@@ -11,14 +11,17 @@ package main
 
 import (
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/samuel/go-zookeeper/zk"
 )
 
 type zkLock struct {
-	conn *zk.Conn
-	l    *zk.Lock
+	conn   *zk.Conn
+	l      *zk.Lock
+	closed sync.Once // zk.Conn.Close panics when called twice
 }
 
 type quietZKLogger struct{}
@@ -26,15 +29,15 @@ type quietZKLogger struct{}
 func (quietZKLogger) Printf(string, ...interface{}) {}
 
 func init() {
-	peerSystems["zk"] = peerSystem{connect: connectZK, leftover: zkLeftover}
+	peerSystems["zk"] = peerSystem{connect: connectZK, setup: zkSetup, leftover: zkLeftover}
 }
 
 func dialZK(cfg config) (*zk.Conn, error) {
-	conn, events, err := zk.Connect([]string{cfg.addr}, time.Duration(cfg.ttl)*time.Second)
+	conn, events, err := zk.Connect([]string{cfg.addr}, time.Duration(cfg.ttl)*time.Second,
+		zk.WithLogger(quietZKLogger{}))
 	if err != nil {
 		return nil, err
 	}
-	conn.SetLogger(quietZKLogger{})
 	deadline := time.After(10 * time.Second)
 	for {
 		select {
@@ -51,6 +54,27 @@ func dialZK(cfg config) (*zk.Conn, error) {
 			return nil, fmt.Errorf("no ZooKeeper session with %s in 10 s", cfg.addr)
 		}
 	}
+}
+
+// zkSetup creates every lock's node and its parents before the clock starts: zk.Lock would
+// create them on a worker's first Lock (an Exists and a Create per level, per worker) inside
+// the measurement, as a long-lived deployment would not.
+func zkSetup(cfg config) error {
+	conn, err := dialZK(cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for k := 0; k < cfg.locks; k++ {
+		path := ""
+		for _, part := range strings.Split(trimSlash(fmt.Sprintf("%slock-%d", cfg.prefix, k)), "/")[1:] {
+			path += "/" + part
+			if _, err := conn.Create(path, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && err != zk.ErrNodeExists {
+				return fmt.Errorf("create %s: %w", path, err)
+			}
+		}
+	}
+	return nil
 }
 
 func connectZK(cfg config, name string) (peerLocker, error) {
@@ -70,7 +94,7 @@ func trimSlash(p string) string {
 
 func (l *zkLock) lock(func() bool) error { return l.l.Lock() }
 func (l *zkLock) unlock() error          { return l.l.Unlock() }
-func (l *zkLock) close()                 { l.conn.Close() }
+func (l *zkLock) close()                 { l.closed.Do(l.conn.Close) }
 
 // zkLeftover counts the lock nodes left under every name (the names themselves stay, as
 // Curator's do).
