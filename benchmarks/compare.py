@@ -110,7 +110,7 @@ if crash:
         "redis_aof_always": "the key's expiry (redsync's 8 s)",
         "zk": "the session times out (asked 60 s; the server caps it at 20 ticks = 40 s)",
         "pg_table": "the row's expiry (8 s, as redsync's)",
-        "pg_advisory": "the backend sees its client's socket close and ends the session",
+        "pg_advisory": "the backend sees its client's socket close and ends the session (the figure includes the second process's 0.2 s wait before its leftover check)",
     }
     for r in crash:
         a = r["acquirer"]

@@ -81,11 +81,10 @@ admin.enableServer=false
 maxClientCnxns=0
 4lw.commands.whitelist=ruok
 EOF
-  # Debian's zookeeper.jar names the jars it needs in its manifest, but no logging back end:
-  # Maven's simple SLF4J provider, where installed, puts ZooKeeper's log in zk.log.
-  local cp="$jars/zookeeper.jar"
-  [ -f "$jars/maven3-slf4j-provider.jar" ] && cp+=":$jars/maven3-slf4j-provider.jar"
-  java -Xmx1g -cp "$cp" -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+  # Debian's zookeeper.jar names the jars it needs in its manifest, but no SLF4J back end, so
+  # ZooKeeper logs nothing (Debian's maven3-slf4j-provider would need Maven's jars); what the JVM
+  # prints on a failed start still lands in zk.log.
+  java -Xmx1g -cp "$jars/zookeeper.jar" \
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" >"$dir/zk.log" 2>&1 &
   PEER_PIDS+=($!)
   PEER_DIRS+=("$dir")
