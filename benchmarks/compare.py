@@ -132,9 +132,9 @@ with tempfile.TemporaryDirectory() as tmp:
             f.write(f"{w} " + " ".join(str(v) for v in vals) + "\n")
     plots = [f"'{data}' u 1:{2 + i} w lp lw 2 t '{lab}'" for i, (lab, _) in enumerate(present)]
     script = f"""
-set terminal pngcairo size 820,500 font ',10'
+set terminal pngcairo size 900,520 font ',10' noenhanced
 set output '{out_png}'
-set title 'One lock: acquisitions/s against waiters ({setting})'
+set title "One lock: acquisitions/s against waiters\\n{setting}"
 set logscale xy
 set xlabel 'waiters on one lock'
 set ylabel 'acquisitions/s'
