@@ -23,14 +23,16 @@ wait_for() {
   done
 }
 
-# Redis answers PING with +PONG.
-redis_ping() {
+# answers PORT REQUEST REPLY: sends REQUEST to 127.0.0.1:PORT; true when the first line of the
+# answer (without its CR) is REPLY. Redis answers "PING" with "+PONG"; ZooKeeper answers "ruok" with
+# "imok" (the command is allowed in zoo.cfg below).
+answers() {
   local reply
   exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
-  printf 'PING\r\n' >&3
+  printf '%b' "$2" >&3
   read -r -t 2 reply <&3
   exec 3>&-
-  [[ $reply == +PONG* ]]
+  [ "${reply%$'\r'}" = "$3" ]
 }
 
 start_redis() {
@@ -44,22 +46,13 @@ start_redis() {
   redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --maxclients 4096 --logfile "$dir/redis.log" "$@" &
   PEER_PIDS+=($!)
   PEER_DIRS+=("$dir")
-  if ! wait_for 20 redis_ping "$port"; then
+  if ! wait_for 20 answers "$port" 'PING\r\n' +PONG; then
     log "$label skipped: redis-server did not answer (see $dir/redis.log)"
     return 1
   fi
   REDIS_ADDR[$label]="127.0.0.1:$port"
 }
 
-# ZooKeeper answers "ruok" with "imok" (the command is allowed in zoo.cfg below).
-zk_ruok() {
-  local reply
-  exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
-  printf 'ruok' >&3
-  read -r -t 2 reply <&3
-  exec 3>&-
-  [ "$reply" = imok ]
-}
 
 start_zk() {
   local jars=/usr/share/java
@@ -88,7 +81,7 @@ EOF
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" >"$dir/zk.log" 2>&1 &
   PEER_PIDS+=($!)
   PEER_DIRS+=("$dir")
-  if ! wait_for 60 zk_ruok "$port"; then
+  if ! wait_for 60 answers "$port" ruok imok; then
     log "zk skipped: ZooKeeper did not answer (see $dir/zk.log)"
     return 1
   fi
