@@ -715,3 +715,75 @@ BOOST_AUTO_TEST_CASE(with_lock_whose_body_returns_at_once_never_hangs) {
   }(c, done), 60s);
   BOOST_TEST(done == 300);
 }
+
+// Objects destroyed after their event loop has stopped, while they hold a lock or wait for one
+// (with a callback, or in a coroutine whose frame owns the object): the clean-up they post never
+// runs, and the context's shutdown must still free every one of them, and the client with them.
+// A lock's local queue must not keep itself alive through the objects it serves (LeakSanitizer
+// once found a whole client left behind by a test that ended with a lock held).
+BOOST_AUTO_TEST_CASE(objects_left_behind_a_stopped_loop_are_freed_at_shutdown) {
+  std::weak_ptr<coetcd::detail::client_impl> impl;
+  auto frames = std::make_shared<int>(0);  // one copy per coroutine frame still alive
+  {
+    asio::io_context ioc;
+    std::optional<client> c(std::in_place, ioc, options_for(server()));
+    impl = c->impl();
+    std::optional<session> s1, s2;
+    std::optional<mutex> held, waiting, other;
+    std::optional<rw_mutex> rw_read, rw_write;
+    std::optional<semaphore> sem;
+    std::optional<election> elected;
+    run_for(ioc, [&]() -> asio::awaitable<void> {
+      s1.emplace(co_await session::async_create(*c, use_awaitable));
+      s2.emplace(co_await session::async_create(*c, use_awaitable));
+      held.emplace(*s1, "left-behind/m");
+      waiting.emplace(*s1, "left-behind/m");
+      other.emplace(*s2, "left-behind/m");
+      co_await held->async_lock(use_awaitable);
+      waiting->async_lock([](error_code) {});
+      other->async_lock([](error_code) {});
+      auto in_frame = [](session& s, int kind, std::shared_ptr<int> alive) -> asio::awaitable<void> {
+        if (kind == 0) {
+          mutex own(s, "left-behind/m");
+          co_await own.async_lock(use_awaitable);
+        } else if (kind == 1) {
+          rw_mutex own(s, "left-behind/rw");
+          co_await own.async_lock(use_awaitable);
+        } else if (kind == 2) {
+          semaphore own(s, "left-behind/sem", 1);
+          co_await own.async_acquire(1, use_awaitable);
+        } else if (kind == 3) {
+          election own(s, "left-behind/e");
+          co_await own.async_campaign("w", use_awaitable);
+        } else {
+          mutex a(s, "left-behind/m"), b(s, "left-behind/m2");
+          multi_lock both({a, b});
+          co_await both.async_lock(use_awaitable);
+        }
+      };
+      rw_read.emplace(*s1, "left-behind/rw");
+      rw_write.emplace(*s2, "left-behind/rw");
+      co_await rw_read->async_lock_shared(use_awaitable);
+      rw_write->async_lock([](error_code) {});
+      sem.emplace(*s1, "left-behind/sem", 1);
+      co_await sem->async_acquire(1, use_awaitable);
+      elected.emplace(*s1, "left-behind/e");
+      co_await elected->async_campaign("v", use_awaitable);
+      for (int kind = 0; kind < 5; ++kind) asio::co_spawn(ioc, in_frame(*s2, kind, frames), asio::detached);
+      co_await sleep_for(300ms);  // every waiter's key is in
+      BOOST_TEST(frames.use_count() == 1 + 5);  // ours and the waiting frames'
+    }());
+    elected.reset();
+    sem.reset();
+    rw_write.reset();
+    rw_read.reset();
+    other.reset();
+    waiting.reset();
+    held.reset();
+    s2.reset();
+    s1.reset();
+    c.reset();
+  }
+  BOOST_TEST(frames.use_count() == 1);
+  BOOST_TEST(impl.expired());
+}

@@ -1,4 +1,5 @@
 #include "client_impl.hpp"
+#include "session_state.hpp"
 
 #include "keepalive_manager.hpp"
 #include "txn_batcher.hpp"
@@ -261,12 +262,28 @@ void client_impl::close_now() {
   if (auto k = std::exchange(keepalives_, nullptr)) k->close();
   if (auto b = std::exchange(batcher_, nullptr)) b->close();
   for (auto& w : std::exchange(token_waiters_, {})) w(error::client_closed);
+  // Sessions end now rather than when the keepalives' completions posted above run: at the
+  // context's shutdown those never run, and the locks waiting under a session (whose handlers
+  // may own the very objects that own the lock's queue) would keep each other, and this client,
+  // alive for good. Ending them drops every waiter; its handler is posted, so it runs after a
+  // close() and is destroyed with the context at shutdown.
+  for (auto& w : std::exchange(sessions_, {}))
+    if (auto s = w.lock()) s->finish(error::client_closed, error::client_closed);
   for (auto& send : std::exchange(unary_queue_, {})) send();  // each finds us closed
   // A parked client thread goes back to the queue to drain it (completion_mode::poll).
   if (options_.completions == completion_mode::poll) resume_cq_thread();
   // Every started operation was cancelled above, so the queue drains promptly.
   cq_.Shutdown();
   if (cq_thread_.joinable() && cq_thread_.get_id() != std::this_thread::get_id()) cq_thread_.join();
+}
+
+void client_impl::adopt(const std::shared_ptr<session_state>& s) {
+  // Sessions come and go; the list is swept of ended ones whenever it has doubled.
+  if (sessions_.size() >= 2 * swept_size_) {
+    std::erase_if(sessions_, [](const auto& w) { return w.expired(); });
+    swept_size_ = std::max<std::size_t>(sessions_.size(), 8);
+  }
+  sessions_.push_back(s);
 }
 
 std::unique_ptr<grpc::ClientContext> client_impl::make_context(std::optional<sys_time> deadline, bool needs_leader) const {

@@ -129,6 +129,7 @@ class watch_stream;
 class keepalive_manager;
 class lock_view;
 class txn_batcher;
+struct session_state;
 
 /// An error of server_category() for a status the server explained in `text` (see error.hpp).
 error_code server_error(int status, const std::string& text);
@@ -235,6 +236,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   /// One view of each contended lock name, shared by this client's mutexes (see lock_view.hpp).
   std::map<std::string, std::weak_ptr<lock_view>> lock_views_;
 
+  /// A session made by this client: it ends in close(), there and then. On strand.
+  void adopt(const std::shared_ptr<session_state>& s);
+
  private:
   void cq_loop();
   void start_reaping();
@@ -257,6 +261,8 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::string last_peer_;  // the member that answered last when the story last changed
   bool link_down_ = false;
   bool closed_ = false;
+  std::vector<std::weak_ptr<session_state>> sessions_;
+  std::size_t swept_size_ = 8;
   std::unordered_set<call_base*> calls_;
   std::string token_;
   bool authenticating_ = false;

@@ -66,6 +66,7 @@ asio::awaitable<std::tuple<error_code, session>> create(std::shared_ptr<client_i
   }
   auto s = std::make_shared<session_state>();
   s->impl = c;
+  c->adopt(s);
   s->lease = id;
   s->ttl = std::chrono::seconds(ttl);
   // The local deadline until the first renewal answers: the granted TTL of a new lease, what

@@ -55,7 +55,7 @@ void mutex_queue::lock(std::shared_ptr<mutex_state> by, bool try_only, bool canc
   if (try_only && shared && !(waiters.empty() && (state == key_state::none || may_join())))
     return impl.complete(std::move(h), error::locked);
   if (try_only && !shared &&
-      (holder || !waiters.empty() || (state == key_state::owned && yield_due(by->options))))
+      (held() || !waiters.empty() || (state == key_state::owned && yield_due(by->options))))
     return impl.complete(std::move(h), error::locked);
   auto id = next_id++;
   if (cancel && cancel->registered([w = weak_from_this(), id] {
@@ -72,12 +72,12 @@ void mutex_queue::lock(std::shared_ptr<mutex_state> by, bool try_only, bool canc
     if (state == key_state::none) start_driver();
     return;
   }
-  if (state == key_state::owned && !holder) {  // idle between callers, or lingering
+  if (state == key_state::owned && !held()) {  // idle between callers, or lingering
     stop_linger();
     return pass_on({}, options);
   }
   // Local contention: watch the name so that a waiter of another session behind us is seen.
-  if (holder || waiters.size() > 1) ensure_view();
+  if (held() || waiters.size() > 1) ensure_view();
   if (state == key_state::none) start_driver();
 }
 
@@ -246,7 +246,7 @@ bool mutex_queue::end_hold(const std::shared_ptr<mutex_state>& by) {
     --by->shared_holds;
     --holds;
   } else {
-    if (holder != by) return false;
+    if (!held_by(by)) return false;
     by->held = false;
     holder.reset();
   }
@@ -297,7 +297,7 @@ void mutex_queue::deliver(waiter w, asio::any_completion_handler<void(error_code
     asio::get_associated_cancellation_slot(w.done).clear();
     if (!w.cancel || !w.cancel->emitted()) return std::move(w.done)(error_code{});
     asio::dispatch(self->session->impl->strand_, [self, by = w.by] {
-      if (self->shared ? by->shared_holds > 0 : self->holder == by) {
+      if (self->shared ? by->shared_holds > 0 : self->held_by(by)) {
         if (self->shared) {
           self->end_hold(by);
           if (self->holds > 0) return;
@@ -457,7 +457,7 @@ void mutex_queue::stop_linger() {
 void mutex_queue::end_linger() {
   if (!lingering) return;
   stop_linger();
-  if (!holder && waiters.empty() && state == key_state::owned)
+  if (!held() && waiters.empty() && state == key_state::owned)
     start_release({});
 }
 

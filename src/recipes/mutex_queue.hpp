@@ -68,7 +68,12 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   /// waits (anywhere, as the view shows, or locally on its way to etcd): a stream of readers
   /// joining a held read key would starve the writer queued behind it.
   bool may_join() const;
-  bool busy() const { return shared ? holds > 0 : holder != nullptr; }
+  bool busy() const { return shared ? holds > 0 : held(); }
+  /// exclusive: whether a caller holds the lock through this queue.
+  bool held() const { return !holder.expired(); }
+  bool held_by(const std::shared_ptr<mutex_state>& by) const {
+    return held() && !holder.owner_before(by) && !by.owner_before(holder);
+  }
   /// The hold of `by` ends (unlock or give-back): true when it was a hold.
   bool end_hold(const std::shared_ptr<mutex_state>& by);
   void deliver(waiter w, asio::any_completion_handler<void(error_code)> unlocked);
@@ -103,7 +108,7 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
     if (n != counted_waiting) bump(counters->waiting, n - std::exchange(counted_waiting, n));
   }
   void count_held() {
-    const std::int64_t h = shared ? static_cast<std::int64_t>(holds) : holder != nullptr;
+    const std::int64_t h = shared ? static_cast<std::int64_t>(holds) : held();
     if (h != counted_held) bump(counters->held, h - std::exchange(counted_held, h));
   }
   /// The holder's hold ended because its key is gone.
@@ -123,7 +128,11 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   std::shared_ptr<lock_view> view;
   const bool shared;
   const std::string blockers;
-  std::shared_ptr<mutex_state> holder;  // exclusive
+  // exclusive. Not an owner: the holder's state owns this queue, and a queue owning its holder
+  // would keep both (and the client) alive when the holder's clean-up never runs, as when the
+  // event loop is stopped and destroyed with the lock held. Whoever holds the state (the mutex,
+  // its orphan() clean-up, a grant on its way) keeps it alive while it matters.
+  std::weak_ptr<mutex_state> holder;
   std::size_t holds = 0;                // shared: holds not yet unlocked
   std::uint64_t sequence = 0;
   std::list<waiter> waiters;  // a list: any_completion_handler must never be move-assigned
