@@ -53,6 +53,28 @@ BOOST_AUTO_TEST_CASE(good_endpoints_are_accepted) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(bad_timeouts_are_rejected_with_the_option_named) {
+  boost::asio::io_context ioc;
+  auto message_of = [&](client_options o) -> std::string {
+    try {
+      client c(ioc, o);
+    } catch (const boost::system::system_error& e) {
+      BOOST_TEST(e.code() == error::invalid_argument);
+      return e.what();
+    }
+    return "accepted";
+  };
+  client_options zero_timeout;
+  zero_timeout.request_timeout = std::chrono::milliseconds(0);
+  BOOST_TEST(message_of(zero_timeout).find("request_timeout") != std::string::npos);
+  client_options negative_resend;
+  negative_resend.resend_after = std::chrono::milliseconds(-1);
+  BOOST_TEST(message_of(negative_resend).find("resend_after") != std::string::npos);
+  client_options no_resend;  // zero turns resending off
+  no_resend.resend_after = std::chrono::milliseconds(0);
+  BOOST_TEST(message_of(no_resend) == "accepted");
+}
+
 BOOST_AUTO_TEST_CASE(error_codes_have_readable_messages) {
   error_code ec = error::lease_not_found;
   BOOST_TEST(std::string(ec.category().name()) == "etcd");

@@ -99,6 +99,9 @@ client_impl::client_impl(asio::any_io_executor ex, client_options options)
   if (options_.request_timeout.count() <= 0)
     throw boost::system::system_error(make_error_code(error::invalid_argument),
                                       "coetcd: request_timeout must be positive");
+  if (options_.resend_after.count() < 0)
+    throw boost::system::system_error(make_error_code(error::invalid_argument),
+                                      "coetcd: resend_after must not be negative (0 turns resending off)");
   if (!options_.keep_abseil_deadlock_detection)
     absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   auto creds = make_credentials(options_, eps.front().tls);

@@ -293,7 +293,7 @@ template <class Resp>
 using reader_ptr = std::unique_ptr<grpc::ClientAsyncResponseReader<Resp>>;
 
 struct call_options {
-  bool idempotent = false;  ///< safe to resend after UNAVAILABLE / no leader
+  bool idempotent = false;  ///< safe to resend after UNAVAILABLE / no leader, or after resend_after
   bool needs_token = true;  ///< false only for Authenticate itself
   /// Set when the call was sent again after a failure that may have been applied.
   std::shared_ptr<bool> resent;
@@ -313,7 +313,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
 
   unary_rpc(std::shared_ptr<client_impl> c, prepare_fn p, Req r, call_options o, Done d)
       : client_(std::move(c)), prepare_(std::move(p)), req_(std::move(r)), opts_(o), done_(std::move(d)),
-        tag_(client_->strand_), retry_timer_(client_->strand_),
+        tag_(client_->strand_), retry_timer_(client_->strand_), resend_timer_(client_->strand_),
         work_(asio::prefer(client_->io_ex_, asio::execution::outstanding_work.tracked)) {}
 
   void start(asio::cancellation_slot slot) {
@@ -368,6 +368,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
       return;
     }
     ctx_ = client_->make_context(deadline_, needs_leader());
+    ++sends_;
     sent_token_ = client_->token();
     reader_ = prepare_(ctx_.get(), req_, &client_->cq_);
     bump(counters().sent);
@@ -375,13 +376,34 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     reader_->StartCall();
     client_->track(this);
     reader_->Finish(&resp_, &status_, tag_.arm([self = this->shared_from_this()](bool) { self->on_finished(); }));
+    arm_resend();
     client_->poll_while_in_flight();
+  }
+
+  /// An idempotent call still unanswered after client_options::resend_after is cancelled and sent
+  /// again, and round robin takes it to the next member. etcd 3.4 holds a write that a follower
+  /// forwarded to a leader that died meanwhile until its own request timeout (7 s): the proposal
+  /// went to a dead peer and nothing tells the follower (test_faults,
+  /// an_unlock_caught_by_a_leader_kill_is_resent_not_held_for_etcds_timeout). Each resend waits
+  /// twice as long as the one before, so a request that is merely slow is cut once or twice and
+  /// then left to finish.
+  void arm_resend() {
+    const auto after = client_->options_.resend_after * (1 << std::min(resends_, 4));
+    if (!opts_.idempotent || after.count() <= 0 || std::chrono::system_clock::now() + after >= deadline_) return;
+    resend_timer_.expires_after(after);
+    resend_timer_.async_wait([self = this->shared_from_this(), attempt = sends_](error_code ec) {
+      if (ec || self->finished_ || self->sends_ != attempt || !self->ctx_) return;
+      self->resend_due_ = true;
+      self->ctx_->TryCancel();
+    });
   }
 
   void on_finished() {
     client_->untrack(this);
     client_->release_unary_slot();
     bump(client_->telemetry_.in_flight, -1);
+    resend_timer_.cancel();
+    const bool resend_due = std::exchange(resend_due_, false);
     if (finished_) return;
     if (status_.ok()) {
       client_->note_outcome(ctx_.get(), {});
@@ -389,6 +411,12 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     }
     if (user_cancelled_) return finish(asio::error::operation_aborted);
     if (client_->closed()) return finish(error::client_closed);
+    if (resend_due) {  // our own cancel: the first copy may still be applied (ambiguous)
+      ++resends_;
+      bump(counters().retried);
+      if (opts_.resent) *opts_.resent = true;
+      return begin();
+    }
     error_code ec = client_->map_status(status_);
     client_->note_outcome(ctx_.get(), ec);
     if (ec == error::invalid_auth_token && opts_.needs_token && client_->uses_auth() && !auth_retried_) {
@@ -443,6 +471,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
   Done done_;
   strand_tag tag_;
   asio::steady_timer retry_timer_;
+  asio::steady_timer resend_timer_;
   asio::any_io_executor work_;
   std::unique_ptr<grpc::ClientContext> ctx_;
   reader_ptr<Resp> reader_;
@@ -450,6 +479,9 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
   sys_time deadline_;
   std::string sent_token_;
   int attempts_ = 0;
+  int sends_ = 0;             // attempts on the wire so far: a resend timer belongs to one of them
+  int resends_ = 0;           // attempts cancelled by the resend timer
+  bool resend_due_ = false;   // the resend timer cancelled the attempt on the wire
   bool auth_retried_ = false;
   bool user_cancelled_ = false;
   bool waiting_ = false;
