@@ -318,6 +318,78 @@ BOOST_AUTO_TEST_CASE(a_holder_cut_off_past_its_ttl_is_replaced_and_its_fenced_wr
   }(h, o, f), 60s);
 }
 
+// 2b. An unlock's first copy is held between its follower and the leader (forwarded, not yet
+// delivered) while the resent copy releases the lock; then the same session's next key is made,
+// and then the held copy arrives and is applied. Go's Unlock, a plain delete, would remove that
+// newer key while its holder is inside; ours is guarded by the create revision it releases, and
+// the newer key stays. Only what F sends to the leader is held, so F keeps hearing the leader,
+// never campaigns, and the leader takes the late copy at its own term (and before rafthttp's
+// 5 s read timeout would drop the held connection).
+BOOST_AUTO_TEST_CASE(an_unlock_copy_applied_late_leaves_the_sessions_newer_key) {
+  heal_cluster heal;
+  const int l = cluster().wait_for_leader();
+  const int f = other(l), g = other(l, 2);
+  auto applied = [l] {  // proposals the leader has applied
+    auto m = cluster().member(l).metrics();
+    auto at = m.find("\netcd_server_proposals_applied_total ");
+    return at == std::string::npos ? -1.0 : std::stod(m.substr(at + 37));
+  };
+  asio::io_context ioc;
+  // Round robin over F then G: the unlock's first copy goes through F in about half the tries.
+  client h(ioc, options({cluster().client_endpoint(f), cluster().client_endpoint(g)}, 30000ms));
+  client o(ioc, options({cluster().member(g).endpoint()}));
+  run_for(ioc, [&]() -> asio::awaitable<void> {
+    auto hs = co_await session::async_create(h, use_awaitable);
+    mutex hm(hs, "part-late-unlock");
+    bool caught = false;
+    for (int attempt = 0; attempt < 12 && !caught; ++attempt) {
+      co_await hm.async_lock(use_awaitable);
+      // A lock and an unlock are two picks of round robin: a read on every other try moves the
+      // unlock to the other member.
+      if (attempt % 2) co_await h.async_get("part-late-unlock-probe", use_awaitable);
+      const auto key = hm.key();
+      const auto start = clock_type::now();
+      cluster().peer_proxy(f).hold_from({l});  // what F sends to the leader waits
+      bool unlocked = false;
+      asio::co_spawn(co_await asio::this_coro::executor, [&]() -> asio::awaitable<void> {
+        co_await hm.async_unlock(use_awaitable);
+        unlocked = true;
+      }, asio::detached);
+      co_await eventually([&] { return unlocked; }, 3s);
+      const double took = seconds_since(start);
+      BOOST_TEST_MESSAGE("try " << attempt << ": unlock " << (unlocked ? "done after " : "not done after ") << took << " s");
+      if (!unlocked || took < 1.5) {
+        // Sent through G at once (nothing held), or both copies through F: not this case.
+        cluster().heal();
+        co_await eventually([&] { return unlocked; }, 20s);
+        BOOST_TEST_REQUIRE(unlocked);
+        continue;
+      }
+      caught = true;
+      // The first copy waits in the proxy; the resent one has deleted the key. The session's
+      // next key, as its next lock would put it (same name, same lease):
+      auto next = co_await o.async_put(key, "", put_options{.lease = hs.lease()}, use_awaitable);
+      const std::int64_t next_rev = next.header.revision;
+      const double before = applied();
+      cluster().peer_proxy(f).restore();
+      const double released = seconds_since(start);
+      co_await eventually([&] { return applied() > before; }, 5s);
+      BOOST_TEST_MESSAGE("unlock took " << took << " s; held copy released after " << released
+                                        << " s; proposals applied by the leader " << before << " -> " << applied());
+      BOOST_TEST_REQUIRE(released < 4.5, "held past rafthttp's read timeout: the late copy may have been dropped");
+      BOOST_TEST(applied() > before, "the held copy was never applied: the case did not happen");
+      co_await sleep_for(200ms);
+      auto r = co_await o.async_get(key, use_awaitable);
+      BOOST_TEST_REQUIRE(r.kvs.size() == 1u, "the late copy deleted the session's newer key");
+      BOOST_TEST(r.kvs.front().create_revision == next_rev);
+      co_await o.async_delete(key, use_awaitable);
+    }
+    BOOST_TEST(caught, "no unlock went through F in 12 tries");
+    co_await hs.async_close(use_awaitable);
+    BOOST_TEST(co_await count_keys(o, "part-late-unlock/") == 0);
+  }(), 120s);
+}
+
 // 3. The leader is cut off (a minority of one) under three lockcheck workers, one of them
 // reaching only the old leader. The majority elects a new leader and its waiters keep taking the
 // lock during the cut; the checker proves nobody held it twice.

@@ -543,7 +543,9 @@ BOOST_AUTO_TEST_CASE(go_recipe_rwmutex_and_coetcd_exclude_each_other) {
   BOOST_TEST(t->holds >= 5 * 25);
   BOOST_TEST(t->violations == 0);
   BOOST_TEST(go_violations == 0);
-  BOOST_TEST(t->overlaps_with_go + go_overlaps > 0, "no reader ever held together with another");
+  // Whether readers met here depends on how their arrivals fall between the writers (under
+  // ctest -j3 beside the soak, once none did): sharing is proven exactly by
+  // go_recipe_rwmutex_and_coetcd_share_and_wait_both_ways; this run proves exclusion.
   BOOST_TEST_MESSAGE("readers held together: Go with Go " << go_overlaps << ", Go with coetcd " << go_cross
                                                         << " (Go's view) / " << t->overlaps_with_go << " (ours)");
   run_for(ioc, [](client& c) -> asio::awaitable<void> {

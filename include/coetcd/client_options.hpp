@@ -36,11 +36,12 @@ struct client_options {
   /// Deadline of each unary request, including the time to connect. An unreachable cluster
   /// fails requests with error::endpoints_unreachable when it passes.
   std::chrono::milliseconds request_timeout{std::chrono::seconds(10)};
-  /// A request that has the same effect sent twice (a read, and the writes of mutex, rw_mutex,
-  /// semaphore and election: lock, unlock, campaign, resign) and is still unanswered after this
-  /// long is cancelled and sent again to the next member, within `request_timeout`. etcd 3.4
-  /// answers a write that a follower forwarded to a leader killed a moment later only after its
-  /// own 7 s timeout; resent, a lock passes on once the new leader is up (1-3 s). Zero: never.
+  /// A read, or a release of a lock, rw_mutex, semaphore or election key (a delete guarded by
+  /// the key's create revision), still unanswered after this long is cancelled and sent again to
+  /// the next member, within `request_timeout`: at most twice, each wait twice the one before.
+  /// etcd 3.4 answers a write that a follower forwarded to a leader killed a moment later only
+  /// after its own 7 s timeout; resent, the lock passes on once the new leader is up (1-3 s).
+  /// Puts are never resent this way (a late copy would re-create a released key). Zero: never.
   /// Keep it above your slowest normal request (a write that waits for an fsync).
   std::chrono::milliseconds resend_after{std::chrono::seconds(2)};
   /// TLS for every endpoint (also implied by https:// endpoints, then with system roots).

@@ -379,7 +379,7 @@ void client_impl::authenticate() {
       [stub = auth_.get()](grpc::ClientContext* c, const pb::AuthenticateRequest& r, grpc::CompletionQueue* q) {
         return stub->PrepareAsyncAuthenticate(c, r, q);
       },
-      std::move(req), call_options{true, false}, std::move(done));
+      std::move(req), call_options{.idempotent = true, .needs_token = false}, std::move(done));
 }
 
 }  // namespace coetcd::detail

@@ -293,7 +293,11 @@ template <class Resp>
 using reader_ptr = std::unique_ptr<grpc::ClientAsyncResponseReader<Resp>>;
 
 struct call_options {
-  bool idempotent = false;  ///< safe to resend after UNAVAILABLE / no leader, or after resend_after
+  bool idempotent = false;  ///< safe to resend after UNAVAILABLE / no leader
+  /// Also resent when unanswered after client_options::resend_after: only for calls whose copy
+  /// applied late, after later writes, undoes nothing (reads; deletes guarded by the key's
+  /// create revision; put-if-absent), since the cancelled copy may still be on its way.
+  bool resend_when_silent = false;
   bool needs_token = true;  ///< false only for Authenticate itself
   /// Set when the call was sent again after a failure that may have been applied.
   std::shared_ptr<bool> resent;
@@ -367,8 +371,10 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
       });
       return;
     }
+    reader_.reset();  // before its context: the reader lives in the call the context releases
     ctx_ = client_->make_context(deadline_, needs_leader());
     ++sends_;
+    resend_due_ = false;
     sent_token_ = client_->token();
     reader_ = prepare_(ctx_.get(), req_, &client_->cq_);
     bump(counters().sent);
@@ -376,6 +382,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     reader_->StartCall();
     client_->track(this);
     reader_->Finish(&resp_, &status_, tag_.arm([self = this->shared_from_this()](bool) { self->on_finished(); }));
+    on_wire_ = true;
     arm_resend();
     client_->poll_while_in_flight();
   }
@@ -384,15 +391,20 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
   /// again, and round robin takes it to the next member. etcd 3.4 holds a write that a follower
   /// forwarded to a leader that died meanwhile until its own request timeout (7 s): the proposal
   /// went to a dead peer and nothing tells the follower (test_faults,
-  /// an_unlock_caught_by_a_leader_kill_is_resent_not_held_for_etcds_timeout). Each resend waits
-  /// twice as long as the one before, so a request that is merely slow is cut once or twice and
-  /// then left to finish.
+  /// an_unlock_caught_by_a_leader_kill_is_resent_not_held_for_etcds_timeout). At most twice,
+  /// each time waiting twice as long, and only while the next attempt would still have twice
+  /// this one's wait before the deadline: a request that is merely slow is cut at most once or
+  /// twice and then left to finish (with the defaults, 10 s and 2 s: once).
   void arm_resend() {
-    const auto after = client_->options_.resend_after * (1 << std::min(resends_, 4));
-    if (!opts_.idempotent || after.count() <= 0 || std::chrono::system_clock::now() + after >= deadline_) return;
+    const auto after = client_->options_.resend_after * (1 << resends_);
+    if (!opts_.resend_when_silent || resends_ >= 2 || after.count() <= 0 ||
+        std::chrono::system_clock::now() + 3 * after > deadline_)
+      return;
     resend_timer_.expires_after(after);
     resend_timer_.async_wait([self = this->shared_from_this(), attempt = sends_](error_code ec) {
-      if (ec || self->finished_ || self->sends_ != attempt || !self->ctx_) return;
+      // (on_wire_: the reply may have been reaped in this turn already, and the call be waiting
+      // to be sent again for another reason)
+      if (ec || self->finished_ || !self->on_wire_ || self->sends_ != attempt) return;
       self->resend_due_ = true;
       self->ctx_->TryCancel();
     });
@@ -402,8 +414,11 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     client_->untrack(this);
     client_->release_unary_slot();
     bump(client_->telemetry_.in_flight, -1);
+    on_wire_ = false;
     resend_timer_.cancel();
-    const bool resend_due = std::exchange(resend_due_, false);
+    // Our own cancel only if the call did end cancelled: a reply (or an error of the server's)
+    // that came in the same turn as the timer stands.
+    const bool resend_due = std::exchange(resend_due_, false) && status_.error_code() == grpc::StatusCode::CANCELLED;
     if (finished_) return;
     if (status_.ok()) {
       client_->note_outcome(ctx_.get(), {});
@@ -482,6 +497,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
   int sends_ = 0;             // attempts on the wire so far: a resend timer belongs to one of them
   int resends_ = 0;           // attempts cancelled by the resend timer
   bool resend_due_ = false;   // the resend timer cancelled the attempt on the wire
+  bool on_wire_ = false;      // an attempt is on the wire and its completion not yet handled
   bool auth_retried_ = false;
   bool user_cancelled_ = false;
   bool waiting_ = false;

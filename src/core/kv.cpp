@@ -11,7 +11,8 @@ void start_get(const std::shared_ptr<client_impl>& c, std::string key, std::stri
       [stub = c->kv_.get()](grpc::ClientContext* ctx, const pb::RangeRequest& r, grpc::CompletionQueue* q) {
         return stub->PrepareAsyncRange(ctx, r, q);
       },
-      to_pb(key, end, o), call_options{true}, [](pb::RangeResponse& r) { return from_pb(r); }, std::move(h));
+      to_pb(key, end, o), call_options{.idempotent = true, .resend_when_silent = true},
+      [](pb::RangeResponse& r) { return from_pb(r); }, std::move(h));
 }
 
 void start_put(const std::shared_ptr<client_impl>& c, std::string key, std::string value, put_options o,

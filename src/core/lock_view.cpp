@@ -315,31 +315,31 @@ auto lock_view_core::enqueue(txn t, bool shared) -> asio::awaitable<txn_outcome>
   co_return co_await batched_txn(client_, std::move(t), write_queue(prefix_, shared));
 }
 
-auto lock_view_core::release(const std::string& key, std::shared_ptr<bool> resent)
+auto lock_view_core::release(const std::string& key, std::int64_t rev, std::shared_ptr<bool> resent)
     -> asio::awaitable<std::tuple<error_code, bool>> {
   auto self = shared_from_this();
   holding_.erase(key);
-  if (parked_.empty()) co_return co_await batched_delete(client_, key, std::move(resent));
+  if (parked_.empty()) co_return co_await guarded_delete(client_, key, rev, std::move(resent));
   // One rider only: keys put by one txn share its revision, and two keys with the same create
   // revision would both count as the oldest (here and in Go's recipe).
   auto rider = parked_.front();
   parked_.erase(parked_.begin());
   rider->taken = true;
   // One write: each op succeeds or fails by itself (the rider's nested txn keeps its compare).
-  std::vector<txn_op> ops{txn_op::del(key), txn_op::nested(std::move(rider->t))};
+  std::vector<txn_op> ops{delete_op_of(key, rev), txn_op::nested(std::move(rider->t))};
   auto sent = co_await batched_write(client_, std::move(ops), prefix_, resent);
   if (sent.ec == error::lease_not_found) {
     // Only the rider's put names a lease: its session is gone. That must not keep our key.
     rider->ec = sent.ec;
     rider->done = true;
     rider->wake.cancel();
-    co_return co_await batched_delete(client_, key, std::move(resent));
+    co_return co_await guarded_delete(client_, key, rev, std::move(resent));
   }
   rider->ec = sent.ec;
   if (!sent.ec) rider->result = std::get<txn_result>(std::move(sent.results.at(1).value));
   rider->done = true;
   rider->wake.cancel();
-  co_return std::tuple(sent.ec, !sent.ec && sent.results.at(0).del().deleted > 0);
+  co_return std::tuple(sent.ec, !sent.ec && deleted_by(sent.results.at(0)));
 }
 
 lock_view::~lock_view() {

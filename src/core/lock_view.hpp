@@ -95,7 +95,7 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   asio::awaitable<txn_outcome> enqueue(txn t, bool shared = false);
   /// Deletes a local holder's `key`, in one txn with a parked enqueue if there is one.
   /// Completes with whether the key was there to delete; `resent` as for batched_txn.
-  asio::awaitable<std::tuple<error_code, bool>> release(const std::string& key, std::shared_ptr<bool> resent);
+  asio::awaitable<std::tuple<error_code, bool>> release(const std::string& key, std::int64_t rev, std::shared_ptr<bool> resent);
   static constexpr std::chrono::milliseconds park_limit{3};
 
  private:

@@ -144,7 +144,11 @@ void txn_batcher::flush() {
 void txn_batcher::send(std::vector<item> batch) {
   ++in_flight_;
   auto resent = std::make_shared<bool>(false);
-  call_options o{.idempotent = true, .needs_token = true, .resent = resent};
+  // Every write here has the same effect applied twice in a row; those whose copy may also come
+  // late (see write_queue) are resent when silent too.
+  const bool late_safe =
+      std::all_of(batch.begin(), batch.end(), [](const item& i) { return i.queue.late_copy_safe; });
+  call_options o{.idempotent = true, .resend_when_silent = late_safe, .needs_token = true, .resent = resent};
   auto self = shared_from_this();
   auto c = client_.shared_from_this();
   const auto& first = batch.front().ops;
@@ -255,8 +259,30 @@ asio::awaitable<std::tuple<error_code, txn_result>> batched_txn(const std::share
 
 asio::awaitable<std::tuple<error_code, bool>> batched_delete(const std::shared_ptr<client_impl>& c, std::string key, std::shared_ptr<bool> resent) {
   std::vector<txn_op> ops{txn_op::del(key)};
-  auto out = co_await batched_write(c, std::move(ops), {}, std::move(resent));
+  write_queue never_made_again;
+  never_made_again.late_copy_safe = true;
+  auto out = co_await batched_write(c, std::move(ops), std::move(never_made_again), std::move(resent));
   co_return std::tuple(out.ec, !out.ec && out.results.at(0).del().deleted > 0);
+}
+
+txn_op delete_op_of(const std::string& key, std::int64_t rev) {
+  if (rev <= 0) return txn_op::del(key);
+  return txn_op::nested(txn().when(compare::create_revision(key) == rev).then(txn_op::del(key)));
+}
+
+bool deleted_by(const op_result& r) {
+  if (std::holds_alternative<delete_result>(r.value)) return r.del().deleted > 0;
+  const auto& t = r.nested();
+  return t.succeeded && !t.responses.empty() && t.responses.front().del().deleted > 0;
+}
+
+asio::awaitable<std::tuple<error_code, bool>> guarded_delete(const std::shared_ptr<client_impl>& c, std::string key,
+                                                             std::int64_t rev, std::shared_ptr<bool> resent) {
+  std::vector<txn_op> ops{delete_op_of(key, rev)};
+  write_queue guarded;
+  guarded.late_copy_safe = true;
+  auto out = co_await batched_write(c, std::move(ops), std::move(guarded), std::move(resent));
+  co_return std::tuple(out.ec, !out.ec && deleted_by(out.results.at(0)));
 }
 
 }  // namespace coetcd::detail

@@ -25,6 +25,12 @@ namespace coetcd::detail {
 struct write_queue {
   std::string prefix;
   bool shared = false;
+  /// A copy of this write applied late, after later writes, undoes nothing: a delete guarded by
+  /// the key's create revision, or of a key never made again. Only such writes (and reads) are
+  /// also resent when slow (client_options::resend_after), since the copy cancelled then may
+  /// still be on its way (held in a partition, it arrives up to rafthttp's 5 s read timeout
+  /// later). A put is never: a late one re-creates a key after its release, under a live lease.
+  bool late_copy_safe = false;
   write_queue() = default;
   write_queue(std::string p, bool s = false) : prefix(std::move(p)), shared(s) {}
 };
@@ -111,9 +117,19 @@ class txn_batcher : public std::enable_shared_from_this<txn_batcher> {
 asio::awaitable<std::tuple<error_code, txn_result>> batched_txn(const std::shared_ptr<client_impl>& c, txn t, write_queue queue,
                                                                 std::shared_ptr<bool> resent = {});
 /// One delete of a key of our own through the batcher: completes with whether the key was there.
-/// Only for keys nothing else re-creates while the delete is in flight.
+/// Only for keys never made again (a semaphore's acquisitions): it is a plain delete.
 asio::awaitable<std::tuple<error_code, bool>> batched_delete(const std::shared_ptr<client_impl>& c, std::string key,
                                                              std::shared_ptr<bool> resent = {});
+/// The delete that releases our `key` created at `rev`: a txn guarded by that create revision,
+/// so a copy applied late (resent after a silence or an error while the first copy was held in
+/// a partition) cannot delete a newer key of the same name, made by the same session for its
+/// next lock. rev 0: a plain delete, for keys never made twice (a semaphore's acquisitions).
+txn_op delete_op_of(const std::string& key, std::int64_t rev);
+/// Whether the result of delete_op_of deleted the key.
+bool deleted_by(const op_result& r);
+/// delete_op_of through the batcher: completes with whether the key was there. Late-copy safe.
+asio::awaitable<std::tuple<error_code, bool>> guarded_delete(const std::shared_ptr<client_impl>& c, std::string key,
+                                                             std::int64_t rev, std::shared_ptr<bool> resent = {});
 /// Several ops through the batcher, applied at one revision. `resent` as for batched_txn.
 asio::awaitable<txn_batcher::outcome> batched_write(const std::shared_ptr<client_impl>& c, std::vector<txn_op> ops, write_queue queue,
                                                     std::shared_ptr<bool> resent = {});

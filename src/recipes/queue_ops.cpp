@@ -246,8 +246,12 @@ asio::awaitable<std::int64_t> delete_key(session_state& s, const std::string& ke
   t.then(txn_op::del(key));
   // A key left under a live lease blocks the name for everyone: keep trying through an outage
   // while the session lives (once it ends, the lease takes the key with it).
+  // Without a revision to guard by, a copy applied late could remove a newer key of ours made by
+  // a later lock: such a delete is resent only after an error, never because it is slow.
+  write_queue q;
+  q.late_copy_safe = rev != 0;
   for (int attempt = 0;; ++attempt) {
-    auto [ec, r] = co_await batched_txn(s.impl, t, {});
+    auto [ec, r] = co_await batched_txn(s.impl, t, q);
     if (!ec) co_return r.header.revision;
     if (!may_pass(ec) || s.lost || s.impl->closed()) co_return 0;
     asio::steady_timer pause(s.impl->strand_, retry_pause(attempt));

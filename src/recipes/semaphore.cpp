@@ -51,10 +51,10 @@ asio::awaitable<error_code> give_up(semaphore_state& m, permit_hold h) {
   std::tuple<error_code, bool> sent;
   {
     delete_in_flight deleting(s, h.key);
-    // A plain DeleteRange through the view when there is one (cheaper for etcd 3.4 than a txn:
-    // see mutex_queue::release); the key is this acquisition's alone, so no guard is needed.
+    // A plain DeleteRange (rev 0), cheaper for etcd 3.4 than a txn: the key is this
+    // acquisition's alone and never made again, so a late copy of the delete cannot hurt.
     auto resent = std::make_shared<bool>(false);
-    if (m.view) sent = co_await m.view->core().release(h.key, resent);
+    if (m.view) sent = co_await m.view->core().release(h.key, 0, resent);
     else sent = co_await batched_delete(s.impl, h.key, resent);
     // A delete resent after a failure that was in fact applied finds its key gone: ours.
     if (*resent) std::get<1>(sent) = true;
