@@ -61,6 +61,10 @@ struct config {
   std::string prefix;
   coetcd::completion_mode completions = coetcd::completion_mode::thread;
   bool keep_abseil_deadlock_detection = false;
+  // mutex: on an error a worker counts it, waits 100 ms and goes on (as go-bench's
+  // --keep-going): the one-server-down row of benchmarks/compare. Without it the first error
+  // ends the worker.
+  bool keep_going = false;
 };
 
 // The in-process reference lock: FIFO, a hand-off is one post.
@@ -97,6 +101,9 @@ struct lock_slot {
   const void* holder = nullptr;  // who is inside, for the overlap check
   std::int64_t counter = 0;
   local_lock local;
+  // When the last holder left the critical section: the next entry's distance from it is how
+  // long the name sat free, or unreachable, while workers wanted it (max_idle_ms).
+  std::optional<std::chrono::steady_clock::time_point> free_since;
 };
 
 // Acquisitions of each session (client, with --share-session) and the longest time it went
@@ -120,6 +127,7 @@ struct run_state {
   int ready = 0, running = 0;
   std::int64_t acquisitions = 0, attempts = 0, errors = 0, violations = 0;
   std::int64_t late = 0;  // acquisitions after the end: not counted, but in the counters
+  clock_type::duration max_idle{};  // the longest a name sat free between two holders
   std::string first_error;
 
   bool done() const {
@@ -141,10 +149,14 @@ asio::awaitable<void> sleep(std::chrono::microseconds d) {
   co_await t.async_wait(use_awaitable);
 }
 
+constexpr std::chrono::milliseconds pause_after_error{100};  // --keep-going
+
 // The critical section: read the counter, yield (or hold), write it back. Any other session
 // inside at the same time, or an update lost to one, is a violation.
 asio::awaitable<void> critical_section(run_state& st, lock_slot& slot, const void* who) {
   if (slot.inside > 0 && slot.holder != who) ++st.violations;
+  if (slot.inside == 0 && slot.free_since && clock_type::now() < st.end)
+    st.max_idle = std::max(st.max_idle, clock_type::now() - *slot.free_since);
   ++slot.inside;
   slot.holder = who;
   auto seen = slot.counter;
@@ -152,7 +164,7 @@ asio::awaitable<void> critical_section(run_state& st, lock_slot& slot, const voi
   else co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
   if (slot.counter != seen && !(st.cfg.share_session && st.cfg.mode == "election")) ++st.violations;
   slot.counter = seen + 1;
-  --slot.inside;
+  if (--slot.inside == 0) slot.free_since = clock_type::now();
 }
 
 void record_acquisition(run_state& st, clock_type::time_point t0, int client = 0) {
@@ -197,14 +209,18 @@ asio::awaitable<void> mutex_loop(run_state& st, coetcd::session& s, lock_slot& s
     }
     if (ec) {
       st.fail("lock: " + ec.message());
-      break;
+      // (a lost session stays lost: going on would only repeat the error)
+      if (!st.cfg.keep_going || ec == coetcd::error::session_lost) break;
+      co_await sleep(pause_after_error);
+      continue;
     }
     record_acquisition(st, t0, client);
     co_await critical_section(st, slot, &m);  // every caller excludes every other one
     auto [uec] = co_await m.async_unlock(asio::as_tuple(use_awaitable));
     if (uec) {
       st.fail("unlock: " + uec.message());
-      break;
+      if (!st.cfg.keep_going) break;
+      co_await sleep(pause_after_error);
     }
   }
 }
@@ -489,6 +505,8 @@ config parse_args(int argc, char** argv) {
       ("completions", po::value(&completions), "thread (default) | poll: client_options::completions")
       ("keep-abseil-deadlock-detection", po::bool_switch(&cfg.keep_abseil_deadlock_detection),
        "client_options::keep_abseil_deadlock_detection (to measure what turning it off saves)")
+      ("keep-going", po::bool_switch(&cfg.keep_going),
+       "mutex: on an error a worker counts it, waits 100 ms and goes on (default: its first error ends it)")
       ("json", po::bool_switch(&cfg.json), "print one JSON object");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -590,6 +608,8 @@ int main(int argc, char** argv) {
       }
     }
     st.end = std::min(st.end, clock_type::now());
+    for (auto& s : st.slots)  // a name that never came back after a fault
+      if (s.inside == 0 && s.free_since && *s.free_since < st.end) st.max_idle = std::max(st.max_idle, st.end - *s.free_since);
     cpu_after = bench::cpu_seconds();
     try {
       rpc_after = bench::grpc_messages_received(cfg.endpoints.front());
@@ -660,7 +680,7 @@ int main(int argc, char** argv) {
         "\"range_per_acq\":%.2f,\"delete_per_acq\":%.2f,\"watch_msgs_per_acq\":%.2f,"
         "\"read_p50_ms\":%.3f,\"read_p99_ms\":%.3f,\"write_p50_ms\":%.3f,\"write_p99_ms\":%.3f,\"writes\":%" PRId64 ","
         "\"violations\":%" PRId64 ",\"errors\":%" PRId64 ",\"leftover_keys\":%" PRId64 ",\"first_error\":%s,"
-        "\"completions\":\"%s\",\"late\":%" PRId64 "}\n",
+        "\"completions\":\"%s\",\"late\":%" PRId64 ",\"max_idle_ms\":%.3f,\"keep_going\":%s}\n",
         cfg.mode == "local" ? "\"local\"" : "\"coetcd\"", json_string(cfg.mode).c_str(), cfg.workers, cfg.locks,
         cfg.clients, cfg.share_session ? "true" : "false", static_cast<int>(cfg.lock_options.linger.count()), cfg.hold.count() / 1000.0, cfg.mode == "sem" ? cfg.permits : 0, elapsed, share_min, share_max, max_gap_ms, st.acquisitions,
         st.attempts,
@@ -670,7 +690,7 @@ int main(int argc, char** argv) {
         ms(st.read_wait.quantile(0.99)), ms(st.write_wait.quantile(0.5)), ms(st.write_wait.quantile(0.99)), st.writes,
         st.violations, st.errors, leftover,
         json_string(st.first_error).c_str(), cfg.completions == coetcd::completion_mode::poll ? "poll" : "thread",
-        st.late);
+        st.late, std::chrono::duration<double, std::milli>(st.max_idle).count(), cfg.keep_going ? "true" : "false");
   } else {
     std::printf("coetcd %s: %d workers, %d locks, %d clients, %.1f s\n", cfg.mode.c_str(), cfg.workers, cfg.locks,
                 cfg.clients, elapsed);
@@ -682,6 +702,8 @@ int main(int argc, char** argv) {
       std::printf("  by side ms        readers p50 %.2f p99 %.2f, writers p50 %.2f p99 %.2f (%" PRId64 " writes)\n",
                   ms(st.read_wait.quantile(0.5)), ms(st.read_wait.quantile(0.99)), ms(st.write_wait.quantile(0.5)),
                   ms(st.write_wait.quantile(0.99)), st.writes);
+    std::printf("  longest idle      %.2f ms (a name free between two holders)\n",
+                std::chrono::duration<double, std::milli>(st.max_idle).count());
     std::printf("  client CPU        %.3f s per 1000 acquisitions\n", cpu_per_1000);
     if (cfg.share_session && cfg.clients > 1)
       std::printf("  sessions' share   %.2f-%.2f of the mean; longest a session went without: %.1f ms\n", share_min,

@@ -1,18 +1,27 @@
 #!/usr/bin/env python3
-"""benchmarks/compare.py CELLS.jsonl CRASH.jsonl OUT.md OUT.png SETTING
+"""benchmarks/compare.py CELLS.jsonl CRASH.jsonl STALE.jsonl FAILOVER.jsonl OUT.md OUT.png SETTING
 
 The JSON lines of one benchmarks/compare run (coetcd-bench and go-bench cells on etcd, Redis,
 ZooKeeper and PostgreSQL). Writes a Markdown section (throughput, p50/p99 wait, violations per
-system and cell; the crashed-holder row) and a gnuplot PNG of throughput against waiters."""
+system and cell; the crashed-holder, paused-holder and one-server-down rows) and a gnuplot PNG
+of throughput against waiters."""
 import json
 import os
 import subprocess
 import sys
 import tempfile
 
-cells_path, crash_path, out_md, out_png, setting = sys.argv[1:6]
-cells = [json.loads(l) for l in open(cells_path) if l.strip()]
-crash = [json.loads(l) for l in open(crash_path) if l.strip()] if os.path.exists(crash_path) else []
+cells_path, crash_path, stale_path, failover_path, out_md, out_png, setting = sys.argv[1:8]
+
+
+def lines_of(path):
+    return [json.loads(l) for l in open(path) if l.strip()] if os.path.exists(path) else []
+
+
+cells = lines_of(cells_path)
+crash = lines_of(crash_path)
+stale = lines_of(stale_path)
+failover = lines_of(failover_path)
 
 # (label in the results, what it is)
 SYSTEMS = [
@@ -117,6 +126,56 @@ if crash:
         ok = a.get("acquisitions") == 1 and a.get("errors") == 0
         took = f"{r['pass_on_s']:.1f} s" if ok else f"**failed** ({a.get('first_error', '')})"
         lines.append(f"| `{r['label']}` | {took} | {why.get(r['label'], '')} |")
+if stale:
+    lines += ["", "### A paused holder", "",
+              "A process takes the lock, reads a counter kept in the same system (starting at 0) and is",
+              "SIGSTOPped before it writes the counter back, for longer than its lock lasts (etcd sessions",
+              "10 s, Redis and the lock table 8 s, ZooKeeper sessions 10 s). A second process takes the",
+              "lock if the system lets it, increments the counter and exits; then the first resumes and",
+              "writes what it had read plus one. Plainly written, that write lands and an increment is lost;",
+              "fenced, it is made conditional on still holding the lock, in the same step",
+              "(`benchmarks/peers/go/stale.go`, `benchmarks/stale_write.cpp`).", "",
+              "| system | write | second holder | the paused holder's write | counter (writes applied) |",
+              "|---|---|---|---|---:|"]
+    for r in stale:
+        served = (f"in after {r['contender_wait_s']:.1f} s" if r["served_in_pause"] and r["contender_wait_s"] is not None
+                  else f"kept out for the whole {r['pause_s']:.0f} s pause")
+        hw = r["holder_write"].replace("write ", "")
+        final = r["final"]
+        lost = r["writes_applied"] - final if final is not None else None
+        ctr = f"{final} ({r['writes_applied']})" if final is not None else "?"
+        if lost:
+            ctr += f" **{lost} increment lost**"
+        lines.append(f"| `{r['label']}` | {'fenced' if r['fenced'] else 'plain'} | {served} | {hw} | {ctr} |")
+
+if failover:
+    lines += ["", "### One server dies", "",
+              "Ten workers on one lock, each holding it 1 s, for 20 s; about 5 s in one server is SIGKILLed.",
+              "etcd and ZooKeeper run three members and lose their leader for good; Redis and PostgreSQL run",
+              "one server, started again 0.1 s later on the same data. Workers go on after an error (count",
+              "it, wait 100 ms, reconnect). \"Longest free\": the longest time nobody held the lock while",
+              "workers wanted it (a hand-off takes milliseconds, so this is the outage as the workers saw",
+              "it). One entry per round.", "",
+              "| system | fault | acquisitions | longest free (s) | errors seen | violations | locks left |",
+              "|---|---|---:|---:|---:|---:|---:|"]
+    order = []
+    for r in failover:
+        if r["label"] not in order:
+            order.append(r["label"])
+    for lab in order:
+        rs = [r for r in failover if r["label"] == lab]
+        join = lambda f: " / ".join(f(r) for r in rs)
+        errs = join(lambda r: str(r["errors"]))
+        firsts = sorted({r["first_error"] for r in rs if r.get("first_error")})
+        if firsts:
+            errs += " (" + "; ".join(f.replace("|", "/")[:90] for f in firsts[:2]) + ")"
+        idle_s = lambda r: f"{r['max_idle_ms'] / 1000:.1f}"
+        viol = join(lambda r: str(r["violations"]))
+        if any(r["violations"] for r in rs):
+            viol = f"**{viol}**"
+        lines.append(f"| `{lab}` | {rs[0]['fault']} | {join(lambda r: str(r['acquisitions']))} | "
+                     f"{join(idle_s)} | "
+                     f"{errs} | {viol} | {join(lambda r: str(r.get('leftover_keys', -1)))} |")
 lines += ["", f"![throughput against waiters on one lock]({os.path.basename(out_png)})", ""]
 open(out_md, "w").write("\n".join(lines))
 

@@ -106,6 +106,9 @@ type lockSlot struct {
 	readers int // rw mode: readers inside
 	holder  interface{}
 	counter int64
+	// When the last holder left the critical section: the next entry's distance from it is how
+	// long the name sat free, or unreachable, while workers wanted it (max_idle_ms).
+	freeSince time.Time
 	// With -share-session, the goroutines of one session first take this session's sync.Mutex
 	// for the name, then concurrency.Mutex: what a Go server does today, since a session
 	// shares a concurrency.Mutex with itself.
@@ -148,6 +151,13 @@ type config struct {
 	retryMin time.Duration
 	retryMax time.Duration
 	tries    int
+	// --mode stale_write (stale.go)
+	fence bool
+	reset bool
+	// On an error a worker counts it, waits 100 ms, reconnects (peers; a new session when
+	// etcd's was lost) and goes on, as a service does through its lock server's failover (the
+	// one-server-down row of benchmarks/compare). Without it a worker's first error ends it.
+	keepGoing bool
 }
 
 type runState struct {
@@ -165,8 +175,35 @@ type runState struct {
 	gaveUp       int64 // peers: times a recipe gave up and its worker asked again
 	late         int64 // acquisitions after the end: not counted, but in the counters
 	starved      int64 // peers: workers that got no acquisition before the end
+	maxIdleUs    int64 // the longest time a name sat free between two holders (see lockSlot)
 	firstError   atomic.Value
 }
+
+// noteIdle keeps the longest idle time seen, in µs.
+func (st *runState) noteIdle(d time.Duration) {
+	us := d.Microseconds()
+	for {
+		old := atomic.LoadInt64(&st.maxIdleUs)
+		if us <= old || atomic.CompareAndSwapInt64(&st.maxIdleUs, old, us) {
+			return
+		}
+	}
+}
+
+// idleUntilEnd counts each name's time free from its last release to the end of the run (a
+// name that never came back after a fault).
+func (st *runState) idleUntilEnd() {
+	for _, s := range st.slots {
+		s.mu.Lock()
+		if s.inside == 0 && !s.freeSince.IsZero() && s.freeSince.Before(st.end) {
+			st.noteIdle(st.end.Sub(s.freeSince))
+		}
+		s.mu.Unlock()
+	}
+}
+
+// pauseAfterError is --keep-going's wait before a worker tries again.
+const pauseAfterError = 100 * time.Millisecond
 
 func (st *runState) done() bool {
 	if st.cfg.count > 0 && atomic.LoadInt64(&st.acquisitions) >= st.cfg.count {
@@ -216,6 +253,9 @@ func (st *runState) criticalSection(slot *lockSlot, who interface{}) {
 	if slot.inside > 0 && slot.holder != who {
 		atomic.AddInt64(&st.violations, 1)
 	}
+	if slot.inside == 0 && !slot.freeSince.IsZero() && time.Now().Before(st.end) {
+		st.noteIdle(time.Since(slot.freeSince))
+	}
 	slot.inside++
 	slot.holder = who
 	seen := slot.counter
@@ -231,15 +271,41 @@ func (st *runState) criticalSection(slot *lockSlot, who interface{}) {
 	}
 	slot.counter = seen + 1
 	slot.inside--
+	if slot.inside == 0 {
+		slot.freeSince = time.Now()
+	}
 	slot.mu.Unlock()
 }
 
-func mutexLoop(st *runState, s *concurrency.Session, slot *lockSlot) {
+func mutexLoop(st *runState, c *clientv3.Client, s *concurrency.Session, slot *lockSlot) {
 	m := concurrency.NewMutex(s, slot.name)
 	ctx := context.Background()
 	var local *sync.Mutex
 	if st.cfg.shareSession {
 		local = slot.localFor(s)
+	}
+	first := s
+	defer func() { // main closes the sessions it made; this one closes those it made itself
+		if s != first {
+			s.Close()
+		}
+	}()
+	// failed counts an error; with --keep-going it waits, replaces a lost session and says go on.
+	failed := func(what string, err error) bool {
+		st.fail(what, err)
+		if !st.cfg.keepGoing {
+			return false
+		}
+		time.Sleep(pauseAfterError)
+		select {
+		case <-s.Done():
+			if ns, err := concurrency.NewSession(c, concurrency.WithTTL(st.cfg.ttl)); err == nil {
+				s = ns
+				m = concurrency.NewMutex(s, slot.name)
+			}
+		default:
+		}
+		return true
 	}
 	for !st.done() {
 		t0 := time.Now()
@@ -248,7 +314,12 @@ func mutexLoop(st *runState, s *concurrency.Session, slot *lockSlot) {
 			local.Lock()
 		}
 		if err := m.Lock(ctx); err != nil {
-			st.fail("lock", err)
+			if local != nil {
+				local.Unlock()
+			}
+			if failed("lock", err) {
+				continue
+			}
 			return
 		}
 		st.recordAcquisition(t0)
@@ -257,8 +328,7 @@ func mutexLoop(st *runState, s *concurrency.Session, slot *lockSlot) {
 		if local != nil {
 			local.Unlock()
 		}
-		if err != nil {
-			st.fail("unlock", err)
+		if err != nil && !failed("unlock", err) {
 			return
 		}
 	}
@@ -599,7 +669,7 @@ func parseArgs() (config, error) {
 	var cfg config
 	var endpoints, duration, hold string
 	flag.StringVar(&endpoints, "endpoints", "127.0.0.1:2379", "comma-separated host:port list")
-	flag.StringVar(&cfg.mode, "mode", "mutex", "mutex | hold (--system other than etcd: take lock-0, print \"held\", wait to be killed) | election | txn | delete_chain | rw (recipe.RWMutex; worker i writes when i % 10 == 0) | sem (one of -permits per acquisition)")
+	flag.StringVar(&cfg.mode, "mode", "mutex", "mutex | hold (--system other than etcd: take lock-0, print \"held\", wait to be killed) | stale_write, counter (the paused-holder check, stale.go) | election | txn | delete_chain | rw (recipe.RWMutex; worker i writes when i % 10 == 0) | sem (one of -permits per acquisition)")
 	flag.Int64Var(&cfg.permits, "permits", 10, "sem: permits of each semaphore")
 	flag.IntVar(&cfg.workers, "workers", 1, "concurrent workers")
 	flag.IntVar(&cfg.locks, "locks", 1, "lock names; worker i uses lock i % locks")
@@ -618,6 +688,9 @@ func parseArgs() (config, error) {
 	flag.StringVar(&expiry, "expiry", "8s", "redis, pg_table: the lock's expiry (redsync's default: 8 s)")
 	flag.StringVar(&retryMin, "retry-min", "50ms", "redis, pg_table: shortest wait between tries (redsync: 50 ms)")
 	flag.StringVar(&retryMax, "retry-max", "250ms", "redis, pg_table: longest wait between tries (redsync: 250 ms)")
+	flag.BoolVar(&cfg.fence, "fence", false, "stale_write: write only while still holding the lock (see stale.go)")
+	flag.BoolVar(&cfg.reset, "reset", false, "stale_write: set the counter to 0 first")
+	flag.BoolVar(&cfg.keepGoing, "keep-going", false, "mutex: on an error a worker counts it, waits 100 ms, reconnects and goes on (default: its first error ends it)")
 	flag.IntVar(&cfg.tries, "tries", 32, "redis: tries before Lock gives up (redsync: 32; the worker then calls Lock again)")
 	flag.Parse()
 	for _, d := range []struct {
@@ -647,6 +720,17 @@ func parseArgs() (config, error) {
 	}
 	switch cfg.mode {
 	case "mutex", "election", "txn", "delete_chain", "put", "get", "kv_txn":
+	case "stale_write", "counter":
+		if _, ok := peerSystems[cfg.system]; cfg.system != "etcd" && !ok {
+			return cfg, fmt.Errorf("unknown --system %q (this build has: etcd %s)", cfg.system, strings.Join(peerNames(), " "))
+		}
+		if cfg.system != "etcd" && cfg.addr == "" {
+			return cfg, errors.New("--system other than etcd needs --addr")
+		}
+		if cfg.label == "" {
+			cfg.label = cfg.system
+		}
+		return cfg, nil
 	case "hold":
 		if cfg.system == "etcd" {
 			return cfg, errors.New("hold: for etcd, `coetcd lock NAME` holds a lock")
@@ -692,6 +776,9 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "go-bench: %v\n", err)
 		os.Exit(2)
+	}
+	if cfg.mode == "stale_write" || cfg.mode == "counter" {
+		os.Exit(runStale(cfg))
 	}
 	st := &runState{cfg: cfg}
 	st.firstError.Store("")
@@ -782,7 +869,7 @@ func main() {
 			slot := st.slots[i%cfg.locks]
 			switch cfg.mode {
 			case "mutex":
-				mutexLoop(st, s, slot)
+				mutexLoop(st, clients[i%cfg.clients], s, slot)
 			case "election":
 				electionLoop(st, s, slot)
 			case "txn":
@@ -810,6 +897,7 @@ func main() {
 	}()
 	wg.Wait()
 	close(stopProgress)
+	st.idleUntilEnd()
 	end := time.Now()
 	if end.After(st.end) {
 		end = st.end
@@ -893,7 +981,8 @@ func printResult(st *runState, impl string, elapsed, cpuPer1000 float64, leftove
 			"txn_per_acq": perAcq("Txn"), "range_per_acq": perAcq("Range"), "delete_per_acq": perAcq("DeleteRange"),
 			"watch_msgs_per_acq": perAcq("Watch"), "violations": st.violations, "errors": st.errs,
 			"leftover_keys": leftover, "first_error": firstError, "permits": 0, "completions": "",
-			"late": st.late,
+			"late": st.late, "max_idle_ms": float64(atomic.LoadInt64(&st.maxIdleUs)) / 1000,
+			"keep_going": cfg.keepGoing,
 		}
 		if cfg.mode == "sem" {
 			out["permits"] = cfg.permits
@@ -914,6 +1003,7 @@ func printResult(st *runState, impl string, elapsed, cpuPer1000 float64, leftove
 	fmt.Printf("  acquisitions      %d (%.0f/s, %d attempts)\n", st.acquisitions, opsPerS, st.attempts)
 	fmt.Printf("  wait ms           p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", ms(st.wait.quantile(0.5)),
 		ms(st.wait.quantile(0.9)), ms(st.wait.quantile(0.99)), ms(float64(st.wait.max)))
+	fmt.Printf("  longest idle      %.2f ms (a name free between two holders)\n", float64(atomic.LoadInt64(&st.maxIdleUs))/1000)
 	fmt.Printf("  client CPU        %.3f s per 1000 acquisitions\n", cpuPer1000)
 	fmt.Printf("  peak RSS          %.1f MB\n", peakRSSMB())
 	if rpcs >= 0 {

@@ -37,6 +37,12 @@ type peerSystem struct {
 	leftover func(cfg config) int64
 }
 
+// recoverer is a peerLocker that can go on after an error without a new connection (ZooKeeper:
+// the session outlives a member); --keep-going tries it first.
+type recoverer interface {
+	recoverInPlace() bool
+}
+
 var (
 	peerSystems = map[string]peerSystem{}
 	errGaveUp   = errors.New("gave up")
@@ -63,23 +69,38 @@ func retryDelay(cfg config) time.Duration {
 
 // peerLoop is one worker. On an error it closes its connection at once: a failed unlock may
 // leave the lock held (an advisory lock, a ZooKeeper node) until the connection ends, and the
-// other workers would wait for it for ever.
-func peerLoop(st *runState, l peerLocker, slot *lockSlot) {
+// other workers would wait for it for ever. With --keep-going it then connects again (every
+// 100 ms until it can) and goes on; *l is the worker's connection of the moment.
+func peerLoop(st *runState, sys peerSystem, l *peerLocker, slot *lockSlot) {
 	got := 0
 	defer func() {
 		if got == 0 {
 			atomic.AddInt64(&st.starved, 1)
 		}
 	}()
-	failed := func(what string, err error) {
+	failed := func(what string, err error) bool {
 		st.fail(what, err)
-		l.close()
+		if r, ok := (*l).(recoverer); ok && st.cfg.keepGoing && r.recoverInPlace() {
+			return true
+		}
+		(*l).close()
+		if !st.cfg.keepGoing {
+			return false
+		}
+		for !st.done() {
+			time.Sleep(pauseAfterError)
+			if nl, err := sys.connect(st.cfg, slot.name); err == nil {
+				*l = nl
+				return true
+			}
+		}
+		return false
 	}
 	for !st.done() {
 		t0 := time.Now()
 		for {
 			atomic.AddInt64(&st.attempts, 1)
-			err := l.lock(st.done)
+			err := (*l).lock(st.done)
 			if err == nil {
 				break
 			}
@@ -87,7 +108,9 @@ func peerLoop(st *runState, l peerLocker, slot *lockSlot) {
 				return
 			}
 			if !errors.Is(err, errGaveUp) {
-				failed("lock", err)
+				if failed("lock", err) {
+					continue
+				}
 				return
 			}
 			atomic.AddInt64(&st.gaveUp, 1)
@@ -95,9 +118,8 @@ func peerLoop(st *runState, l peerLocker, slot *lockSlot) {
 		if st.recordAcquisition(t0) {
 			got++
 		}
-		st.criticalSection(slot, l)
-		if err := l.unlock(); err != nil {
-			failed("unlock", err)
+		st.criticalSection(slot, *l)
+		if err := (*l).unlock(); err != nil && !failed("unlock", err) {
 			return
 		}
 	}
@@ -148,9 +170,10 @@ func runPeer(st *runState) int {
 			continue
 		}
 		wg.Add(1)
-		go func(l peerLocker, slot *lockSlot) { defer wg.Done(); peerLoop(st, l, slot) }(l, st.slots[i%cfg.locks])
+		go func(l *peerLocker, slot *lockSlot) { defer wg.Done(); peerLoop(st, sys, l, slot) }(&lockers[i], st.slots[i%cfg.locks])
 	}
 	wg.Wait()
+	st.idleUntilEnd()
 	end := time.Now()
 	if end.After(st.end) {
 		end = st.end

@@ -27,6 +27,9 @@ import (
 
 const pgTable = "coetcd_bench_locks"
 
+// The counter of the paused-holder check (stale.go).
+const pgCounter = "coetcd_bench_counter"
+
 type pgLock struct {
 	cfg      config
 	db       *sql.DB
@@ -143,4 +146,38 @@ func pgLeftover(advisory bool) func(cfg config) int64 {
 		}
 		return n
 	}
+}
+
+func (l *pgLock) resetCounter() error {
+	ctx := context.Background()
+	if _, err := l.conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+pgCounter+` (name text PRIMARY KEY, v bigint NOT NULL)`); err != nil {
+		return err
+	}
+	_, err := l.conn.ExecContext(ctx, `INSERT INTO `+pgCounter+` (name, v) VALUES ($1, 0)
+		ON CONFLICT (name) DO UPDATE SET v = 0`, counterName(l.cfg))
+	return err
+}
+
+func (l *pgLock) readCounter() (int64, error) {
+	var v int64
+	err := l.conn.QueryRowContext(context.Background(), `SELECT v FROM `+pgCounter+` WHERE name = $1`, counterName(l.cfg)).Scan(&v)
+	return v, err
+}
+
+// writeCounter: fenced, the lock table's UPDATE matches only while this holder's row is there
+// and unexpired. An advisory lock needs no fence: it lasts as long as the backend the write
+// goes over.
+func (l *pgLock) writeCounter(v int64, fenced bool) (bool, error) {
+	ctx := context.Background()
+	q, args := `UPDATE `+pgCounter+` SET v = $2 WHERE name = $1`, []interface{}{counterName(l.cfg), v}
+	if fenced && !l.advisory {
+		q += ` AND EXISTS (SELECT 1 FROM ` + pgTable + ` WHERE key = $3 AND holder = $4 AND expire_at > now())`
+		args = append(args, l.name, l.holder)
+	}
+	res, err := l.conn.ExecContext(ctx, q, args...)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
 }

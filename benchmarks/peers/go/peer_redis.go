@@ -24,6 +24,12 @@ const redisUnlockSource = `if redis.call("GET", KEYS[1]) == ARGV[1] then return 
 
 var redisUnlock = redis.NewScript(1, redisUnlockSource)
 
+// The fenced write of the paused-holder check (stale.go): the counter is set only while the
+// lock's key still has this holder's value, in one step.
+const redisFencedSetSource = `if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("SET", KEYS[2], ARGV[2]) return 1 else return 0 end`
+
+var redisFencedSet = redis.NewScript(2, redisFencedSetSource)
+
 type redisLock struct {
 	cfg   config
 	conn  redis.Conn
@@ -101,4 +107,26 @@ func redisLeftover(cfg config) int64 {
 		return -1
 	}
 	return int64(len(keys))
+}
+
+func (l *redisLock) resetCounter() error {
+	_, err := l.conn.Do("SET", counterName(l.cfg), 0)
+	return err
+}
+
+func (l *redisLock) readCounter() (int64, error) {
+	v, err := redis.Int64(l.conn.Do("GET", counterName(l.cfg)))
+	if errors.Is(err, redis.ErrNil) {
+		return 0, nil
+	}
+	return v, err
+}
+
+func (l *redisLock) writeCounter(v int64, fenced bool) (bool, error) {
+	if !fenced {
+		_, err := l.conn.Do("SET", counterName(l.cfg), v)
+		return err == nil, err
+	}
+	n, err := redis.Int(redisFencedSet.Do(l.conn, l.key, counterName(l.cfg), l.value, v))
+	return n == 1, err
 }
