@@ -150,7 +150,8 @@ if stale:
 
 if failover:
     lines += ["", "### One server dies", "",
-              "Ten workers on one lock, each holding it 1 s, for 20 s; about 5 s in one server is SIGKILLed.",
+              "Ten workers on one lock, each holding it 1 s, for 20 s; 5-6 s in (at a random point of a hold)",
+              "one server is SIGKILLed.",
               "etcd and ZooKeeper run three members and lose their leader for good; Redis and PostgreSQL run",
               "one server, started again 0.1 s later on the same data. Workers go on after an error (count",
               "it, wait 100 ms, reconnect). \"Longest free\": the longest time nobody held the lock while",

@@ -207,7 +207,8 @@ start_etcd_cluster() {
   done
   ETCD3_ENDPOINTS=$(IFS=,; echo "${eps[*]}")
   if ! wait_for 30 etcd_leader; then
-    log "etcd cluster did not elect a leader (see $dir/m*.log)"
+    log "etcd cluster did not elect a leader; the members' last words:"
+    tail -n 3 "$dir"/m*.log >&2 || true
     return 1
   fi
 }
