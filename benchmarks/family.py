@@ -12,9 +12,10 @@ raw, out_md, setting = sys.argv[1:4]
 cells = [json.loads(line) for line in open(raw) if line.strip()]
 
 
-def median(impl, mode, workers, locks=1, hold=0):
+def median(impl, mode, workers, locks=1, hold=0, shared=False):
     runs = sorted((c for c in cells if c["impl"] == impl and c["mode"] == mode and c["workers"] == workers
-                   and c["locks"] == locks and abs(c.get("hold_ms", 0) - hold) < 1e-6),
+                   and c["locks"] == locks and abs(c.get("hold_ms", 0) - hold) < 1e-6
+                   and bool(c.get("share_session")) == shared),
                   key=lambda c: c["acquisitions_per_s"])
     if not runs:
         return None
@@ -40,27 +41,31 @@ lines = [
     "# The lock family: coetcd vs etcd's Go recipes",
     "",
     f"One run of `BENCH_SET=family benchmarks/run` ({setting}); each cell shows its median round",
-    "(lowest and highest acquisitions/s in brackets). Every worker has its own session; worker *i*",
-    "is a writer when *i* mod 10 = 0 (10 %), else a reader, for the whole run. Wait = from asking",
-    "for the lock to holding it. A writer inside with anyone, or a reader inside with a writer,",
-    "counts as a violation.",
+    "(lowest and highest acquisitions/s in brackets). Worker *i* is a writer when *i* mod 10 = 0",
+    "(10 %), else a reader, for the whole run. *sessions*: each worker has its own session (as",
+    "separate processes would), or all share one (the goroutines or coroutines of one service: Go's",
+    "recipe.RWMutex puts a key per lock call either way; coetcd's readers of one session share",
+    "one key and its writers queue in the process). Wait = from asking for the lock to holding it.",
+    "A writer inside with anyone, or a reader inside with a writer, counts as a violation.",
     "",
-    "| lock | workers | hold | coetcd acq/s | Go acq/s | coetcd/Go | readers p50 / p99 ms (coetcd) "
+    "| lock | workers | sessions | hold | coetcd acq/s | Go acq/s | coetcd/Go | readers p50 / p99 ms (coetcd) "
     "| writers p50 / p99 ms (coetcd) | readers p50 / p99 ms (Go) | writers p50 / p99 ms (Go) "
     "| coetcd RPCs/acq | Go RPCs/acq | violations |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
 ]
 targets = []
-for w, hold in ((100, 0), (100, 5)):
-    c, g = median("coetcd", "rw", w, hold=hold), median("go", "rw", w, hold=hold)
+for w, hold, shared in ((100, 0, False), (100, 5, False), (100, 0, True), (100, 5, True)):
+    c, g = median("coetcd", "rw", w, hold=hold, shared=shared), median("go", "rw", w, hold=hold, shared=shared)
+    if not c and not g:
+        continue
     r = c["acquisitions_per_s"] / g["acquisitions_per_s"] if c and g and g["acquisitions_per_s"] else None
     viol = "/".join(str(x["violations"] + x["errors"]) if x else "–" for x in (c, g))
     lines.append(
-        f"| rw_mutex vs recipe.RWMutex | {w} | {f'{hold} ms' if hold else 'a yield'} | {tput(c)} | {tput(g)} | {'–' if r is None else f'{r:.2f}×'} "
+        f"| rw_mutex vs recipe.RWMutex | {w} | {'one shared' if shared else 'one each'} | {f'{hold} ms' if hold else 'a yield'} | {tput(c)} | {tput(g)} | {'–' if r is None else f'{r:.2f}×'} "
         f"| {f2(c, 'read_p50_ms')} / {f2(c, 'read_p99_ms')} | {f2(c, 'write_p50_ms')} / {f2(c, 'write_p99_ms')} "
         f"| {f2(g, 'read_p50_ms')} / {f2(g, 'read_p99_ms')} | {f2(g, 'write_p50_ms')} / {f2(g, 'write_p99_ms')} "
         f"| {f2(c, 'rpcs_per_acq')} | {f2(g, 'rpcs_per_acq')} | {viol} |")
-    label = f"{w} workers, hold {f'{hold} ms' if hold else 'a yield'}"
+    label = f"{w} workers, {'one shared session' if shared else 'a session each'}, hold {f'{hold} ms' if hold else 'a yield'}"
     targets.append((f"rw_mutex, {label}: ≥ 5 × Go's recipe.RWMutex", r is not None and r >= 5,
                     "–" if r is None else f"{r:.2f}×"))
     targets.append((f"rw_mutex, {label}: readers' p99 wait below writers'",
