@@ -70,6 +70,39 @@ BOOST_AUTO_TEST_CASE(staggered_candidates_lead_in_order_and_observers_see_it) {
   }(c));
 }
 
+// A mutex and an election of one session on one name share the key NAME/<lease> (as in Go,
+// where they would also share it). Resigning while the mutex still holds must not delete that
+// key: the mutex would go on holding nothing while another session takes the lock. Unlocking
+// then removes it.
+BOOST_AUTO_TEST_CASE(resign_leaves_the_key_to_a_mutex_of_the_same_session) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    auto other = co_await session::async_create(c, use_awaitable);
+    mutex m(s, "elect-shared");
+    election e(s, "elect-shared");
+    co_await m.async_lock(use_awaitable);
+    co_await e.async_campaign("v", use_awaitable);
+    BOOST_TEST(e.is_leader());
+    BOOST_TEST(co_await count_keys(c, "elect-shared/") == 1);  // one key for both
+    co_await e.async_resign(use_awaitable);
+    BOOST_TEST(!e.is_leader());
+    BOOST_TEST(co_await count_keys(c, "elect-shared/") == 1, "resign removed the key the mutex holds");
+    auto owned = co_await c.async_txn(txn().when(m.is_owner()), use_awaitable);
+    BOOST_TEST(owned.succeeded);
+    mutex theirs(other, "elect-shared");
+    auto [busy] = co_await theirs.async_try_lock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(busy == error::locked);
+    co_await m.async_unlock(use_awaitable);
+    BOOST_TEST(co_await count_keys(c, "elect-shared/") == 0);
+    co_await theirs.async_lock(use_awaitable);
+    co_await theirs.async_unlock(use_awaitable);
+    co_await s.async_close(use_awaitable);
+    co_await other.async_close(use_awaitable);
+  }(c));
+}
+
 BOOST_AUTO_TEST_CASE(session_loss_of_the_leader_elects_the_next) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));

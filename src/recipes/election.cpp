@@ -97,9 +97,17 @@ asio::awaitable<error_code> proclaim(std::shared_ptr<election_state> ep, std::st
 asio::awaitable<error_code> resign(std::shared_ptr<election_state> ep) {
   auto& e = *ep;
   if (!e.leader) co_return error_code{};
+  // A mutex of this session on the same name holds the same key (its txn adopted ours, or ours
+  // adopted its): then leave the key to it and only step down.
+  if (auto it = e.session->key_users.find(e.key); it != e.session->key_users.end() && it->second > 1) {
+    step_down(e);
+    co_return error_code{};
+  }
   auto t = txn().when(compare::create_revision(e.key) == e.rev).then(txn_op::del(e.key));
   delete_in_flight deleting(*e.session, e.key);
-  auto [ec, r] = co_await batched_txn(e.session->impl, std::move(t), {});
+  write_queue guarded;  // a copy applied late cannot remove a newer key: resent when slow too
+  guarded.late_copy_safe = true;
+  auto [ec, r] = co_await batched_txn(e.session->impl, std::move(t), std::move(guarded));
   if (ec) co_return ec;  // still leader: the caller may retry
   step_down(e);
   e.header = r.header;

@@ -182,8 +182,11 @@ asio::awaitable<void> sweep_late_put(std::shared_ptr<session_state> s, std::stri
     // nothing; one landing after that use ends is for the next look.
     if (s->key_users.contains(key) || s->deleting.contains(key)) continue;
     delete_in_flight deleting(*s, key);
-    auto t = txn().when(compare::create_revision(key) > deleted_at).then(txn_op::del(key));
-    co_await batched_txn(s->impl, std::move(t), {});
+    // Unused by us and made after our delete: a late put. Deleted by its own revision (as every
+    // delete is: see delete_key), never by "newer than".
+    auto [gec, got] = co_await get_on(s->impl, key, {});
+    if (gec || got.kvs.empty() || got.kvs.front().create_revision <= deleted_at) continue;
+    co_await delete_key(*s, key, got.kvs.front().create_revision);
   }
   s->unlisten(ended);
 }
@@ -241,18 +244,37 @@ bool may_pass(const error_code& ec) {
 
 asio::awaitable<std::int64_t> delete_key(session_state& s, const std::string& key, std::int64_t rev) {
   co_await asio::this_coro::reset_cancellation_state();
-  auto t = txn();
-  if (rev != 0) t.when(compare::create_revision(key) == rev);
-  t.then(txn_op::del(key));
+  // Every delete is guarded by the revision it removes: a copy may still be on its way after a
+  // resend (held in a partition), and a plain one arriving after a later lock of ours made the
+  // key again would remove that lock's key while it is held. Without a revision (the outcome of
+  // our put is unknown), read what is there first: nothing of ours uses the key now (its users
+  // gave it up, and new locks wait for this delete), so a key there is the one to remove.
+  write_queue guarded;
+  guarded.late_copy_safe = true;
+  auto guarded_delete_of = [&key](std::int64_t r) {
+    return txn().when(compare::create_revision(key) == r).then(txn_op::del(key));
+  };
   // A key left under a live lease blocks the name for everyone: keep trying through an outage
   // while the session lives (once it ends, the lease takes the key with it).
-  // Without a revision to guard by, a copy applied late could remove a newer key of ours made by
-  // a later lock: such a delete is resent only after an error, never because it is slow.
-  write_queue q;
-  q.late_copy_safe = rev != 0;
   for (int attempt = 0;; ++attempt) {
-    auto [ec, r] = co_await batched_txn(s.impl, t, q);
-    if (!ec) co_return r.header.revision;
+    error_code ec;
+    std::int64_t at = 0;
+    if (rev != 0) {
+      auto [dec, r] = co_await batched_txn(s.impl, guarded_delete_of(rev), guarded);
+      ec = dec;
+      at = r.header.revision;
+    } else {
+      auto [gec, got] = co_await get_on(s.impl, key, {});
+      ec = gec;
+      if (!ec && got.kvs.empty()) co_return got.header.revision;  // nothing there as of this read
+      if (!ec) {
+        auto [dec, r] = co_await batched_txn(s.impl, guarded_delete_of(got.kvs.front().create_revision), guarded);
+        ec = dec;
+        if (!ec && !r.succeeded) continue;  // made again since the read (a late put of ours): read again
+        at = r.header.revision;
+      }
+    }
+    if (!ec) co_return at;
     if (!may_pass(ec) || s.lost || s.impl->closed()) co_return 0;
     asio::steady_timer pause(s.impl->strand_, retry_pause(attempt));
     co_await pause.async_wait(as_result);
