@@ -160,6 +160,7 @@ void client_impl::cq_loop() {
     bool ok;
   };
   std::vector<completion> batch;
+  std::uint64_t parks = 0;  // each waits for the resume_cq_thread() with its number
   void* tag = nullptr;
   bool ok = false;
   while (cq_.Next(&tag, &ok)) {
@@ -182,8 +183,10 @@ void client_impl::cq_loop() {
     if (park) {
       // The strand polls now (completion_mode::poll) until it sends us back.
       cq_parked_.store(true, std::memory_order_release);
-      cq_resume_.wait(false, std::memory_order_acquire);
-      cq_resume_.store(false, std::memory_order_relaxed);
+      ++parks;
+      for (auto seen = cq_resumes_.load(std::memory_order_acquire); seen < parks;
+           seen = cq_resumes_.load(std::memory_order_acquire))
+        cq_resumes_.wait(seen, std::memory_order_acquire);
     }
   }
 }
@@ -232,8 +235,8 @@ void client_impl::reap() {
 
 void client_impl::resume_cq_thread() {
   cq_parked_.store(false, std::memory_order_relaxed);
-  cq_resume_.store(true, std::memory_order_release);
-  cq_resume_.notify_one();
+  cq_resumes_.fetch_add(1, std::memory_order_release);
+  cq_resumes_.notify_one();
 }
 
 watch_stream& client_impl::watches() {

@@ -250,11 +250,15 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::thread cq_thread_;
   // completion_mode::poll: the queue has one poller at a time. gRPC lets one thread poll the
   // socket and wakes the other to hand it each completion, so the client thread steps aside
-  // (parks) while the strand polls: the alarm's tag asks it to, cq_resume_ sends it back.
+  // (parks) while the strand polls: the alarm's tag asks it to, cq_resumes_ sends it back.
   grpc::Alarm yield_alarm_;
   char yield_tag_ = 0;
   std::atomic<bool> cq_parked_{false};  // the client thread has left the queue to the strand
-  std::atomic<bool> cq_resume_{false};
+  // Times the strand has sent it back. A count, not a flag: each park waits for a resume of its
+  // own. With a flag, an episode's end and close() could both set it before the thread had
+  // taken the first, and the next park (the following episode's) then waited for ever while
+  // close() joined the thread (test_kv's polled case hung 2 runs in 12 under ASan).
+  std::atomic<std::uint64_t> cq_resumes_{0};
   bool reaping_ = false;  // strand: a poll episode is on
   std::chrono::steady_clock::time_point last_reply_;
   std::shared_ptr<struct client_registry> registry_;
