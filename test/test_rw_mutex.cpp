@@ -270,6 +270,47 @@ BOOST_AUTO_TEST_CASE(a_waiting_writer_holds_back_later_readers) {
   }(c));
 }
 
+// One session's readers and writers are served in the order they asked: a writer that asked after
+// a waiting reader of its own session does not take the write key over from the writer before it
+// (a local hand-off), it queues behind that reader. Before, local hand-offs between writers kept
+// the key for up to fair_hold while the session's readers waited.
+BOOST_AUTO_TEST_CASE(a_sessions_readers_and_writers_take_turns_in_the_order_they_asked) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    rw_mutex w1(s, "rw-turns"), reader(s, "rw-turns"), w2(s, "rw-turns"), w3(s, "rw-turns");
+    co_await w1.async_lock(use_awaitable);
+    auto r = started(), second = started();
+    reader.async_lock_shared(record(r));
+    for (int i = 0; i < 200 && co_await count_keys(c, "rw-turns/read/") == 0; ++i) co_await sleep_for(5ms);
+    w2.async_lock(record(second));
+    co_await sleep_for(50ms);
+    BOOST_TEST(!r->has_value());
+    BOOST_TEST(!second->has_value());
+    co_await w1.async_unlock(use_awaitable);
+    BOOST_TEST_REQUIRE(co_await settled(r));
+    BOOST_TEST(!**r);
+    BOOST_TEST(reader.shared_holds() == 1);
+    BOOST_TEST(!second->has_value());  // the reader asked first
+    // A writer asking while the reader holds queues behind w2, not beside the reader.
+    auto third = started();
+    w3.async_lock(record(third));
+    co_await sleep_for(50ms);
+    BOOST_TEST(!second->has_value());
+    co_await reader.async_unlock_shared(use_awaitable);
+    BOOST_TEST_REQUIRE(co_await settled(second));
+    BOOST_TEST(!**second);
+    BOOST_TEST(w2.held());
+    BOOST_TEST(!third->has_value());
+    co_await w2.async_unlock(use_awaitable);  // no reader waits: a local hand-off
+    BOOST_TEST_REQUIRE(co_await settled(third));
+    BOOST_TEST(!**third);
+    co_await w3.async_unlock(use_awaitable);
+    co_await expect_no_keys(c, "rw-turns");
+  }(c));
+}
+
 // try_lock / try_lock_shared take it only when they would not wait, and leave no key otherwise.
 BOOST_AUTO_TEST_CASE(try_variants_never_wait_and_leave_no_key) {
   asio::io_context ioc;

@@ -322,7 +322,16 @@ void mutex_queue::deliver(waiter w, asio::any_completion_handler<void(error_code
   });
 }
 
+bool mutex_queue::readers_first() const {
+  if (readers.empty()) return false;
+  auto it = session->mutex_queues.find({prefix, readers});
+  auto r = it == session->mutex_queues.end() ? nullptr : it->second.lock();
+  if (!r || r->waiters.empty()) return false;
+  return waiters.empty() || r->waiters.front().since < waiters.front().since;
+}
+
 bool mutex_queue::yield_due(const mutex_options& o) {
+  if (readers_first()) return true;
   if (!foreign_waiting()) {
     foreign_since.reset();
     return false;

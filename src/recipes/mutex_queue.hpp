@@ -23,6 +23,9 @@ struct mutex_state {
   /// and only older keys under `blockers` (name + "/write") go first.
   bool shared = false;
   std::string blockers;
+  /// The write side of an rw_mutex: the read side's key of the same session, whose callers are
+  /// served in the order they asked with this side's (see mutex_queue::readers_first).
+  std::string readers;
   std::shared_ptr<mutex_queue> queue;  // set on the strand at first use
   bool held = false;
   int shared_holds = 0;  // shared: holds through this object not yet unlocked
@@ -47,6 +50,7 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
 
   mutex_queue(std::shared_ptr<session_state> s, const mutex_state& m)
       : session(std::move(s)), name(m.name), prefix(m.prefix), key(m.key), shared(m.shared), blockers(m.blockers),
+        readers(m.readers),
         counters(session->impl->telemetry_.lock(name)), linger_timer(session->impl->strand_) {}
   ~mutex_queue();
 
@@ -93,6 +97,10 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   /// Whether another session's turn has come: one has waited behind our key for
   /// options.fair_hold or fair_handoffs local hand-offs. Starts that clock when one is first seen.
   bool yield_due(const mutex_options& options);
+  /// rw_mutex's write side: a reader of this session asked before the next writer here (or no
+  /// writer waits). Local hand-offs between writers would otherwise keep the write key for up to
+  /// fair_hold while the process's own readers, who asked first, wait behind it.
+  bool readers_first() const;
   void start_linger(std::chrono::milliseconds d);
   void stop_linger();
   void end_linger();
@@ -128,6 +136,7 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   std::shared_ptr<lock_view> view;
   const bool shared;
   const std::string blockers;
+  const std::string readers;
   // exclusive. Not an owner: the holder's state owns this queue, and a queue owning its holder
   // would keep both (and the client) alive when the holder's clean-up never runs, as when the
   // event loop is stopped and destroyed with the lock held. Whoever holds the state (the mutex,

@@ -20,6 +20,7 @@ std::shared_ptr<detail::mutex_state> side(session& s, std::string_view name, std
   m->options = options;
   m->shared = kind == "read";
   if (m->shared) m->blockers = m->prefix + "write";
+  else m->readers = m->prefix + "read/" + detail::lease_hex(s.lease());
   return m;
 }
 
