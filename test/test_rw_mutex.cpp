@@ -298,14 +298,22 @@ BOOST_AUTO_TEST_CASE(a_sessions_readers_and_writers_take_turns_in_the_order_they
     w3.async_lock(record(third));
     co_await sleep_for(50ms);
     BOOST_TEST(!second->has_value());
+    BOOST_TEST(!third->has_value());
     co_await reader.async_unlock_shared(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(second));
     BOOST_TEST(!**second);
     BOOST_TEST(w2.held());
     BOOST_TEST(!third->has_value());
+    auto handoffs_of = [&c] {
+      for (const auto& l : c.stats().locks)
+        if (l.name == "rw-turns") return l.handoffs;
+      return std::uint64_t(0);
+    };
+    const auto handoffs = handoffs_of();
     co_await w2.async_unlock(use_awaitable);  // no reader waits: a local hand-off
     BOOST_TEST_REQUIRE(co_await settled(third));
     BOOST_TEST(!**third);
+    BOOST_TEST(handoffs_of() == handoffs + 1);
     co_await w3.async_unlock(use_awaitable);
     co_await expect_no_keys(c, "rw-turns");
   }(c));

@@ -389,7 +389,7 @@ void mutex_queue::pass_on(asio::any_completion_handler<void(error_code)> h, cons
     ++handoffs_since_foreign;
     return grant(std::move(h), true);
   }
-  if (waiters.empty() && options.linger.count() > 0 && !foreign_waiting()) {
+  if (waiters.empty() && options.linger.count() > 0 && !foreign_waiting() && !readers_first()) {
     start_linger(options.linger);
     if (h) session->impl->complete(std::move(h), error_code{});
     return;

@@ -95,7 +95,8 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   asio::awaitable<void> release(asio::any_completion_handler<void(error_code)> h);
   bool foreign_waiting() const { return view && view->core().has_other_keys(key); }
   /// Whether another session's turn has come: one has waited behind our key for
-  /// options.fair_hold or fair_handoffs local hand-offs. Starts that clock when one is first seen.
+  /// options.fair_hold or fair_handoffs local hand-offs (starts that clock when one is first
+  /// seen), or, on rw_mutex's write side, a reader of this session asked first (readers_first).
   bool yield_due(const mutex_options& options);
   /// rw_mutex's write side: a reader of this session asked before the next writer here (or no
   /// writer waits). Local hand-offs between writers would otherwise keep the write key for up to
