@@ -211,7 +211,8 @@ BOOST_AUTO_TEST_CASE(a_batch_started_in_reverse_key_order_admits_one) {
       std::vector<std::unique_ptr<semaphore>> sems;
       for (auto& s : ss) sems.push_back(std::make_unique<semaphore>(s, name, 1));
       auto ex = co_await asio::this_coro::executor;
-      // A write on the wire first, so the eight gather behind it and leave as one batch.
+      // A write on the wire first (it leaves at once, alone), so the eight gather in one turn of
+      // the strand and leave as one batch beside it.
       semaphore lead(ss.front(), name + "-lead", 1);
       auto led = started();
       lead.async_try_acquire(1, record(led));

@@ -70,9 +70,10 @@ class txn_batcher : public std::enable_shared_from_this<txn_batcher> {
   /// stopped event loop destroys them with its queue instead of leaving them to hold the client).
   void close();
 
-  /// One write on the wire at a time, so the next ones gather behind it; more only while a
-  /// full batch is waiting, up to this many, so a thousand sessions are not held to one
-  /// batch per round trip.
+  /// One batch on the wire at a time, so the next writes gather behind it (besides a lone write
+  /// sent at once: the writes of the same turn go beside it); more only while a full batch is
+  /// waiting, up to this many, so a thousand sessions are not held to one batch per round trip.
+  /// A write never goes while a batch on the wire writes one of its keys.
   static constexpr std::size_t max_in_flight = 16;
   /// Operations per batch, well under etcd's default --max-txn-ops (128), which also bounds
   /// each nested txn by what the outer one leaves.
@@ -88,7 +89,8 @@ class txn_batcher : public std::enable_shared_from_this<txn_batcher> {
   };
 
   bool may_send() const {
-    return !waiting_.empty() && (in_flight_ == 0 || (waiting_ops_ >= max_ops && in_flight_ < max_in_flight));
+    return !waiting_.empty() &&
+           (in_flight_ == eager_in_flight_ || (waiting_ops_ >= max_ops && in_flight_ < max_in_flight));
   }
   void fail(asio::any_completion_handler<void(outcome)> done);
   /// Puts each queue's shared writes in key order, where they stood in the batch. Their keys
@@ -100,8 +102,8 @@ class txn_batcher : public std::enable_shared_from_this<txn_batcher> {
   static void order_ties(std::vector<item>& batch);
   void schedule();
   void flush();
-  void send(std::vector<item> batch);
-  void finish(std::vector<item>& batch, error_code ec, txn_result r, bool resent);
+  void send(std::vector<item> batch, bool eager = false);
+  void finish(std::vector<item>& batch, error_code ec, txn_result r, bool resent, bool eager);
 
   client_impl& client_;
   // A list: Asio 1.81's any_completion_handler recurses on move-assignment, which a deque's
@@ -109,6 +111,10 @@ class txn_batcher : public std::enable_shared_from_this<txn_batcher> {
   std::list<item> waiting_;
   std::size_t waiting_ops_ = 0;
   std::size_t in_flight_ = 0;
+  // A lone write sent at once, without waiting for the end of the strand's turn (at most one):
+  // it does not hold back the writes that come after it in the same turn.
+  std::size_t eager_in_flight_ = 0;
+  std::multiset<std::string> keys_in_flight_;  // every key the batches on the wire may write
   bool flush_posted_ = false;
 };
 
