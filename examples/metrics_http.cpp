@@ -41,6 +41,10 @@ std::string prometheus_text(const coetcd::client_stats& s) {
   for (auto& [m, r] : s.rpcs) o << "coetcd_rpcs_failed_total{method=\"" << m << "\"} " << r.failed << '\n';
   family("coetcd_rpcs_retried_total", "counter", "Attempts sent again after a transient failure.");
   for (auto& [m, r] : s.rpcs) o << "coetcd_rpcs_retried_total{method=\"" << m << "\"} " << r.retried << '\n';
+  family("coetcd_rpcs_resent_unanswered_total", "counter",
+         "Of the retried: attempts cut after resend_after without an answer and sent again.");
+  for (auto& [m, r] : s.rpcs)
+    o << "coetcd_rpcs_resent_unanswered_total{method=\"" << m << "\"} " << r.resent_unanswered << '\n';
   family("coetcd_rpcs_in_flight", "gauge", "Unary RPCs on the wire now.");
   o << "coetcd_rpcs_in_flight " << s.rpcs_in_flight << '\n';
   family("coetcd_streams_opened_total", "counter", "Shared streams started, by kind.");

@@ -312,7 +312,12 @@ BOOST_AUTO_TEST_CASE(an_unlock_caught_by_a_leader_kill_is_resent_not_held_for_et
   const int leader = cluster().wait_for_leader();
   const int via = (leader + 1) % 3, other = (leader + 2) % 3;
   asio::io_context ioc;
-  client holder_c(ioc, cluster_options({via})), waiter_c(ioc, cluster_options({other}));
+  std::vector<event> resent;  // the holder client's request_resent events
+  auto holder_o = cluster_options({via});
+  holder_o.on_event = [&resent](const event& e) {
+    if (e.kind == event_kind::request_resent) resent.push_back(e);
+  };
+  client holder_c(ioc, holder_o), waiter_c(ioc, cluster_options({other}));
   double unlock_s = -1, handed_s = -1;
   error_code unlock_ec, wait_ec;
   run_for(ioc, [&]() -> asio::awaitable<void> {
@@ -346,6 +351,14 @@ BOOST_AUTO_TEST_CASE(an_unlock_caught_by_a_leader_kill_is_resent_not_held_for_et
   // The new leader is up 1-3 s after the kill; etcd's own answer would come after 7 s.
   BOOST_TEST(unlock_s < 5.5);
   BOOST_TEST(handed_s < 6.0);
+  // Operators see it: counted apart from other retries, and told which member kept silent.
+  std::uint64_t unanswered = 0;
+  for (const auto& [method, r] : holder_c.stats().rpcs) unanswered += r.resent_unanswered;
+  BOOST_TEST(unanswered >= 1u);
+  BOOST_TEST_REQUIRE(!resent.empty());
+  BOOST_TEST(resent.front().duration == client_options{}.resend_after);
+  BOOST_TEST(resent.front().detail.find("no answer from") != std::string::npos, resent.front().detail);
+  BOOST_TEST_MESSAGE(to_string(resent.front()));
 }
 
 // The mutual-exclusion checker under faults 1–3 at once: three `lockcheck work` processes, each

@@ -15,6 +15,9 @@ struct rpc_stats {
   std::uint64_t sent = 0;     ///< calls put on the wire (each attempt of a retried call counts)
   std::uint64_t failed = 0;   ///< calls that completed with an error after their last attempt
   std::uint64_t retried = 0;  ///< attempts sent again after a transient failure
+  /// Of `retried`: attempts cut after client_options::resend_after without an answer (a member
+  /// holding a write for a leader that is gone) and sent again; see event_kind::request_resent.
+  std::uint64_t resent_unanswered = 0;
 };
 
 /// The shared bidirectional streams of one kind (`Watch`, `LeaseKeepAlive`).

@@ -24,6 +24,8 @@ enum class event_kind {
   lock_released,         ///< `name` was released by its holder after holding it for `duration`
   lock_lost,             ///< `name` was held and its key went (session lost, key deleted): `error` says how
   leader_changed,        ///< election `name` has leader `key` (empty: none), with fencing token `revision`
+  request_resent,        ///< a `name` request ("Txn", "Range", ...) had no answer from `detail`'s member after
+                         ///< `duration` (client_options::resend_after) and was sent again
 };
 
 std::string_view to_string(event_kind k) noexcept;

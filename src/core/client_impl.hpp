@@ -433,6 +433,16 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     if (resend_due) {  // our own cancel: the first copy may still be applied (ambiguous)
       ++resends_;
       bump(counters().retried);
+      bump(counters().resent_unanswered);
+      if (client_->wants_events()) {
+        const auto waited = client_->options_.resend_after * (1 << (resends_ - 1));
+        // A cancelled call may report the channel's whole target list instead of its peer.
+        auto peer = ctx_->peer();  // "ipv4:127.0.0.1:2379"
+        if (auto colon = peer.find(':'); colon != std::string::npos && peer.rfind("ip", 0) == 0) peer.erase(0, colon + 1);
+        if (peer.empty() || peer.find(',') != std::string::npos) peer = "its member";
+        client_->emit({.kind = event_kind::request_resent, .name = rpc_name(rpc_kind_of<Req>()),
+                       .detail = "no answer from " + peer + "; sent again", .duration = waited});
+      }
       if (opts_.resent) *opts_.resent = true;
       return begin();
     }

@@ -51,7 +51,8 @@ client_stats telemetry::snapshot() const {
   for (unsigned k = 0; k < rpcs_.size(); ++k) {
     const auto& c = rpcs_[k];
     if (auto sent = c.sent.load(r))
-      s.rpcs.emplace(rpc_name(static_cast<rpc_kind>(k)), rpc_stats{sent, c.failed.load(r), c.retried.load(r)});
+      s.rpcs.emplace(rpc_name(static_cast<rpc_kind>(k)), rpc_stats{sent, c.failed.load(r), c.retried.load(r),
+                                                                    c.resent_unanswered.load(r)});
   }
   for (unsigned k = 0; k < streams_.size(); ++k) {
     const auto& c = streams_[k];
@@ -101,6 +102,7 @@ std::string_view to_string(event_kind k) noexcept {
     case event_kind::lock_released: return "lock_released";
     case event_kind::lock_lost: return "lock_lost";
     case event_kind::leader_changed: return "leader_changed";
+    case event_kind::request_resent: return "request_resent";
   }
   return "unknown";
 }

@@ -46,7 +46,7 @@ class telemetry {
       : hook_(hook ? std::make_shared<const event_hook>(std::move(hook)) : nullptr) {}
 
   struct rpc_counters {
-    std::atomic<std::uint64_t> sent{0}, failed{0}, retried{0};
+    std::atomic<std::uint64_t> sent{0}, failed{0}, retried{0}, resent_unanswered{0};
   };
   struct stream_counters {
     std::atomic<std::uint64_t> opened{0}, reopened{0};
