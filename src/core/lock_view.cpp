@@ -307,12 +307,14 @@ auto lock_view_core::enqueue(txn t, bool shared) -> asio::awaitable<txn_outcome>
       p->wake.expires_at(asio::steady_timer::time_point::max());
       co_await p->wake.async_wait(as_result);
     }
-    if (p->done) co_return txn_outcome{p->ec, std::move(p->result)};
+    if (p->done) co_return txn_outcome{p->ec, std::move(p->result), p->resent};
     std::erase(parked_, p);
-    if (co_await cancellation_requested()) co_return txn_outcome{asio::error::operation_aborted, {}};
+    if (co_await cancellation_requested()) co_return txn_outcome{asio::error::operation_aborted, {}, false};
     t = std::move(p->t);
   }
-  co_return co_await batched_txn(client_, std::move(t), write_queue(prefix_, shared));
+  auto resent = std::make_shared<bool>(false);
+  std::tuple<error_code, txn_result> sent = co_await batched_txn(client_, std::move(t), write_queue(prefix_, shared), resent);
+  co_return txn_outcome{std::get<0>(sent), std::move(std::get<1>(sent)), *resent};
 }
 
 auto lock_view_core::release(const std::string& key, std::int64_t rev, std::shared_ptr<bool> resent)
@@ -336,6 +338,7 @@ auto lock_view_core::release(const std::string& key, std::int64_t rev, std::shar
     co_return co_await guarded_delete(client_, key, rev, std::move(resent));
   }
   rider->ec = sent.ec;
+  rider->resent = sent.resent;
   if (!sent.ec) rider->result = std::get<txn_result>(std::move(sent.results.at(1).value));
   rider->done = true;
   rider->wake.cancel();

@@ -85,7 +85,8 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   /// Whether a key under `sub` may exist: true while the view is not current.
   bool may_have_keys_under(const std::string& sub) const;
 
-  using txn_outcome = std::tuple<error_code, txn_result>;
+  /// The txn's outcome, and whether it went more than once (a late copy may still arrive).
+  using txn_outcome = std::tuple<error_code, txn_result, bool>;
   /// Sends a txn that queues a local waiter. While another local waiter or holder of this name
   /// is about to release, it waits up to `park_limit` to ride on that release's txn: etcd
   /// fsyncs a proposal that arrives alone by itself, so a re-queue sent on its own next to the
@@ -115,6 +116,7 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
     asio::steady_timer wake;
     bool taken = false;  // nested in a release now in flight
     bool done = false;
+    bool resent = false;
     error_code ec;
     txn_result result;
   };

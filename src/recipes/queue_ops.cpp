@@ -7,6 +7,17 @@
 namespace coetcd::detail {
 namespace {
 
+asio::awaitable<void> sweep_late_put(std::shared_ptr<session_state> s, std::string key, std::int64_t deleted_at);
+
+/// An acquisition that went more than once: a copy may be applied after the key's release and
+/// put it again, under the live lease, blocking the name for everyone until the session ends
+/// (the session's own next lock would adopt it). So the sweep looks for it, as after a failed
+/// acquisition; a key newer than ours that the session does not use is such a copy.
+void sweep_if_resent(session_state& s, const std::string& key, const acquire_result& a) {
+  if (a.resent && !a.ec && a.rev != 0)
+    asio::co_spawn(s.impl->strand_, sweep_late_put(s.shared_from_this(), key, a.rev), asio::detached);
+}
+
 /// Go's WithFirstCreate: the oldest key under the prefix.
 constexpr get_options first_create{.prefix = true, .limit = 1, .order = sort_order::ascend,
                                    .target = sort_target::create_revision};
@@ -75,9 +86,13 @@ acquire_result acquired(error_code ec, txn_result r, bool read_oldest, bool shar
   return out;
 }
 
-asio::awaitable<acquire_result> acquire_queued(lock_view_core& view, txn t, bool shared) {
-  auto [ec, r] = co_await view.enqueue(std::move(t), shared);
-  co_return acquired(ec, std::move(r), false);
+asio::awaitable<acquire_result> acquire_queued(session_state& s, const std::string& key, lock_view_core& view, txn t,
+                                              bool shared) {
+  auto [ec, r, resent] = co_await view.enqueue(std::move(t), shared);
+  auto a = acquired(ec, std::move(r), false);
+  a.resent = resent;
+  sweep_if_resent(s, key, a);
+  co_return a;
 }
 
 }  // namespace
@@ -87,7 +102,7 @@ asio::awaitable<acquire_result> acquire(session_state& s, const std::string& pre
   // Read keys of one name may share a create revision (they hold together), and so may a
   // semaphore's (each counts its own permits); a write key never may.
   const bool shared = !rule.blockers.empty() || rule.permits > 0;
-  if (view) return acquire_queued(view->core(), acquire_txn(s, key, value, {}), shared);
+  if (view) return acquire_queued(s, key, view->core(), acquire_txn(s, key, value, {}), shared);
   // Not a coroutine: the caller waits on the batcher directly. A thousand sessions locking at
   // once each had four frames here while their txns queued, most of the client's peak heap. The
   // txn is built when the caller awaits, so the one frame left holds references only.
@@ -97,8 +112,12 @@ asio::awaitable<acquire_result> acquire(session_state& s, const std::string& pre
     const auto limit = rule.permits > 0 ? rule.permits + 1 : 1;
     s.impl->batcher().submit_txn(acquire_txn(s, key, value, reader ? rule.blockers : prefix, limit),
                                  write_queue(prefix, shared),
-                                 [h = std::move(h), reader, &key, &prefix, &rule](error_code ec, txn_result r, bool) mutable {
-                                   std::move(h)(acquired(ec, std::move(r), true, reader, key, prefix, rule));
+                                 [h = std::move(h), reader, &s, &key, &prefix, &rule](error_code ec, txn_result r,
+                                                                                    bool resent) mutable {
+                                   auto a = acquired(ec, std::move(r), true, reader, key, prefix, rule);
+                                   a.resent = resent;
+                                   sweep_if_resent(s, key, a);
+                                   std::move(h)(std::move(a));
                                  });
   };
   return asio::async_initiate<const asio::use_awaitable_t<>, void(acquire_result)>(initiation, asio::use_awaitable);

@@ -16,6 +16,9 @@ struct acquire_result {
   /// Semaphore: the read could not tell (the limit cut the group of keys sharing our create
   /// revision, which etcd returns in any order); `owner` is false and the view decides.
   bool undecided = false;
+  /// The txn went more than once (resent after a failure that may have been applied): a copy
+  /// may still arrive after the key's release and put it again; acquire() then sweeps for it.
+  bool resent = false;
   txn_result txn;
 };
 
