@@ -395,7 +395,7 @@ BOOST_AUTO_TEST_CASE(an_unlock_copy_applied_late_leaves_the_sessions_newer_key) 
 // taken and released. Then the held copy reaches the leader and is applied: a put-if-absent of
 // a key that no longer exists makes it again, under the session's live lease, and nobody else
 // could take the name until the session ended. coetcd sweeps for such a copy after a resent
-// acquisition (1, 3 and 10 s after it) and deletes it.
+// acquisition (about 1, 4 and 14 s after it) and deletes it.
 BOOST_AUTO_TEST_CASE(a_lock_put_applied_late_after_its_release_is_swept) {
   heal_cluster heal;
   const int l = cluster().wait_for_leader();

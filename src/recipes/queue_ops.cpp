@@ -12,9 +12,10 @@ asio::awaitable<void> sweep_late_put(std::shared_ptr<session_state> s, std::stri
 /// An acquisition that went more than once: a copy may be applied after the key's release and
 /// put it again, under the live lease, blocking the name for everyone until the session ends
 /// (the session's own next lock would adopt it). So the sweep looks for it, as after a failed
-/// acquisition; a key newer than ours that the session does not use is such a copy.
-void sweep_if_resent(session_state& s, const std::string& key, const acquire_result& a) {
-  if (a.resent && !a.ec && a.rev != 0)
+/// acquisition; a key newer than ours that the session does not use is such a copy. `sent`: the
+/// txn's own outcome (a semaphore's a.ec may be its queue's, with our put applied).
+void sweep_if_resent(session_state& s, const std::string& key, const acquire_result& a, error_code sent) {
+  if (a.resent && !sent && a.rev != 0)
     asio::co_spawn(s.impl->strand_, sweep_late_put(s.shared_from_this(), key, a.rev), asio::detached);
 }
 
@@ -91,7 +92,7 @@ asio::awaitable<acquire_result> acquire_queued(session_state& s, const std::stri
   auto [ec, r, resent] = co_await view.enqueue(std::move(t), shared);
   auto a = acquired(ec, std::move(r), false);
   a.resent = resent;
-  sweep_if_resent(s, key, a);
+  sweep_if_resent(s, key, a, ec);
   co_return a;
 }
 
@@ -116,7 +117,7 @@ asio::awaitable<acquire_result> acquire(session_state& s, const std::string& pre
                                                                                     bool resent) mutable {
                                    auto a = acquired(ec, std::move(r), true, reader, key, prefix, rule);
                                    a.resent = resent;
-                                   sweep_if_resent(s, key, a);
+                                   sweep_if_resent(s, key, a, ec);
                                    std::move(h)(std::move(a));
                                  });
   };
