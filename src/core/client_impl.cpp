@@ -343,8 +343,7 @@ void client_impl::note_outcome(grpc::ClientContext* ctx, error_code ec) {
     return;
   }
   if (ec || (!link_down_ && !last_peer_.empty()) || !ctx) return;  // nothing new (the cheap path)
-  std::string peer = ctx->peer();  // "ipv4:127.0.0.1:2379"
-  if (auto colon = peer.find(':'); colon != std::string::npos && peer.rfind("ip", 0) == 0) peer.erase(0, colon + 1);
+  std::string peer = peer_address(*ctx);
   if (peer.empty()) return;
   event e{.kind = event_kind::endpoint_connected, .name = peer};
   if (!last_peer_.empty() && peer != last_peer_) {

@@ -144,6 +144,8 @@ struct endpoint {
 std::vector<endpoint> parse_endpoints(const std::vector<std::string>& in);
 /// A gRPC target that lets the channel balance across (and fail over between) all endpoints.
 std::string grpc_target(const std::vector<endpoint>& eps);
+/// The member a call went to, as "host:port" (gRPC says "ipv4:127.0.0.1:2379"); empty if unknown.
+std::string peer_address(grpc::ClientContext& ctx);
 
 class client_impl : public std::enable_shared_from_this<client_impl> {
  public:
@@ -399,8 +401,10 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
   /// each time waiting twice as long, and only while the next attempt would still have twice
   /// this one's wait before the deadline: a request that is merely slow is cut at most once or
   /// twice and then left to finish (with the defaults, 10 s and 2 s: once).
+  /// How long the attempt after `resends` cuts by the resend timer waits for an answer.
+  std::chrono::milliseconds resend_wait(int resends) const { return client_->options_.resend_after * (1 << resends); }
   void arm_resend() {
-    const auto after = client_->options_.resend_after * (1 << resends_);
+    const auto after = resend_wait(resends_);
     if (!opts_.resend_when_silent || resends_ >= 2 || after.count() <= 0 ||
         std::chrono::system_clock::now() + 3 * after > deadline_)
       return;
@@ -435,13 +439,11 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
       bump(counters().retried);
       bump(counters().resent_unanswered);
       if (client_->wants_events()) {
-        const auto waited = client_->options_.resend_after * (1 << (resends_ - 1));
         // A cancelled call may report the channel's whole target list instead of its peer.
-        auto peer = ctx_->peer();  // "ipv4:127.0.0.1:2379"
-        if (auto colon = peer.find(':'); colon != std::string::npos && peer.rfind("ip", 0) == 0) peer.erase(0, colon + 1);
+        auto peer = peer_address(*ctx_);
         if (peer.empty() || peer.find(',') != std::string::npos) peer = "its member";
         client_->emit({.kind = event_kind::request_resent, .name = rpc_name(rpc_kind_of<Req>()),
-                       .detail = "no answer from " + peer + "; sent again", .duration = waited});
+                       .detail = "no answer from " + peer + "; sent again", .duration = resend_wait(resends_ - 1)});
       }
       if (opts_.resent) *opts_.resent = true;
       return begin();

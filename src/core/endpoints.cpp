@@ -80,6 +80,12 @@ std::vector<endpoint> parse_endpoints(const std::vector<std::string>& in) {
   return out;
 }
 
+std::string peer_address(grpc::ClientContext& ctx) {
+  std::string peer = ctx.peer();  // "ipv4:127.0.0.1:2379"
+  if (auto colon = peer.find(':'); colon != std::string::npos && peer.rfind("ip", 0) == 0) peer.erase(0, colon + 1);
+  return peer;
+}
+
 std::string grpc_target(const std::vector<endpoint>& eps) {
   bool all_v4 = true, all_v6 = true;
   for (const auto& e : eps) {
