@@ -1,10 +1,11 @@
 // multi_lock against a real etcd: all or none, no deadlock between holders that list the same
 // names in opposite orders, release of the parts taken when a lock fails, is cancelled or finds
-// a part busy, rw_mutex sides as parts, and bad input.
+// a part busy, rw_mutex sides as parts, bad input, and the loss of a part's session.
 #define BOOST_TEST_MODULE coetcd_multi_lock
 #include "support/fixture.hpp"
 
 #include <coetcd/multi_lock.hpp>
+#include <coetcd/with_lock.hpp>
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
@@ -237,5 +238,79 @@ BOOST_AUTO_TEST_CASE(bad_lists_are_refused_and_a_destroyed_holder_releases) {
     BOOST_TEST(co_await keys_settle_at(c, "ml-d1/", 0) == 0);
     BOOST_TEST(co_await keys_settle_at(c, "ml-d2/", 0) == 0);
     BOOST_TEST(!a.held());
+  }(c));
+}
+
+// A multi_lock is told when any part's session is lost: async_wait_lost completes with the
+// loss's reason (it stays pending while every session lives, and can be cancelled), and
+// with_lock cancels its body and throws session_lost, releasing the parts still held.
+BOOST_AUTO_TEST_CASE(a_lost_part_is_told_and_with_lock_stops_its_body) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto sa = co_await session::async_create(c, use_awaitable);
+    // A short TTL: a revoked lease is noticed at the next renewal (TTL/3).
+    auto sb = co_await session::async_create(c, session_options{.ttl = 3s}, use_awaitable);
+    mutex p1(sa, "ml-l1"), p2(sb, "ml-l2"), p3(sa, "ml-l3");
+    multi_lock all({p3, p2, p1});
+
+    // Pending while both sessions live; a cancelled wait ends with operation_aborted.
+    co_await all.async_lock(use_awaitable);
+    asio::cancellation_signal stop;
+    auto cancelled = started();
+    all.async_wait_lost(asio::bind_cancellation_slot(stop.slot(), record(cancelled)));
+    co_await sleep_for(200ms);
+    BOOST_TEST(!cancelled->has_value());
+    stop.emit(asio::cancellation_type::terminal);
+    BOOST_TEST_REQUIRE(co_await settled(cancelled));
+    BOOST_TEST(**cancelled == asio::error::operation_aborted, (*cancelled)->message());
+    co_await all.async_unlock(use_awaitable);
+
+    // with_lock: the body waits; losing sb's lease (the middle part's) stops it.
+    auto body_started = std::make_shared<bool>(false);
+    auto body_cancelled = std::make_shared<bool>(false);
+    auto body = [body_started, body_cancelled]() -> asio::awaitable<void> {
+      *body_started = true;
+      try {
+        co_await sleep_for(30s);
+      } catch (const boost::system::system_error&) {
+        *body_cancelled = true;
+        throw;
+      }
+    };
+    auto lost = started();
+    auto thrown = started();
+    auto run = [&all, body = std::move(body), thrown]() mutable -> asio::awaitable<void> {
+      try {
+        co_await with_lock(all, std::move(body));
+        *thrown = error_code{};
+      } catch (const boost::system::system_error& e) {
+        *thrown = e.code();
+      }
+    };
+    asio::co_spawn(c.get_executor(), std::move(run), asio::detached);
+    std::function<bool()> inside = [body_started] { return *body_started; };
+    BOOST_TEST_REQUIRE(co_await eventually(std::move(inside), 5s));
+    all.async_wait_lost(record(lost));
+    BOOST_TEST(co_await count_keys(c, "ml-l1/") == 1);
+    BOOST_TEST(co_await count_keys(c, "ml-l3/") == 1);
+    auto rev = etcdctl(server(), "lease revoke " + hex(sb.lease()));
+    BOOST_TEST_REQUIRE(rev.exit_code == 0, rev.output);
+    BOOST_TEST_REQUIRE(co_await settled(thrown));
+    BOOST_TEST(**thrown == error::session_lost, (*thrown)->message());
+    BOOST_TEST(*body_cancelled);
+    BOOST_TEST_REQUIRE(co_await settled(lost));
+    BOOST_TEST(**lost == error::lease_not_found, (*lost)->message());  // the revoke, as session::async_wait_lost
+    BOOST_TEST(!all.held());
+    // The parts of the live session were released on the way out.
+    BOOST_TEST(co_await keys_settle_at(c, "ml-l1/", 0) == 0);
+    BOOST_TEST(co_await keys_settle_at(c, "ml-l3/", 0) == 0);
+    BOOST_TEST(!p1.held());
+    BOOST_TEST(!p3.held());
+    // Lost already: a new wait completes at once.
+    auto again = started();
+    all.async_wait_lost(record(again));
+    BOOST_TEST_REQUIRE(co_await settled(again, 1s));
+    BOOST_TEST(**again == error::lease_not_found, (*again)->message());
   }(c));
 }

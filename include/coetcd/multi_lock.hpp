@@ -74,6 +74,15 @@ class multi_lock {
     return start(token, op::unlock);
   }
 
+  /// Completes when the session of any part is lost (or closed): from then on the multi_lock's
+  /// hold cannot be trusted, as with mutex::async_wait_lost. Handler: void(error_code why), the
+  /// first loss's reason (error::session_lost, or the keepalive's error). Cancellation: terminal,
+  /// partial, total (operation_aborted). Parts that share a session are waited on once.
+  template <class CompletionToken = asio::deferred_t>
+  auto async_wait_lost(CompletionToken&& token = {}) {
+    return start(token, op::wait_lost);
+  }
+
   using executor_type = asio::any_io_executor;
   executor_type get_executor() const noexcept;
   /// The parts' names in the order they are taken.
@@ -82,7 +91,7 @@ class multi_lock {
   bool held() const noexcept;
 
  private:
-  enum class op { lock, try_lock, unlock };
+  enum class op { lock, try_lock, unlock, wait_lost };
   template <class CompletionToken>
   auto start(CompletionToken& token, op o) {
     return detail::initiate<void(error_code)>(

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <coetcd/multi_lock.hpp>
 #include <coetcd/mutex.hpp>
 #include <coetcd/rw_mutex.hpp>
 #include <coetcd/semaphore.hpp>
@@ -125,6 +126,13 @@ auto with_lock(mutex& m, Body body, with_lock_options options = {}) {
 template <class Body>
 auto with_lock(rw_mutex& m, Body body, with_lock_options options = {}) {
   return detail::with_hold(detail::exclusive_hold<rw_mutex>{m}, std::move(body), options);
+}
+
+/// with_lock on every part of a multi_lock: the body runs while all are held, and is cancelled
+/// when the session of any part is lost.
+template <class Body>
+auto with_lock(multi_lock& m, Body body, with_lock_options options = {}) {
+  return detail::with_hold(detail::exclusive_hold<multi_lock>{m}, std::move(body), options);
 }
 
 /// with_lock on an rw_mutex held shared (async_lock_shared / async_unlock_shared); errors and

@@ -5,6 +5,9 @@
 
 #include <coetcd/multi_lock.hpp>
 
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
+
 #include <algorithm>
 
 namespace coetcd::detail {
@@ -73,6 +76,22 @@ asio::awaitable<error_code> unlock_all(std::shared_ptr<multi_lock_state> ms) {
   co_return co_await unlock_first(ms, ms->parts.size());
 }
 
+// The first loss among the parts' sessions; the other waits are cancelled when it comes.
+asio::awaitable<error_code> wait_any_lost(std::shared_ptr<multi_lock_state> ms) {
+  std::vector<std::shared_ptr<session_state>> sessions;
+  for (const auto& m : ms->parts)
+    if (std::find(sessions.begin(), sessions.end(), m->session) == sessions.end()) sessions.push_back(m->session);
+  auto wait_one = [](const std::shared_ptr<session_state>& s) {
+    return asio::async_initiate<const asio::deferred_t&, void(error_code)>(
+        [s](asio::any_completion_handler<void(error_code)> h) { wait_session_lost(s, std::move(h)); }, asio::deferred);
+  };
+  std::vector<decltype(wait_one(sessions.front()))> waits;
+  for (const auto& s : sessions) waits.push_back(wait_one(s));
+  auto [order, errors] = co_await asio::experimental::make_parallel_group(std::move(waits))
+                             .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+  co_return errors[order.front()];
+}
+
 asio::awaitable<void> release_in_background(std::shared_ptr<multi_lock_state> ms) {
   co_await unlock_all(std::move(ms));
 }
@@ -133,6 +152,7 @@ void multi_lock::run(const std::shared_ptr<detail::multi_lock_state>& s, op o,
       return detail::spawn_grant_op(s->impl, detail::lock_all(s, o == op::try_lock), std::move(h), std::move(give_back));
     }
     case op::unlock: return detail::spawn_op(s->impl, detail::unlock_all(s), std::move(h));
+    case op::wait_lost: return detail::spawn_op(s->impl, detail::wait_any_lost(s), std::move(h));
   }
 }
 
