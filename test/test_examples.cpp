@@ -55,7 +55,7 @@ std::string http_request(int port, http::verb verb, const std::string& target) {
 
 BOOST_AUTO_TEST_CASE(lock_examples_print_what_they_promise) {
   expect_lines("lock_basic", {"fenced write applied", "with_lock: job done"});
-  expect_lines("lock_timeout_try", {"bob's try_lock: mutex is locked by another session",
+  expect_lines("lock_timeout_try", {"bob's try_lock: lock is taken: another caller holds it",
                                     "bob's lock with a 500 ms deadline: timed out", "bob took printer/"});
   expect_lines("watchdog_long_job", {"max hold 10 s: finished", "max hold 1 s:          stopped: lock held longer",
                                      "revoked at 0.7 s: stopped: session lost"});

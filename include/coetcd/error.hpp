@@ -41,8 +41,8 @@ enum class error {
   watch_canceled,         ///< the watcher was cancelled (by cancel() or by the server)
   // coordination primitives
   session_lost,           ///< the session's lease is gone; locks and leadership held under it too
-  locked,                 ///< try_lock found the mutex held by someone else
-  not_locked,             ///< unlock of a mutex this object does not hold
+  locked,                 ///< a try found the lock (or the permits) taken, or another caller ahead
+  not_locked,             ///< unlock or release through an object that does not hold the lock
   max_hold_exceeded,      ///< with_lock: the body ran longer than the allowed hold time
   not_leader,             ///< proclaim/resign by a candidate that is not the leader
   no_leader,              ///< an election currently has no leader

@@ -39,8 +39,8 @@ class etcd_category_impl final : public boost::system::error_category {
       case error::request_too_large: return "etcd request is too large";
       case error::watch_canceled: return "watch canceled";
       case error::session_lost: return "session lost: its lease expired or was revoked";
-      case error::locked: return "mutex is locked by another session";
-      case error::not_locked: return "mutex is not held by this session";
+      case error::locked: return "lock is taken: another caller holds it (or the permits asked for) or waits ahead";
+      case error::not_locked: return "lock is not held through this object";
       case error::max_hold_exceeded: return "lock held longer than its maximum hold time";
       case error::not_leader: return "not the election leader";
       case error::no_leader: return "election has no leader";
