@@ -141,7 +141,9 @@ BOOST_AUTO_TEST_CASE(rlock_holders_share_and_wlock_waits_for_them) {
                                    "waiter 2  cli-rw/read/[0-9a-f]+ ");
   BOOST_TEST(std::regex_search(status.output, rw_shape), status.output);
   auto json = run_command(cli("lock --status --json cli-rw"));
-  BOOST_TEST(json.output.find("\"read_write\":true,\"also_holding\":[]") != std::string::npos, json.output);
+  BOOST_TEST(json.output.find("\"read_write\":true,\"permits\":0,\"permits_in_use\":0,\"also_holding\":[]") !=
+                 std::string::npos,
+             json.output);
   r1.signal(SIGTERM);
   BOOST_TEST_REQUIRE(r1.wait(10s).has_value());
   BOOST_TEST_REQUIRE(w.wait_for_output("writing cli-rw/write/", 10s), w.output());
@@ -180,6 +182,18 @@ BOOST_AUTO_TEST_CASE(sem_holders_share_the_permits_and_a_third_waits) {
   child_process w(cli("sem cli-sem 2 -- sh -c 'echo third runs'"));
   std::this_thread::sleep_for(300ms);
   BOOST_TEST(w.output().find("third runs") == std::string::npos, w.output());
+  // lock --status knows the semaphore's layout: two holders of one permit each, one waiter.
+  for (int i = 0; i < 500 && keys_under("cli-sem/") < 3; ++i) std::this_thread::sleep_for(20ms);
+  auto status = run_command(cli("lock --status cli-sem"));
+  BOOST_TEST(status.exit_code == 0, status.output);
+  static const std::regex sem_shape(
+      "semaphore 2 of 2 permits in use\n"
+      "holder    cli-sem/[0-9a-f]+_[0-9a-f]+ .*value \"1/2\"  fencing token [0-9]+\n"
+      "holder    cli-sem/[0-9a-f]+_[0-9a-f]+ .*value \"1/2\"  \\(holding too\\)\n"
+      "waiter 1  cli-sem/[0-9a-f]+_[0-9a-f]+ .*value \"1/2\"\n$");
+  BOOST_TEST(std::regex_search(status.output, sem_shape), status.output);
+  auto json = run_command(cli("lock --status --json cli-sem"));
+  BOOST_TEST(json.output.find("\"permits\":2,\"permits_in_use\":2,") != std::string::npos, json.output);
   h1.signal(SIGTERM);
   BOOST_TEST(h1.wait(10s).value_or(-1) == 0);
   BOOST_TEST_REQUIRE(w.wait_for_output("third runs", 10s), w.output());

@@ -380,7 +380,9 @@ struct app {
     if (args.json) {
       std::string out = "{\"name\":" + json_string(name) + ",\"revision\":" + std::to_string(st.revision) +
                         ",\"holder\":" + (st.holder ? entry_json(*st.holder) : "null") +
-                        ",\"read_write\":" + (st.read_write ? "true" : "false") + ",\"also_holding\":[";
+                        ",\"read_write\":" + (st.read_write ? "true" : "false") +
+                        ",\"permits\":" + std::to_string(st.permits) +
+                        ",\"permits_in_use\":" + std::to_string(st.permits_in_use) + ",\"also_holding\":[";
       for (std::size_t i = 0; i < st.also_holding.size(); ++i) out += (i ? "," : "") + entry_json(st.also_holding[i]);
       out += "],\"waiters\":[";
       for (std::size_t i = 0; i < st.waiters.size(); ++i) out += (i ? "," : "") + entry_json(st.waiters[i]);
@@ -393,10 +395,14 @@ struct app {
       std::printf("'%s' is not held (revision %lld)\n", name.c_str(), static_cast<long long>(st.revision));
       co_return;
     }
-    std::printf("'%s' at revision %lld\nholder    %s  fencing token %lld\n", name.c_str(),
-                static_cast<long long>(st.revision), entry_text(*st.holder).c_str(),
+    std::printf("'%s' at revision %lld\n", name.c_str(), static_cast<long long>(st.revision));
+    if (st.permits > 0)
+      std::printf("semaphore %lld of %lld permits in use\n", static_cast<long long>(st.permits_in_use),
+                  static_cast<long long>(st.permits));
+    std::printf("holder    %s  fencing token %lld\n", entry_text(*st.holder).c_str(),
                 static_cast<long long>(st.holder->create_revision));
-    for (const auto& e : st.also_holding) std::printf("holder    %s  (reading too)\n", entry_text(e).c_str());
+    for (const auto& e : st.also_holding)
+      std::printf("holder    %s  (%s too)\n", entry_text(e).c_str(), st.permits > 0 ? "holding" : "reading");
     for (std::size_t i = 0; i < st.waiters.size(); ++i)
       std::printf("waiter %-2zu %s\n", i + 1, entry_text(st.waiters[i]).c_str());
   }

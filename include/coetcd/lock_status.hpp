@@ -29,8 +29,15 @@ struct lock_status {
   std::optional<lock_entry> holder;   ///< the oldest key; empty when nobody holds the name
   /// A read-write lock (every key under `name/read/` or `name/write/`, as rw_mutex and Go's
   /// recipe.RWMutex lay them out): readers hold together, so the readers queued right behind a
-  /// reading `holder`, before the first writer, hold too. They are listed here, not in waiters.
+  /// reading `holder`, before the first writer, hold too; they are listed in also_holding.
   bool read_write = false;
+  /// A semaphore's permits when every key is an acquisition as coetcd::semaphore lays them out
+  /// (`name/<lease>_<seq>` holding "<n>/<permits>", all counting the same permits); else 0. The
+  /// acquisitions whose permits fit, in queue order, hold together: those after `holder` are
+  /// listed in also_holding, and `permits_in_use` adds up all of theirs.
+  std::int64_t permits = 0;
+  std::int64_t permits_in_use = 0;
+  /// The holders besides `holder`: readers (read_write) or acquisitions (permits).
   std::vector<lock_entry> also_holding;
   std::vector<lock_entry> waiters;    ///< the rest, in queue order (create revision)
   /// Longer names whose keys sit under this one (see lock_entry::other_name).

@@ -39,6 +39,8 @@ class permit_tally {
   /// them is not a semaphore key; error::permits_mismatch when one counts other than `permits`.
   error_code turn(std::int64_t permits, bool& holds) const;
   std::int64_t used() const { return used_; }
+  /// The permits the keys added so far agree on (0 before the first).
+  std::int64_t permits() const { return agreed_; }
 
  private:
   const std::string& prefix_;

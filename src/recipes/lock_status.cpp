@@ -1,11 +1,13 @@
 // async_lock_status: the queue of a lock or election name as the server has it, for people
 // asking "who holds this?" — one Range of the name's prefix and one LeaseTimeToLive per lease.
 #include "core/coro.hpp"
+#include "core/lock_view.hpp"
 
 #include <coetcd/lock_status.hpp>
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 namespace coetcd::detail {
 
@@ -18,8 +20,10 @@ asio::awaitable<std::tuple<error_code, lock_status>> read_status(std::shared_ptr
   auto [ec, r] = co_await get_on(c, prefix, get_options{.prefix = true});
   if (ec) co_return std::make_tuple(ec, std::move(st));
   st.revision = r.header.revision;
-  std::sort(r.kvs.begin(), r.kvs.end(),
-            [](const key_value& a, const key_value& b) { return a.create_revision < b.create_revision; });
+  // Keys made in one txn share a create revision; the recipes order those by key.
+  std::sort(r.kvs.begin(), r.kvs.end(), [](const key_value& a, const key_value& b) {
+    return std::tie(a.create_revision, a.key) < std::tie(b.create_revision, b.key);
+  });
   std::map<std::int64_t, lease_ttl_result> ttls;
   for (const auto& kv : r.kvs) {
     if (kv.lease == 0 || ttls.count(kv.lease)) continue;
@@ -32,11 +36,28 @@ asio::awaitable<std::tuple<error_code, lock_status>> read_status(std::shared_ptr
   st.read_write = !r.kvs.empty() && std::all_of(r.kvs.begin(), r.kvs.end(), [&](const key_value& kv) {
     return kv.key.starts_with(reads) || kv.key.starts_with(writes);
   });
+  // A semaphore when every key is an acquisition and all agree on the permits.
+  {
+    permit_tally all(prefix);
+    for (const auto& kv : r.kvs) all.add(kv);
+    bool fits = false;
+    if (!r.kvs.empty() && !all.turn(all.permits(), fits)) st.permits = all.permits();
+  }
+  permit_tally taken(prefix);
   // Readers hold together while no writer is older: the run of read keys at the queue's head.
+  // Acquisitions of a semaphore hold while theirs and every older one's permits fit.
   bool readers_hold = st.read_write && is_read(r.kvs.front());
+  bool permits_fit = st.permits > 0;
   for (auto& kv : r.kvs) {
-    const bool reading = readers_hold && is_read(kv);
-    if (!reading) readers_hold = false;
+    bool holds_too = readers_hold && is_read(kv);
+    if (!holds_too) readers_hold = false;
+    if (permits_fit) {
+      const auto before = taken.used();
+      taken.add(kv);
+      (void)taken.turn(st.permits, permits_fit);
+      if (permits_fit) st.permits_in_use += taken.used() - before;
+      holds_too = permits_fit;
+    }
     lock_entry e;
     e.key = std::move(kv.key);
     e.value = std::move(kv.value);
@@ -48,13 +69,13 @@ asio::awaitable<std::tuple<error_code, lock_status>> read_status(std::shared_ptr
     }
     // "a/b/<lease>" under "a/": a key of the longer name "a/b", queued with "a" all the same.
     auto suffix = std::string_view(e.key).substr(prefix.size());
-    if (auto slash = suffix.rfind('/'); slash != std::string_view::npos && !st.read_write) {
+    if (auto slash = suffix.rfind('/'); slash != std::string_view::npos && !st.read_write && st.permits == 0) {
       e.other_name = prefix + std::string(suffix.substr(0, slash));
       if (std::find(st.nested_names.begin(), st.nested_names.end(), e.other_name) == st.nested_names.end())
         st.nested_names.push_back(e.other_name);
     }
     if (!st.holder) st.holder = std::move(e);
-    else if (reading) st.also_holding.push_back(std::move(e));
+    else if (holds_too) st.also_holding.push_back(std::move(e));
     else st.waiters.push_back(std::move(e));
   }
   co_return std::make_tuple(error_code{}, std::move(st));
