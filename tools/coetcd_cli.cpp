@@ -399,8 +399,10 @@ struct app {
     if (st.permits > 0)
       std::printf("semaphore %lld of %lld permits in use\n", static_cast<long long>(st.permits_in_use),
                   static_cast<long long>(st.permits));
-    std::printf("holder    %s  fencing token %lld\n", entry_text(*st.holder).c_str(),
-                static_cast<long long>(st.holder->create_revision));
+    if (st.permits > 0) std::printf("holder    %s\n", entry_text(*st.holder).c_str());  // no fencing token
+    else
+      std::printf("holder    %s  fencing token %lld\n", entry_text(*st.holder).c_str(),
+                  static_cast<long long>(st.holder->create_revision));
     for (const auto& e : st.also_holding)
       std::printf("holder    %s  (%s too)\n", entry_text(e).c_str(), st.permits > 0 ? "holding" : "reading");
     for (std::size_t i = 0; i < st.waiters.size(); ++i)

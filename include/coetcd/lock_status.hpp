@@ -34,7 +34,9 @@ struct lock_status {
   /// A semaphore's permits when every key is an acquisition as coetcd::semaphore lays them out
   /// (`name/<lease>_<seq>` holding "<n>/<permits>", all counting the same permits); else 0. The
   /// acquisitions whose permits fit, in queue order, hold together: those after `holder` are
-  /// listed in also_holding, and `permits_in_use` adds up all of theirs.
+  /// listed in also_holding, and `permits_in_use` adds up all of theirs. A queue whose keys
+  /// disagree on the permits, or mix in other keys (which the semaphore refuses to wait behind:
+  /// error::permits_mismatch, error::foreign_key), is listed in plain queue order.
   std::int64_t permits = 0;
   std::int64_t permits_in_use = 0;
   /// The holders besides `holder`: readers (read_write) or acquisitions (permits).

@@ -74,10 +74,12 @@ class multi_lock {
     return start(token, op::unlock);
   }
 
-  /// Completes when the session of any part is lost (or closed): from then on the multi_lock's
-  /// hold cannot be trusted, as with mutex::async_wait_lost. Handler: void(error_code why), the
-  /// first loss's reason (error::session_lost, or the keepalive's error). Cancellation: terminal,
-  /// partial, total (operation_aborted). Parts that share a session are waited on once.
+  /// Completes when the session of any part is lost: from then on the multi_lock's hold cannot
+  /// be trusted, as with mutex::async_wait_lost. Handler: void(error_code why), the first loss's
+  /// reason as session::async_wait_lost gives it (the keepalive's error, e.g.
+  /// error::lease_not_found for a revoked lease; operation_aborted when a part's session was
+  /// closed by its owner). Cancellation: terminal, partial, total (operation_aborted). Parts that
+  /// share a session are waited on once; parts may belong to several clients.
   template <class CompletionToken = asio::deferred_t>
   auto async_wait_lost(CompletionToken&& token = {}) {
     return start(token, op::wait_lost);

@@ -5,10 +5,8 @@
 
 #include <coetcd/multi_lock.hpp>
 
-#include <boost/asio/deferred.hpp>
-#include <boost/asio/experimental/parallel_group.hpp>
-
 #include <algorithm>
+#include <optional>
 
 namespace coetcd::detail {
 
@@ -76,20 +74,50 @@ asio::awaitable<error_code> unlock_all(std::shared_ptr<multi_lock_state> ms) {
   co_return co_await unlock_first(ms, ms->parts.size());
 }
 
-// The first loss among the parts' sessions; the other waits are cancelled when it comes.
-asio::awaitable<error_code> wait_any_lost(std::shared_ptr<multi_lock_state> ms) {
-  std::vector<std::shared_ptr<session_state>> sessions;
+// The first loss among the parts' sessions. Fanned out by hand rather than with a parallel
+// group: each wait's cancellation slot is cleared by its session's client on that client's
+// strand when it completes, so it is emitted there too, never from the strand that learned of
+// another loss (the parts may belong to several clients). Every result comes to the multi_lock's
+// strand; the operation completes when all the waits have.
+struct first_loss {
+  // Constructed with the handler: any_completion_handler's move assignment recurses (Asio 1.26).
+  first_loss(std::shared_ptr<client_impl> i, asio::any_completion_handler<void(error_code)> h)
+      : impl(std::move(i)), done(std::move(h)) {}
+  std::shared_ptr<client_impl> impl;
+  asio::any_completion_handler<void(error_code)> done;
+  std::vector<std::pair<std::shared_ptr<session_state>, std::shared_ptr<asio::cancellation_signal>>> waits;
+  std::size_t pending = 0;
+  std::optional<error_code> first;
+
+  void stop_waits() {
+    for (auto& [s, stop] : waits)
+      asio::dispatch(s->impl->strand_, [stop] { stop->emit(asio::cancellation_type::terminal); });
+  }
+};
+
+void wait_any_lost(const std::shared_ptr<multi_lock_state>& ms, asio::any_completion_handler<void(error_code)> h) {
+  auto cancel = early_cancel::take(asio::get_associated_cancellation_slot(h), ms->impl->strand_);
+  auto st = std::make_shared<first_loss>(ms->impl, std::move(h));
   for (const auto& m : ms->parts)
-    if (std::find(sessions.begin(), sessions.end(), m->session) == sessions.end()) sessions.push_back(m->session);
-  auto wait_one = [](const std::shared_ptr<session_state>& s) {
-    return asio::async_initiate<const asio::deferred_t&, void(error_code)>(
-        [s](asio::any_completion_handler<void(error_code)> h) { wait_session_lost(s, std::move(h)); }, asio::deferred);
-  };
-  std::vector<decltype(wait_one(sessions.front()))> waits;
-  for (const auto& s : sessions) waits.push_back(wait_one(s));
-  auto [order, errors] = co_await asio::experimental::make_parallel_group(std::move(waits))
-                             .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
-  co_return errors[order.front()];
+    if (std::none_of(st->waits.begin(), st->waits.end(), [&](const auto& w) { return w.first == m->session; }))
+      st->waits.emplace_back(m->session, std::make_shared<asio::cancellation_signal>());
+  asio::dispatch(st->impl->strand_, [st, cancel] {
+    auto& strand = st->impl->strand_;
+    if (cancel->registered([st] {
+          if (!st->first) st->first = asio::error::operation_aborted;
+          st->stop_waits();
+        }))
+      return st->impl->complete(std::move(st->done), asio::error::operation_aborted);
+    st->pending = st->waits.size();
+    for (auto& [s, stop] : st->waits)
+      wait_session_lost(s, asio::bind_cancellation_slot(stop->slot(), asio::bind_executor(strand, [st](error_code ec) {
+                          if (!st->first) {
+                            st->first = ec;
+                            st->stop_waits();
+                          }
+                          if (--st->pending == 0) st->impl->complete(std::move(st->done), *st->first);
+                        })));
+  });
 }
 
 asio::awaitable<void> release_in_background(std::shared_ptr<multi_lock_state> ms) {
@@ -152,7 +180,7 @@ void multi_lock::run(const std::shared_ptr<detail::multi_lock_state>& s, op o,
       return detail::spawn_grant_op(s->impl, detail::lock_all(s, o == op::try_lock), std::move(h), std::move(give_back));
     }
     case op::unlock: return detail::spawn_op(s->impl, detail::unlock_all(s), std::move(h));
-    case op::wait_lost: return detail::spawn_op(s->impl, detail::wait_any_lost(s), std::move(h));
+    case op::wait_lost: return detail::wait_any_lost(s, std::move(h));
   }
 }
 
