@@ -90,8 +90,8 @@ struct first_loss {
   std::optional<error_code> first;
 
   void stop_waits() {
-    for (auto& [s, stop] : waits)
-      asio::dispatch(s->impl->strand_, [stop] { stop->emit(asio::cancellation_type::terminal); });
+    for (auto& w : waits)  // (clang 14 cannot capture a structured binding)
+      asio::dispatch(w.first->impl->strand_, [stop = w.second] { stop->emit(asio::cancellation_type::terminal); });
   }
 };
 
