@@ -319,6 +319,40 @@ BOOST_AUTO_TEST_CASE(a_sessions_readers_and_writers_take_turns_in_the_order_they
   }(c));
 }
 
+// A writer that asked for a fence hands the write lock on through etcd (#34): Go's recipe orders
+// its queue by mod revision, so the key is released and made again, not put again. The fence
+// built by the writer before fails; the next writer's passes; tokens increase.
+BOOST_AUTO_TEST_CASE(a_writers_fence_fails_under_the_next_writer_of_its_session) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    rw_mutex a(s, "rw-fence"), b(s, "rw-fence");
+    co_await a.async_lock(use_awaitable);
+    const auto stale = txn().when(a.is_owner()).then(txn_op::put("rw-fence-data", "from a"));
+    const auto token_a = a.fencing_token();
+    auto next = started();
+    b.async_lock(record(next));
+    std::function<bool()> queued = [&c] {
+      for (const auto& l : c.stats().locks)
+        if (l.name == "rw-fence") return l.waiting == 1;
+      return false;
+    };
+    BOOST_TEST_REQUIRE(co_await eventually(std::move(queued), 5s));
+    co_await a.async_unlock(use_awaitable);
+    BOOST_TEST_REQUIRE(co_await settled(next));
+    BOOST_TEST_REQUIRE(!**next);
+    auto late = co_await c.async_txn(stale, use_awaitable);
+    BOOST_TEST(!late.succeeded, "the previous writer's fenced write passed under the next writer");
+    BOOST_TEST(b.fencing_token() > token_a);
+    auto own = co_await c.async_txn(txn().when(b.is_owner()).then(txn_op::put("rw-fence-data", "from b")), use_awaitable);
+    BOOST_TEST(own.succeeded);
+    co_await b.async_unlock(use_awaitable);
+    co_await expect_no_keys(c, "rw-fence");
+    co_await c.async_delete("rw-fence-data", {}, use_awaitable);
+  }(c));
+}
+
 // try_lock / try_lock_shared take it only when they would not wait, and leave no key otherwise.
 BOOST_AUTO_TEST_CASE(try_variants_never_wait_and_leave_no_key) {
   asio::io_context ioc;

@@ -42,7 +42,8 @@ struct mutex_options {
 /// key with the oldest create revision under `name + "/"`; sessions are served in create-revision
 /// (FIFO) order. A session keeps one key per name while any of its callers holds or waits; its
 /// callers queue locally (FIFO) behind it, so a hand-off between two of them is a resume on the
-/// executor, with no RPC. Sessions take turns fairly: see mutex_options.
+/// executor, with no RPC (one write when the holder before asked for a fence: see async_unlock).
+/// Sessions take turns fairly: see mutex_options.
 ///
 /// Waiting costs no thread and no stream: the sessions of one client that wait on a name share
 /// one watch on the shared Watch stream and a local view of the queue, so a hand-off between
@@ -83,8 +84,12 @@ class mutex {
   }
 
   /// Releases the lock held through this object. When another caller of this session waits, it
-  /// gets the lock at once (no RPC). Otherwise the session's key is deleted with a plain delete,
-  /// as Go's Unlock does, and the handler runs after its outcome. Handler: void(error_code). Not
+  /// gets the lock at once (no RPC), unless this hold asked for a fence (is_owner() or
+  /// fencing_token()): then the key is first put again (one write; its create revision, and so
+  /// the queue's order for Go and etcdctl, stays), so that this hold's compares fail before the
+  /// next caller holds. Otherwise the session's key is deleted, by a txn guarded by its create
+  /// revision (Go's Unlock is a plain delete: a resent copy of ours could otherwise remove a
+  /// newer key of the session), and the handler runs after its outcome. Handler: void(error_code). Not
   /// cancellable: the release always runs to its outcome. If the delete fails, the error is
   /// reported and the delete is retried in the background until it succeeds or the session
   /// ends, so the name never stays blocked by a live session that no longer uses it.
@@ -115,19 +120,26 @@ class mutex {
   const std::string& key() const noexcept;
   /// True between a successful lock and unlock through this object (as far as this process knows).
   bool held() const noexcept;
-  /// Our key's create revision while held, else 0. Strictly increasing across sessions (a session
-  /// that re-queues gets a new key, so a higher token), so a storage system can reject writes
-  /// carrying an older token. Successive holders of one session that hand the lock to each other
-  /// locally share their session's token; local_sequence() orders them.
+  /// While held, the etcd revision at which this hold began, else 0: the revision of the txn
+  /// that found our key the oldest, of the view that saw our turn come, or of the put of a fenced
+  /// local hand-off. Strictly increasing across every holder that reads it (or builds
+  /// is_owner()), local holders of one session included, so a storage system can reject writes
+  /// carrying an older token: reading it makes the next local hand-off put the key again first
+  /// (one write). Holders that read neither share the token of the hold before them and cost no
+  /// write. Comparable with other coetcd holders' tokens; Go's and etcdctl's (the key's create
+  /// revision) are lower bounds of theirs, not ordered against ours.
   std::int64_t fencing_token() const noexcept;
   /// While held: the number of holds of this name by this session so far (1, 2, ...): strictly
   /// increasing across the session's local holders. 0 when not held.
   std::uint64_t local_sequence() const noexcept;
   /// Header of the response that made us owner.
   const response_header& header() const noexcept;
-  /// A compare that holds only while we still own the lock; put it in a txn's when() so the
-  /// txn's writes fail once the lock was lost. From an object that does not hold the lock it
-  /// never holds.
+  /// A compare that holds only while this hold lasts: the key's mod revision as this hold began.
+  /// Put it in a txn's when() so the txn's writes fail once the lock was lost or passed on, to
+  /// another session or to the next caller of this one (building it makes the hand-off after this
+  /// hold put the key again first). From an object that does not hold the lock it never holds.
+  /// An election of this session on the same name shares the key; its proclaims move the fence
+  /// with them (a compare built before one then fails, never the other way round).
   compare is_owner() const;
 
  private:

@@ -92,12 +92,18 @@ class rw_mutex {
   bool held() const noexcept;
   /// Shared holds of this object not yet unlocked.
   int shared_holds() const noexcept;
-  /// While held exclusively: the write key's create revision; else while held shared: the read
-  /// key's; else 0. Increasing along the queue, so storage can reject writes with an older token
-  /// (readers holding together share theirs).
+  /// While held (exclusively, else shared): the etcd revision at which the hold began, as
+  /// mutex::fencing_token(); else 0. Strictly increasing across writers that read it or build
+  /// is_owner(), so storage can reject writes with an older token. Readers holding together
+  /// share theirs.
   std::int64_t fencing_token() const noexcept;
   /// A compare that holds only while our key (the write key when held exclusively, else the read
-  /// key) is still the one that gave us the lock; never holds when not held.
+  /// key) is still the one that gave us the lock; never holds when not held. A writer that reads
+  /// its token or builds this compare hands the write lock to the next writer of its session
+  /// through etcd: its key is deleted and made again (Go's recipe orders writers by mod revision,
+  /// so the key cannot be put again in place), so the compare fails under the next writer. A
+  /// reader's compare holds while any reader of the session holds the read key: it proves that
+  /// no writer holds, which is all a shared hold promises.
   compare is_owner() const;
 
  private:

@@ -84,6 +84,8 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   bool has_other_keys(const std::string& key) const {
     return ready_ && order_.size() > keys_.count(key);
   }
+  /// Every change up to this revision is applied (0 before the seeding Range).
+  std::int64_t revision() const { return view_rev_; }
   /// Whether a key under `sub` may exist: true while the view is not current.
   bool may_have_keys_under(const std::string& sub) const;
 

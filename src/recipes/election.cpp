@@ -40,6 +40,7 @@ asio::awaitable<error_code> put_value(election_state& e, const std::string& valu
   if (ec) co_return ec;
   if (!r.succeeded) co_return error::not_leader;
   e.header = r.header;
+  key_rewritten(*e.session, e.prefix, e.key, r.header.revision);
   co_return error_code{};
 }
 

@@ -72,7 +72,7 @@ void mutex_queue::lock(std::shared_ptr<mutex_state> by, bool try_only, bool canc
     if (state == key_state::none) start_driver();
     return;
   }
-  if (state == key_state::owned && !held()) {  // idle between callers, or lingering
+  if (state == key_state::owned && !held() && !refencing) {  // idle between callers, or lingering
     stop_linger();
     return pass_on({}, options);
   }
@@ -162,7 +162,7 @@ asio::awaitable<void> mutex_queue::drive() {
       co_return acquire_failed(ec);
     }
   }
-  acquired(a.rev, a.txn.header);
+  acquired(a.rev, a.mod_rev, a.txn.header);
 }
 
 void mutex_queue::complete_parting() {
@@ -184,9 +184,15 @@ void mutex_queue::acquire_failed(error_code ec) {
   fail_all(ec);
 }
 
-void mutex_queue::acquired(std::int64_t r, response_header h) {
+void mutex_queue::acquired(std::int64_t r, std::int64_t m, response_header h) {
   state = key_state::owned;
   rev = r;
+  mod_rev = m;
+  // Every holder before us (of any session, coetcd's tokens) had its token before its key's
+  // delete, which came before our turn: the txn that found us the oldest, or the view that saw
+  // that delete, is at a later revision.
+  fence = std::max(h.revision, view ? view->core().revision() : 0);
+  fence_due = false;
   header = std::move(h);
   foreign_since.reset();
   handoffs_since_foreign = 0;
@@ -224,6 +230,8 @@ void mutex_queue::grant_all(asio::any_completion_handler<void(error_code)> unloc
     ++m.shared_holds;
     ++holds;
     m.rev = rev;
+    m.mod_rev = mod_rev;
+    m.fence = fence;
     m.header = header;
     m.sequence = ++sequence;
     bump(counters->acquired);
@@ -249,6 +257,7 @@ bool mutex_queue::end_hold(const std::shared_ptr<mutex_state>& by) {
     if (!held_by(by)) return false;
     by->held = false;
     holder.reset();
+    if (by->fence_asked.exchange(false)) fence_due = true;
   }
   count_held();
   return true;
@@ -261,6 +270,9 @@ void mutex_queue::grant(asio::any_completion_handler<void(error_code)> unlocked,
   auto& m = *w.by;
   m.held = true;
   m.rev = rev;
+  m.mod_rev = mod_rev;
+  m.fence = fence;
+  m.fence_asked = false;
   m.header = header;
   m.sequence = ++sequence;
   holder = w.by;
@@ -371,13 +383,7 @@ void mutex_queue::pass_on(asio::any_completion_handler<void(error_code)> h, cons
   count_held();
   if (view && view->core().shows_gone(key, rev)) {
     if (was_held) lost_hold(error::session_lost, "the key was gone when it was unlocked");
-    // Our key vanished (expired, revoked, deleted by hand) and another session may own the name
-    // now: no local hand-off on it. The callers still waiting queue again with a new key.
-    state = key_state::none;
-    if (--session->key_users[key] <= 0) session->key_users.erase(key);
-    if (h) session->impl->complete(std::move(h), error::session_lost);
-    if (!waiters.empty() && !session->lost) start_driver();
-    return;
+    return key_vanished(std::move(h));
   }
   if (shared) {
     // Readers still here were held back by a writer queued behind the key: release it, and
@@ -387,7 +393,10 @@ void mutex_queue::pass_on(asio::any_completion_handler<void(error_code)> h, cons
   }
   if (!waiters.empty() && !yield_due(options)) {
     ++handoffs_since_foreign;
-    return grant(std::move(h), true);
+    if (!fence_due) return grant(std::move(h), true);
+    // A holder before asked for a fence: move it before the next caller holds. The write side
+    // of an rw_mutex queues again instead (see start_refence).
+    if (readers.empty()) return start_refence(std::move(h));
   }
   if (waiters.empty() && options.linger.count() > 0 && !foreign_waiting() && !readers_first()) {
     start_linger(options.linger);
@@ -397,6 +406,50 @@ void mutex_queue::pass_on(asio::any_completion_handler<void(error_code)> h, cons
   // Nobody left here, or another session's turn: release the key (the driver queues the callers
   // still waiting again once the delete is done).
   start_release(std::move(h));
+}
+
+void mutex_queue::key_vanished(asio::any_completion_handler<void(error_code)> h) {
+  state = key_state::none;
+  fence_due = false;
+  if (--session->key_users[key] <= 0) session->key_users.erase(key);
+  if (h) session->impl->complete(std::move(h), error::session_lost);
+  if (!waiters.empty() && !session->lost) start_driver();
+}
+
+void mutex_queue::start_refence(asio::any_completion_handler<void(error_code)> h) {
+  refencing = true;
+  asio::co_spawn(session->impl->strand_, refence(std::move(h)), asio::detached);
+}
+
+asio::awaitable<void> mutex_queue::refence(asio::any_completion_handler<void(error_code)> h) {
+  auto self = shared_from_this();
+  auto& s = *session;
+  // Guarded by the create revision: a copy arriving after the key was released (and made again
+  // by a later lock of ours) changes nothing. The value is the mutex's (empty, as Go's). Not
+  // resent when merely slow: a late copy would move the fence under a later holder, whose
+  // guarded writes would then fail (safe, but spurious). It makes no key: no queue.
+  auto t = txn().when(compare::create_revision(key) == rev).then(txn_op::put(key, "", put_options{.lease = s.lease}));
+  auto [ec, r] = co_await batched_txn(s.impl, std::move(t), write_queue{});
+  refencing = false;
+  if (s.lost) {  // the loss listener failed the waiters; the lease takes the key
+    state = key_state::none;
+    complete_parting();
+    if (h) s.impl->complete(std::move(h), error::session_lost);
+    co_return;
+  }
+  if (!ec && !r.succeeded) co_return key_vanished(std::move(h));
+  if (ec) {
+    // Whether the put landed is unknown, and so is the key's mod revision: no caller may hold on
+    // it. Release it (a late copy of the put then finds another create revision, or none) and
+    // let the waiters queue again.
+    fence_due = false;
+    co_return start_release(std::move(h));
+  }
+  mod_rev = fence = r.header.revision;
+  fence_due = false;
+  bump(counters->fenced_handoffs);
+  // The callers may have changed meanwhile (cancelled, a new one, another session's turn).
+  pass_on(std::move(h), waiters.empty() ? mutex_options{} : waiters.front().by->options);
 }
 
 asio::awaitable<void> mutex_queue::release(asio::any_completion_handler<void(error_code)> h) {
@@ -474,6 +527,14 @@ void mutex_queue::end_linger() {
 }
 
 
+void key_rewritten(session_state& s, const std::string& prefix, const std::string& key, std::int64_t mod_rev) {
+  auto it = s.mutex_queues.find({prefix, key});
+  auto q = it == s.mutex_queues.end() ? nullptr : it->second.lock();
+  if (!q || q->state != mutex_queue::key_state::owned) return;
+  q->mod_rev = mod_rev;
+  if (auto h = q->holder.lock()) h->mod_rev = mod_rev;
+}
+
 void start_lock(const std::shared_ptr<mutex_state>& m, bool try_only, asio::any_completion_handler<void(error_code)> h) {
   auto slot = asio::get_associated_cancellation_slot(h);
   const bool cancellable = slot.is_connected();
@@ -542,12 +603,19 @@ mutex::executor_type mutex::get_executor() const noexcept {
 const std::string& mutex::name() const noexcept { return state_->name; }
 const std::string& mutex::key() const noexcept { return state_->key; }
 bool mutex::held() const noexcept { return state_->held; }
-std::int64_t mutex::fencing_token() const noexcept { return state_->held ? state_->rev : 0; }
+std::int64_t mutex::fencing_token() const noexcept {
+  if (!state_->held) return 0;
+  state_->fence_asked = true;
+  return state_->fence;
+}
 std::uint64_t mutex::local_sequence() const noexcept { return state_->held ? state_->sequence : 0; }
 const response_header& mutex::header() const noexcept { return state_->header; }
 compare mutex::is_owner() const {
-  // Not held: a create revision no key can have (an absent key compares as 0).
-  return compare::create_revision(state_->key) == (state_->held ? state_->rev : -1);
+  // The mod revision names one holder: a fenced hand-off puts the key again before the next
+  // holder of this session holds. Not held: a revision no key can have (an absent key is 0).
+  if (!state_->held) return compare::mod_revision(state_->key) == -1;
+  state_->fence_asked = true;
+  return compare::mod_revision(state_->key) == state_->mod_rev;
 }
 
 }  // namespace coetcd

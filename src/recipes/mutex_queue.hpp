@@ -6,6 +6,7 @@
 
 #include <coetcd/mutex.hpp>
 
+#include <atomic>
 #include <list>
 #include <optional>
 
@@ -31,6 +32,14 @@ struct mutex_state {
   int shared_holds = 0;  // shared: holds through this object not yet unlocked
   bool orphaned = false;  // the mutex object is gone: a lock granted now is released at once
   std::int64_t rev = 0;
+  /// The key's mod revision when this hold began: is_owner() compares it, so a compare built by
+  /// one holder fails once a fenced hand-off has put the key again for the next (see
+  /// mutex_queue::start_refence).
+  std::int64_t mod_rev = 0;
+  std::int64_t fence = 0;  // fencing_token() of this hold
+  /// This hold read fencing_token() or built is_owner(): its hand-off to another local caller
+  /// must move the fence first. Set by the accessors (the user's thread), read on the strand.
+  std::atomic<bool> fence_asked{false};
   std::uint64_t sequence = 0;
   response_header header;
 };
@@ -61,7 +70,7 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   void start_driver();
   void spawn_driver();
   asio::awaitable<void> drive();
-  void acquired(std::int64_t rev, response_header h);
+  void acquired(std::int64_t rev, std::int64_t mod_rev, response_header h);
   void acquire_failed(error_code ec);
   /// Gives the lock to the first waiter; `unlocked`: the unlock that passed it on, if any;
   /// `local`: the key was ours already (a hand-off without a round trip).
@@ -85,6 +94,17 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   /// a hold has just ended (a vanished key is then reported as a lost hold).
   void pass_on(asio::any_completion_handler<void(error_code)> h, const mutex_options& options,
                bool was_held = false);
+  /// A local hand-off after a holder that asked for a fence: puts the key again (same value,
+  /// lease and create revision, so Go's and etcdctl's queue order is unchanged: their waiters
+  /// watch for deletes only), then grants the next caller with the put's revision as its mod
+  /// revision and fencing token. A compare built by the holder before now fails. rw_mutex's
+  /// write side cannot do this (Go's recipe.RWMutex orders its queue by mod revision): it
+  /// releases its key and queues again instead.
+  void start_refence(asio::any_completion_handler<void(error_code)> h);
+  asio::awaitable<void> refence(asio::any_completion_handler<void(error_code)> h);
+  /// Our key is gone (expired, revoked, deleted by hand): no local hand-off on it; the callers
+  /// still waiting queue again with a new key. `h`, the unlock that found it, gets session_lost.
+  void key_vanished(asio::any_completion_handler<void(error_code)> h);
   /// Gives the key up. The state changes now: co_spawn starts the coroutine later, and a lock
   /// in between must not be granted a key on its way out.
   void start_release(asio::any_completion_handler<void(error_code)> h) {
@@ -133,6 +153,11 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   std::string name, prefix, key;
   key_state state = key_state::none;
   std::int64_t rev = 0;
+  std::int64_t mod_rev = 0;  // the key's mod revision as we last wrote or read it
+  std::int64_t fence = 0;    // the fencing token of the current (or next local) hold
+  /// A holder since the key's last put asked for a fence: the next local grant puts it first.
+  bool fence_due = false;
+  bool refencing = false;  // that put is on the wire: nobody holds, no grant until it is back
   response_header header;
   std::shared_ptr<lock_view> view;
   const bool shared;

@@ -45,10 +45,11 @@ acquire_result acquired(error_code ec, txn_result r, bool read_oldest, bool shar
   if (ec) return out;
   // Then-branch: our put made the key at this revision. Else-branch: the key was already there
   // (another lock or campaign of this session); its create revision is ours.
-  out.rev = r.header.revision;
+  out.rev = out.mod_rev = r.header.revision;
   if (!r.succeeded) {
     const auto& mine = r.responses.at(0).get().kvs;
     out.rev = mine.empty() ? 0 : mine.front().create_revision;
+    out.mod_rev = mine.empty() ? 0 : mine.front().mod_revision;
   }
   if (read_oldest && rule.permits > 0 && out.rev != 0) {
     // Each key takes a permit at least, so the keys up to one that fits are among the `permits`

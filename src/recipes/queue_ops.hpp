@@ -11,6 +11,7 @@ namespace coetcd::detail {
 struct acquire_result {
   error_code ec;
   std::int64_t rev = 0;  // our key's create revision (0: unknown)
+  std::int64_t mod_rev = 0;  // our key's mod revision as the txn left it (0: unknown)
   bool owner = false;    // our key is the oldest under the prefix
   bool abandoned = false;  // cancelled with the txn still on the wire: the `abandon` step cleans up
   /// Semaphore: the read could not tell (the limit cut the group of keys sharing our create
@@ -75,5 +76,10 @@ inline std::chrono::milliseconds retry_pause(int attempt) {
 asio::awaitable<std::int64_t> delete_key(session_state& s, const std::string& key, std::int64_t rev);
 
 std::string lease_hex(std::int64_t id);
+
+/// An election of the session wrote `key`, which a mutex of the session on the same name shares
+/// (Go's layout gives both one key): the mutex's fence follows the key's new mod revision, so its
+/// holder's is_owner() passes again. Defined with the mutex. On strand.
+void key_rewritten(session_state& s, const std::string& prefix, const std::string& key, std::int64_t mod_rev);
 
 }  // namespace coetcd::detail

@@ -56,10 +56,19 @@ const std::string& rw_mutex::read_key() const noexcept { return read_->key; }
 bool rw_mutex::held() const noexcept { return write_->held; }
 int rw_mutex::shared_holds() const noexcept { return read_->shared_holds; }
 std::int64_t rw_mutex::fencing_token() const noexcept {
-  return write_->held ? write_->rev : read_->shared_holds > 0 ? read_->rev : 0;
+  if (write_->held) {
+    write_->fence_asked = true;
+    return write_->fence;
+  }
+  return read_->shared_holds > 0 ? read_->fence : 0;
 }
 compare rw_mutex::is_owner() const {
-  if (write_->held) return compare::create_revision(write_->key) == write_->rev;
+  // The write side's fenced hand-off releases the key and queues again (Go's recipe orders by
+  // mod revision, so the key is never put again): its create revision names one holder.
+  if (write_->held) {
+    write_->fence_asked = true;
+    return compare::create_revision(write_->key) == write_->rev;
+  }
   if (read_->shared_holds > 0) return compare::create_revision(read_->key) == read_->rev;
   return compare::create_revision(write_->key) == -1;  // no key has it: never holds
 }
