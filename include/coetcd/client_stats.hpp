@@ -45,6 +45,10 @@ struct lock_stats {
   /// fencing_token()): each put the key again first, one write.
   std::uint64_t fenced_handoffs = 0;
   std::uint64_t lost = 0;       ///< holds that ended by losing the key
+  /// Keys being deleted in the background for callers that gave up (cancelled, timed out, a
+  /// try_lock that found the name taken, a failed acquisition): retried through an outage while
+  /// the session lives; the callers completed without waiting for it.
+  std::int64_t cleaning = 0;
   wait_histogram wait;
 };
 

@@ -66,8 +66,11 @@ class mutex {
   /// Waits until this caller holds the lock. Handler: void(error_code).
   /// Errors: error::session_lost (the session was lost before or while waiting, or our key vanished),
   /// transport errors of the acquiring txn (every caller of the session waiting for that txn gets it).
-  /// Cancellation: terminal, partial, total. A cancelled caller leaves the local queue at once;
-  /// when it was the session's last caller on the name, the session's key is deleted from etcd.
+  /// Cancellation: terminal, partial, total. A cancelled caller leaves the local queue and
+  /// completes at once; when it was the session's last caller on the name, the session's key is
+  /// deleted in the background (retried through an outage while the session lives; see
+  /// lock_stats::cleaning and the lock_released event), and a later lock of the session waits
+  /// for that delete rather than adopt the key.
   template <class CompletionToken = asio::deferred_t>
   auto async_lock(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(

@@ -86,6 +86,13 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   }
   /// Every change up to this revision is applied (0 before the seeding Range).
   std::int64_t revision() const { return view_rev_; }
+  /// Whether the view is current and shows a key under `sub` created after revision `rev`.
+  bool has_keys_under_after(const std::string& sub, std::int64_t rev) const {
+    if (!ready_) return false;
+    for (auto it = keys_.lower_bound(sub); it != keys_.end() && it->first.starts_with(sub); ++it)
+      if (it->second.create_revision > rev) return true;
+    return false;
+  }
   /// Whether a key under `sub` may exist: true while the view is not current.
   bool may_have_keys_under(const std::string& sub) const;
 

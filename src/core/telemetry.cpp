@@ -74,6 +74,7 @@ client_stats telemetry::snapshot() const {
     l.acquired = c->acquired.load(r);
     l.handoffs = c->handoffs.load(r);
     l.fenced_handoffs = c->fenced_handoffs.load(r);
+    l.cleaning = c->cleaning.load(r);
     l.lost = c->lost.load(r);
     for (std::size_t i = 0; i < l.wait.counts.size(); ++i) {
       l.wait.counts[i] = c->wait_buckets[i].load(r);

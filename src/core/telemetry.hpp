@@ -33,7 +33,7 @@ inline void bump(std::atomic<std::int64_t>& c, std::int64_t n = 1) noexcept { c.
 struct lock_counters {
   explicit lock_counters(std::string n) : name(std::move(n)) {}
   const std::string name;
-  std::atomic<std::int64_t> held{0}, waiting{0};
+  std::atomic<std::int64_t> held{0}, waiting{0}, cleaning{0};
   std::atomic<std::uint64_t> acquired{0}, handoffs{0}, fenced_handoffs{0}, lost{0};
   std::array<std::atomic<std::uint64_t>, wait_histogram::bounds.size() + 1> wait_buckets{};
   std::atomic<std::uint64_t> wait_micros{0};

@@ -36,9 +36,10 @@ mutex_queue::~mutex_queue() {
   bump(counters->waiting, -counted_waiting);
   bump(counters->held, -counted_held);
   auto forget = [s = session, v = std::move(view), id = std::pair(prefix, key), loss = loss_listener,
-                 linger = linger_listener] {
+                 linger = linger_listener, writers = writers_listener] {
     if (loss) s->unlisten(*loss);
     if (linger && v) v->core().unlisten(*linger);
+    if (writers && v) v->core().unlisten(*writers);
     if (auto it = s->mutex_queues.find(id); it != s->mutex_queues.end() && it->second.expired())
       s->mutex_queues.erase(it);
   };
@@ -68,7 +69,12 @@ void mutex_queue::lock(std::shared_ptr<mutex_state> by, bool try_only, bool canc
   if (shared) {
     // Whether a reader may join a held key depends on the writers queued behind it: watch them.
     ensure_view();
+    watch_writers();
     if (may_join()) return grant_all({}, true);
+    // Our read key waits for its turn and a writer queued after it: this reader comes after
+    // that writer.
+    if (state == key_state::acquiring && queued_rev != 0 && view->core().has_keys_under_after(blockers, queued_rev))
+      waiters.back().late = true;
     if (state == key_state::none) start_driver();
     return;
   }
@@ -114,6 +120,7 @@ void mutex_queue::spawn_driver() {
     return complete_parting();
   }
   ++session->key_users[key];
+  for (auto& w : waiters) w.late = false;  // a new key: behind every writer there is now
   // A caller nobody can cancel stays first in the queue until it holds: then the driver cannot
   // be cancelled either, and awaits its txn without the abandonable side task.
   const auto& first = waiters.front();
@@ -141,28 +148,54 @@ asio::awaitable<void> mutex_queue::drive() {
   auto a = co_await acquire_or_abandon(session, prefix, key, no_value, via, cancellable, waits_for);
   if (a.ec) {
     // The txn may have been applied: remove what it may have made (abandoned: its side task does).
-    if (!a.abandoned) co_await release_key(s, key, 0);
-    co_return acquire_failed(a.ec);
+    give_up(a.ec);
+    if (!a.abandoned) co_await clean_up(0);
+    co_return acquire_failed(asio::error::operation_aborted);
   }
   if (!a.owner) {
     if (try_id && !waiters.empty() && waiters.front().id == *try_id) {
       auto h = std::move(waiters.front().done);
       waiters.pop_front();
       count_waiting();
-      // Alone: it completes once its key is gone. Others keep the key queued: at once.
-      if (waiters.empty()) parting.emplace_back(std::move(h), error::locked);
-      else s.impl->complete(std::move(h), error::locked);
+      s.impl->complete(std::move(h), error::locked);
     }
     error_code ec;
     if (waiters.empty() || co_await cancellation_requested()) ec = asio::error::operation_aborted;
     else if (a.rev == 0) ec = error::session_lost;
-    else ec = co_await wait_turn(s, view, prefix, key, a.rev, waits_for);
+    else {
+      queued_rev = a.rev;
+      ec = co_await wait_turn(s, view, prefix, key, a.rev, waits_for);
+      queued_rev = 0;
+    }
     if (ec) {
-      co_await release_key(s, key, a.rev);
-      co_return acquire_failed(ec);
+      give_up(ec);
+      co_await clean_up(a.rev);
+      co_return acquire_failed(asio::error::operation_aborted);
     }
   }
   acquired(a.rev, a.mod_rev, a.txn.header);
+}
+
+void mutex_queue::give_up(error_code ec) {
+  // Nobody waits for a clean-up: through an outage its delete may take until etcd is back or
+  // the session ends, and a `lock || timer` must return at the timer's deadline. A later lock
+  // of the session waits for the delete (session_state::wait_deleted), so it never adopts the
+  // key on its way out.
+  complete_parting();
+  if (ec != asio::error::operation_aborted) fail_all(ec);
+}
+
+asio::awaitable<void> mutex_queue::clean_up(std::int64_t r) {
+  auto& impl = *session->impl;
+  const auto since = clock::now();
+  bump(counters->cleaning);
+  co_await release_key(*session, key, r);
+  bump(counters->cleaning, -1);
+  if (impl.wants_events())
+    impl.emit({.kind = event_kind::lock_released, .name = name, .key = key,
+               .detail = "clean-up after callers that gave up (the key deleted in the background)",
+               .lease = session->lease, .revision = r,
+               .duration = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - since)});
 }
 
 void mutex_queue::complete_parting() {
@@ -171,6 +204,7 @@ void mutex_queue::complete_parting() {
 
 void mutex_queue::acquire_failed(error_code ec) {
   state = key_state::none;
+  poke_readers();
   complete_parting();
   if (ec == asio::error::operation_aborted) {
     // Cancelled because the queue ran empty; callers that came since need a new driver. Not
@@ -216,7 +250,13 @@ bool mutex_queue::may_join() const {
 }
 
 void mutex_queue::grant_all(asio::any_completion_handler<void(error_code)> unlocked, bool local) {
-  auto all = std::exchange(waiters, {});
+  // Joining a held key (local) needs no writer anywhere: then nobody is late.
+  std::list<waiter> all;
+  for (auto it = waiters.begin(); it != waiters.end();) {
+    auto next = std::next(it);
+    if (local || !it->late) all.splice(all.end(), waiters, it);
+    it = next;
+  }
   count_waiting();
   auto& impl = *session->impl;
   const auto now = clock::now();
@@ -334,6 +374,27 @@ void mutex_queue::deliver(waiter w, asio::any_completion_handler<void(error_code
   });
 }
 
+void mutex_queue::watch_writers() {
+  if (writers_listener || !view) return;
+  writers_listener = view->core().listen([w = weak_from_this()](error_code) {
+    auto q = w.lock();
+    if (!q || q->waiters.empty()) return;
+    // Not from inside the view's notification.
+    asio::post(q->session->impl->strand_, [q] { q->recheck_readers(); });
+  });
+}
+
+void mutex_queue::recheck_readers() {
+  if (shared && state == key_state::owned && holds > 0 && !waiters.empty() && may_join()) grant_all({}, true);
+}
+
+void mutex_queue::poke_readers() {
+  if (readers.empty()) return;
+  auto it = session->mutex_queues.find({prefix, readers});
+  if (auto r = it == session->mutex_queues.end() ? nullptr : it->second.lock(); r && !r->waiters.empty())
+    asio::post(session->impl->strand_, [r] { r->recheck_readers(); });
+}
+
 bool mutex_queue::readers_first() const {
   if (readers.empty()) return false;
   auto it = session->mutex_queues.find({prefix, readers});
@@ -410,6 +471,7 @@ void mutex_queue::pass_on(asio::any_completion_handler<void(error_code)> h, cons
 
 void mutex_queue::key_vanished(asio::any_completion_handler<void(error_code)> h) {
   state = key_state::none;
+  poke_readers();
   fence_due = false;
   if (--session->key_users[key] <= 0) session->key_users.erase(key);
   if (h) session->impl->complete(std::move(h), error::session_lost);
@@ -491,6 +553,7 @@ asio::awaitable<void> mutex_queue::release(asio::any_completion_handler<void(err
     }
     state = key_state::none;
   }
+  poke_readers();
   if (h) s.impl->complete(std::move(h), result);
   complete_parting();
   if (!waiters.empty() && state == key_state::none && !s.lost) start_driver();

@@ -55,6 +55,9 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
     std::shared_ptr<early_cancel> cancel;  // null when nobody can cancel the caller
     asio::any_completion_handler<void(error_code)> done;
     clock::time_point since = clock::now();
+    /// shared: asked after a writer queued behind our read key, which is waiting for its turn:
+    /// holds after that writer, with the key's next round, not with this one (FIFO).
+    bool late = false;
   };
 
   mutex_queue(std::shared_ptr<session_state> s, const mutex_state& m)
@@ -72,6 +75,12 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   asio::awaitable<void> drive();
   void acquired(std::int64_t rev, std::int64_t mod_rev, response_header h);
   void acquire_failed(error_code ec);
+  /// The driver's acquisition failed (`ec`) or was given up (operation_aborted): the callers
+  /// that left complete now, and the others get `ec`, before any clean-up runs.
+  void give_up(error_code ec);
+  /// Removes what the driver's txn made (`rev`, 0 when unknown), in the background as far as
+  /// callers go: counted in client::stats() (`cleaning`) and told as a lock_released event.
+  asio::awaitable<void> clean_up(std::int64_t rev);
   /// Gives the lock to the first waiter; `unlocked`: the unlock that passed it on, if any;
   /// `local`: the key was ours already (a hand-off without a round trip).
   void grant(asio::any_completion_handler<void(error_code)> unlocked = {}, bool local = false);
@@ -81,6 +90,12 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   /// waits (anywhere, as the view shows, or locally on its way to etcd): a stream of readers
   /// joining a held read key would starve the writer queued behind it.
   bool may_join() const;
+  /// shared: readers held back by a writer look again when the view changes (that writer may
+  /// have gone) or a writer of this session stops queueing. Registered once, with the view.
+  void watch_writers();
+  void recheck_readers();
+  /// The write side's queue stopped queueing or holding: the session's readers look again.
+  void poke_readers();
   bool busy() const { return shared ? holds > 0 : held(); }
   /// exclusive: whether a caller holds the lock through this queue.
   bool held() const { return !holder.expired(); }
@@ -186,6 +201,8 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   asio::steady_timer linger_timer;
   bool lingering = false;
   std::optional<std::uint64_t> linger_listener;
+  std::optional<std::uint64_t> writers_listener;  // shared: see watch_writers
+  std::int64_t queued_rev = 0;  // the driver's key while it waits for its turn, else 0
   std::optional<std::uint64_t> loss_listener;
 };
 
