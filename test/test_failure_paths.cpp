@@ -1,0 +1,101 @@
+// Failure paths of the lock recipes found by reading the code (issue #34): a clean-up cancelled by
+// the caller that started it, a session lost while an acquisition's txn is on the wire, and a lock
+// view read anew after its holder's key went in a watch gap. Against a real etcd; a TCP proxy
+// (test/support/tcp_proxy.hpp) slows or cuts one client off without touching the member.
+#define BOOST_TEST_MODULE coetcd_failure_paths
+#include "support/fixture.hpp"
+#include "support/tcp_proxy.hpp"
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+
+#include <algorithm>
+
+using namespace coetcd;
+using namespace coetcd::test;
+using namespace std::chrono_literals;
+using namespace boost::asio::experimental::awaitable_operators;
+
+BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
+
+namespace {
+
+client_options via(const tcp_proxy& p, std::chrono::milliseconds request_timeout) {
+  client_options o;
+  o.endpoints = {p.endpoint()};
+  o.request_timeout = request_timeout;
+  return o;
+}
+
+std::uint64_t sent(const client& c, const std::string& method) {
+  auto st = c.stats();
+  auto it = st.rpcs.find(method);
+  return it == st.rpcs.end() ? 0 : it->second.sent;
+}
+
+/// Waits up to `limit` until `prefix` holds `n` keys; whether it does.
+asio::awaitable<bool> keys_become(client& c, std::string prefix, std::int64_t n, std::chrono::milliseconds limit) {
+  auto until = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    if (co_await count_keys(c, prefix) == n) co_return true;
+    if (std::chrono::steady_clock::now() > until) co_return false;
+    co_await sleep_for(20ms);
+  }
+}
+
+using start_fn = std::function<void(asio::cancellation_slot, std::function<void(error_code)>)>;
+
+}  // namespace
+
+// a. An acquisition whose txn times out while still on its way (a proxy holds every byte 2 s
+// each way, the deadline is 1 s) cleans up by reading the key and deleting what it finds. The
+// caller cancels while that read is on the wire (a timeout of its own firing). The read used to
+// be cancelled with it: the clean-up gave up without a retry or a sweep, and the put that landed
+// a moment later stayed under the live lease, blocking the name for the session's life. A
+// clean-up now runs to its end whatever its caller does: the key goes once etcd answers again.
+BOOST_AUTO_TEST_CASE(a_cancel_during_a_failed_acquisitions_clean_up_leaves_no_key) {
+  tcp_proxy proxy(server().endpoint());
+  asio::io_context ioc;
+  client c(ioc, via(proxy, 1000ms));
+  client checker(ioc, options_for(server()));
+  run_for(ioc, [](tcp_proxy& proxy, client& c, client& checker) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, session_options{.ttl = 60s}, use_awaitable);
+    election e(s, "cleanup-cancel-election");
+    mutex m(s, "cleanup-cancel-mutex");
+    semaphore sem(s, "cleanup-cancel-semaphore", 2);
+    const std::vector<std::pair<std::string, start_fn>> kinds = {
+        {e.name(), [&e](asio::cancellation_slot slot, std::function<void(error_code)> done) {
+           e.async_campaign("v", asio::bind_cancellation_slot(slot, std::move(done)));
+         }},
+        {m.name(), [&m](asio::cancellation_slot slot, std::function<void(error_code)> done) {
+           m.async_lock(asio::bind_cancellation_slot(slot, std::move(done)));
+         }},
+        {sem.name(), [&sem](asio::cancellation_slot slot, std::function<void(error_code)> done) {
+           sem.async_acquire(1, asio::bind_cancellation_slot(slot, std::move(done)));
+         }},
+    };
+    for (const auto& [name, start] : kinds) {
+      BOOST_TEST_CONTEXT(name) {
+        const auto prefix = name + "/";
+        const auto reads_before = sent(c, "Range");
+        proxy.delay(2000ms);
+        asio::cancellation_signal sig;
+        auto got = std::make_shared<std::optional<error_code>>();
+        start(sig.slot(), [got](error_code ec) { *got = ec; });
+        // The txn's deadline passes at 1 s, and the clean-up's read goes out.
+        auto reading = [&c, reads_before] { return sent(c, "Range") > reads_before; };
+        BOOST_TEST_REQUIRE(co_await eventually(reading, 5s), "the clean-up never read the key");
+        BOOST_TEST(!got->has_value());
+        sig.emit(asio::cancellation_type::terminal);
+        // The put lands at 2 s, after the caller gave up on the clean-up.
+        BOOST_TEST_REQUIRE(co_await keys_become(checker, prefix, 1, 5s), "the late put never landed");
+        proxy.delay(0ms);
+        auto done = [got] { return got->has_value(); };
+        BOOST_TEST_REQUIRE(co_await eventually(done, 10s));
+        BOOST_TEST(**got, "an acquisition whose txn timed out succeeded");
+        BOOST_TEST(co_await keys_become(checker, prefix, 0, 8s), "the late put's key stayed under the live lease");
+      }
+    }
+    BOOST_TEST(!s.lost());
+    co_await s.async_close(use_awaitable);
+  }(proxy, c, checker), 120s);
+}
