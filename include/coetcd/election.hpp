@@ -18,6 +18,8 @@ struct election_state;
 /// order, on the same shared watch and local queue view as coetcd's mutex.
 ///
 /// The session must outlive the election. One operation at a time per election object.
+/// Destroying an election that leads resigns in the background (as a destroyed mutex unlocks);
+/// a campaign still pending then gives its proposal up instead of leading.
 ///
 /// Threads: initiating functions (async_*) and the destructor may be called from any thread;
 /// they hand their work to the client's strand. The accessors (is_leader(), revision(), …) read what the strand

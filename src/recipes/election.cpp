@@ -14,6 +14,7 @@ struct election_state {
   std::string key;     // prefix + hex(lease)
   bool leader = false;
   bool led_before_campaign = false;  // a campaign of a sitting leader only proclaims
+  bool orphaned = false;  // the election object is gone: a leadership won now is given up at once
   std::int64_t rev = 0;
   response_header header;
   std::shared_ptr<lock_view> view;
@@ -24,9 +25,12 @@ constexpr get_options first_create{.prefix = true, .limit = 1, .order = sort_ord
 
 namespace {
 
-/// No longer the leader: the key is not ours to keep any more.
+/// No longer the leader: the key is not ours to keep any more. Once only: a resign still on the
+/// wire when the object is destroyed must not give up a count that the destructor gave up.
 void step_down(election_state& e) {
+  if (!e.leader) return;
   e.leader = false;
+  e.rev = 0;
   auto& users = e.session->key_users;
   if (auto it = users.find(e.key); it != users.end() && --it->second <= 0) users.erase(it);
 }
@@ -71,8 +75,8 @@ asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::st
     else if (a.rev == 0) ec = error::session_lost;
     else ec = co_await wait_turn(s, e.view, e.prefix, e.key, a.rev, oldest_first);
   }
-  // Cancelled after the txn showed us oldest: the caller has moved on and would never resign.
-  if (!ec && co_await cancellation_requested()) ec = asio::error::operation_aborted;
+  // Cancelled after the txn showed us oldest, or the object is gone: nobody would ever resign.
+  if (!ec && (e.orphaned || co_await cancellation_requested())) ec = asio::error::operation_aborted;
   if (ec) {
     co_await release_key(s, e.key, a.rev);
     e.rev = 0;
@@ -109,9 +113,19 @@ asio::awaitable<error_code> resign(std::shared_ptr<election_state> ep) {
   guarded.late_copy_safe = true;
   auto [ec, r] = co_await batched_txn(e.session->impl, std::move(t), std::move(guarded));
   if (ec) co_return ec;  // still leader: the caller may retry
-  step_down(e);
+  step_down(e);  // a no-op if the object was destroyed meanwhile (it gave the key up)
   e.header = r.header;
   co_return error_code{};
+}
+
+/// Gives the leadership up in the background: for a caller that has moved on, or an object gone.
+void resign_later(const std::shared_ptr<election_state>& e) {
+  if (!e->leader) return;
+  e->leader = false;
+  auto resign = [](std::shared_ptr<election_state> e, std::int64_t rev) -> asio::awaitable<void> {
+    co_await release_key(*e->session, e->key, rev);
+  };
+  asio::co_spawn(e->session->impl->strand_, resign(e, std::exchange(e->rev, 0)), asio::detached);
 }
 
 }  // namespace
@@ -218,18 +232,24 @@ election::election(session& s, std::string_view name) : state_(std::make_shared<
   state_->key = state_->prefix + detail::lease_hex(s.lease());
 }
 
-election::~election() = default;
+election::~election() {
+  if (!state_) return;  // moved from
+  // As a mutex unlocks and a semaphore gives its permits back: a leadership nobody can resign
+  // would block the name, and its key's count would make the session's next election or mutex
+  // on the name adopt the key and never delete it.
+  auto e = std::move(state_);
+  auto& strand = e->session->impl->strand_;
+  asio::dispatch(strand, [e = std::move(e)] {
+    e->orphaned = true;
+    detail::resign_later(e);
+  });
+}
 
 void election::start_campaign(const std::shared_ptr<detail::election_state>& e, std::string v,
                               asio::any_completion_handler<void(error_code)> h) {
   // Leadership won for a caller that has moved on is resigned, or nobody would ever resign it.
   auto give_back = [e] {
-    if (!e->leader || e->led_before_campaign) return;
-    e->leader = false;
-    auto resign = [](std::shared_ptr<detail::election_state> e, std::int64_t rev) -> asio::awaitable<void> {
-      co_await detail::release_key(*e->session, e->key, rev);
-    };
-    asio::co_spawn(e->session->impl->strand_, resign(e, std::exchange(e->rev, 0)), asio::detached);
+    if (!e->led_before_campaign) detail::resign_later(e);
   };
   detail::spawn_grant_op(e->session->impl, detail::campaign(e, std::move(v)), std::move(h), std::move(give_back));
 }
