@@ -233,3 +233,32 @@ BOOST_AUTO_TEST_CASE(an_election_destroyed_while_leading_resigns) {
   }(c));
 }
 
+// g. A leader whose key someone deleted (by hand, or `etcdctl del`) has lost the leadership. A
+// campaign then says so (session_lost, as for a proposal that vanished while waiting) and resets
+// the state, so that the next campaign starts over and can win; before, it answered not_leader
+// and is_leader() stayed true for good.
+BOOST_AUTO_TEST_CASE(a_campaign_of_a_leader_whose_key_was_deleted_starts_over) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    election e(s, "elect-deleted");
+    co_await e.async_campaign("one", use_awaitable);
+    BOOST_TEST_REQUIRE(e.is_leader());
+    const auto first_rev = e.revision();
+    co_await c.async_delete(e.key(), use_awaitable);
+    auto [ec] = co_await e.async_campaign("two", asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == error::session_lost, ec.message());
+    BOOST_TEST(!e.is_leader());
+    BOOST_TEST(e.revision() == 0);
+    auto [pe] = co_await e.async_proclaim("three", asio::as_tuple(use_awaitable));
+    BOOST_TEST(pe == error::not_leader);
+    co_await e.async_campaign("four", use_awaitable);
+    BOOST_TEST(e.is_leader());
+    BOOST_TEST(e.revision() > first_rev);
+    auto l = co_await e.async_leader(use_awaitable);
+    BOOST_TEST(l.value == "four");
+    co_await e.async_resign(use_awaitable);
+    BOOST_TEST(co_await count_keys(c, "elect-deleted/") == 0);
+  }(c));
+}

@@ -53,7 +53,14 @@ asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::st
   auto& s = *e.session;
   e.led_before_campaign = e.leader;
   if (s.lost) co_return error::session_lost;
-  if (e.leader) co_return co_await put_value(e, value);
+  if (e.leader) {
+    // Our key is gone (deleted by hand, or with the lease): the leadership is lost. Say so as for
+    // a proposal that vanished while waiting, and start the next campaign from scratch.
+    auto ec = co_await put_value(e, value);
+    if (ec != error::not_leader) co_return ec;
+    step_down(e);
+    co_return error::session_lost;
+  }
   ++s.key_users[e.key];  // counted like a mutex's, so a clean-up never removes a newer campaign's key
   const std::shared_ptr<lock_view> no_view;  // named: see mutex.cpp on g++ 12.2 and temporaries
   const turn_rule oldest_first;
