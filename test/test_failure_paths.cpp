@@ -99,3 +99,53 @@ BOOST_AUTO_TEST_CASE(a_cancel_during_a_failed_acquisitions_clean_up_leaves_no_ke
     co_await s.async_close(use_awaitable);
   }(proxy, c, checker), 120s);
 }
+
+// e. The session is lost (here orphaned; a missed keepalive deadline ends it the same way) while
+// an acquisition's txn is on the wire (a proxy delays it 300 ms each way). Its loss was told to
+// the listeners before the acquisition registered one, so an acquisition whose txn showed it
+// first succeeded on the lost session, and one behind another holder waited, to win once that
+// holder left (or to hear of the loss only when the lease ran out). Now each fails with
+// session_lost as soon as its txn is back, and leaves no key.
+BOOST_AUTO_TEST_CASE(a_session_lost_while_the_acquiring_txn_is_on_the_wire_fails_the_acquisition) {
+  tcp_proxy proxy(server().endpoint());
+  asio::io_context ioc;
+  client c(ioc, via(proxy, 5000ms));
+  client direct(ioc, options_for(server()));
+  run_for(ioc, [](tcp_proxy& proxy, client& c, client& direct) -> asio::awaitable<void> {
+    auto other = co_await session::async_create(direct, session_options{.ttl = 60s}, use_awaitable);
+    for (int kind = 0; kind < 4; ++kind) {
+      const bool sem = kind >= 2, behind = kind % 2 == 1;
+      const std::string name =
+          std::string("lost-on-wire-") + (sem ? "semaphore" : "election") + (behind ? "-behind" : "-alone");
+      BOOST_TEST_CONTEXT(name) {
+        auto s = co_await session::async_create(c, session_options{.ttl = 60s}, use_awaitable);
+        election theirs_e(other, name), mine_e(s, name);
+        semaphore theirs_s(other, name, 1), mine_s(s, name, 1);
+        if (behind && sem) co_await theirs_s.async_acquire(1, use_awaitable);
+        if (behind && !sem) co_await theirs_e.async_campaign("theirs", use_awaitable);
+        const auto txns_before = sent(c, "Txn");
+        proxy.delay(300ms);
+        auto got = std::make_shared<std::optional<error_code>>();
+        auto record = [got](error_code ec) { *got = ec; };
+        if (sem) mine_s.async_acquire(1, record);
+        else mine_e.async_campaign("mine", record);
+        auto on_wire = [&c, txns_before] { return sent(c, "Txn") > txns_before; };
+        BOOST_TEST_REQUIRE(co_await eventually(on_wire, 5s));
+        s.orphan();
+        auto done = [got] { return got->has_value(); };
+        BOOST_TEST(co_await eventually(done, 3s), "the acquisition went on waiting under a lost session");
+        // A holder leaving now would let a wrongly waiting acquisition win.
+        if (behind && sem) co_await theirs_s.async_release(1, use_awaitable);
+        if (behind && !sem) co_await theirs_e.async_resign(use_awaitable);
+        BOOST_TEST_REQUIRE(co_await eventually(done, 5s));
+        BOOST_TEST(**got == error::session_lost, (*got)->message());
+        BOOST_TEST(!mine_e.is_leader());
+        BOOST_TEST(mine_s.held() == 0);
+        proxy.delay(0ms);
+        BOOST_TEST(co_await keys_become(direct, name + "/", 0, 5s), "the failed acquisition left its key");
+        co_await direct.async_lease_revoke(s.lease(), use_awaitable);  // orphaned: it would live 60 s
+      }
+    }
+    co_await other.async_close(use_awaitable);
+  }(proxy, c, direct), 90s);
+}

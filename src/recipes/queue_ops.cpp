@@ -256,6 +256,8 @@ asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_vie
     bool done = false;
     error_code ec;
   };
+  // Lost while our txn was on the wire: the loss was told before we could listen for it.
+  if (s.lost) co_return error::session_lost;
   auto o = std::make_shared<outcome>(outcome{asio::steady_timer(s.impl->strand_), false, {}});
   auto finish = [o](error_code ec) {
     if (o->done) return;
