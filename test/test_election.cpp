@@ -2,9 +2,12 @@
 #define BOOST_TEST_MODULE coetcd_election
 #include "support/fixture.hpp"
 
+#include <boost/asio/experimental/awaitable_operators.hpp>
+
 using namespace coetcd;
 using namespace coetcd::test;
 using namespace std::chrono_literals;
+using namespace boost::asio::experimental::awaitable_operators;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
@@ -176,5 +179,86 @@ BOOST_AUTO_TEST_CASE(etcdctl_elect_and_coetcd_see_each_other) {
     BOOST_TEST(next->value == "after-etcdctl");  // ...and ours began
     co_await e.async_resign(use_awaitable);
     BOOST_TEST(co_await count_keys(c, "elect-interop/") == 0);
+  }(c));
+}
+
+// b. An election destroyed while it leads resigns in the background, as a mutex unlocks and a
+// semaphore gives its permits back: the name is free for others at once, and the session's next
+// election or mutex on the name does not adopt a key whose count nobody will ever give back
+// (its resign or unlock would then leave the key in etcd until the session ends).
+BOOST_AUTO_TEST_CASE(an_election_destroyed_while_leading_resigns) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, session_options{.ttl = 60s}, use_awaitable);
+    auto other = co_await session::async_create(c, session_options{.ttl = 60s}, use_awaitable);
+    auto first = std::make_unique<election>(s, "elect-destroyed");
+    co_await first->async_campaign("first", use_awaitable);
+    BOOST_TEST_REQUIRE(first->is_leader());
+    first.reset();
+    // Another session wins once the key is gone; before the fix it waited for the 60 s lease.
+    election theirs(other, "elect-destroyed");
+    auto won = co_await (theirs.async_campaign("theirs", use_awaitable) || sleep_for(5s));
+    BOOST_TEST_REQUIRE(won.index() == 0u, "the destroyed leader's key still blocks the name");
+    co_await theirs.async_resign(use_awaitable);
+    // The session's next election and mutex on the name start from a clean count.
+    election again(s, "elect-destroyed");
+    co_await again.async_campaign("again", use_awaitable);
+    co_await again.async_resign(use_awaitable);
+    BOOST_TEST(co_await count_keys(c, "elect-destroyed/") == 0, "resign left the key to a count of the destroyed object");
+    mutex m(s, "elect-destroyed");
+    co_await m.async_lock(use_awaitable);
+    co_await m.async_unlock(use_awaitable);
+    BOOST_TEST(co_await count_keys(c, "elect-destroyed/") == 0, "unlock left the key to a count of the destroyed object");
+    // Destroyed while its campaign still waits: the campaign gives up and leaves no key.
+    election holder(other, "elect-destroyed");
+    co_await holder.async_campaign("holder", use_awaitable);
+    auto waiting = std::make_unique<election>(s, "elect-destroyed");
+    auto got = std::make_shared<std::optional<error_code>>();
+    waiting->async_campaign("waiting", [got](error_code ec) { *got = ec; });
+    auto two_keys = [&c]() -> asio::awaitable<bool> { co_return co_await count_keys(c, "elect-destroyed/") == 2; };
+    for (int i = 0; i < 200 && !co_await two_keys(); ++i) co_await sleep_for(10ms);
+    waiting.reset();
+    co_await holder.async_resign(use_awaitable);
+    auto done = [got] { return got->has_value(); };
+    BOOST_TEST_REQUIRE(co_await eventually(done, 5s));
+    BOOST_TEST(**got == asio::error::operation_aborted);
+    auto none = [&c]() -> asio::awaitable<bool> { co_return co_await count_keys(c, "elect-destroyed/") == 0; };
+    bool clean = co_await none();
+    for (int i = 0; i < 200 && !clean; ++i) {
+      co_await sleep_for(10ms);
+      clean = co_await none();
+    }
+    BOOST_TEST(clean, "a campaign that won for a destroyed object kept its key");
+  }(c));
+}
+
+// g. A leader whose key someone deleted (by hand, or `etcdctl del`) has lost the leadership. A
+// campaign then says so (session_lost, as for a proposal that vanished while waiting) and resets
+// the state, so that the next campaign starts over and can win; before, it answered not_leader
+// and is_leader() stayed true for good.
+BOOST_AUTO_TEST_CASE(a_campaign_of_a_leader_whose_key_was_deleted_starts_over) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    election e(s, "elect-deleted");
+    co_await e.async_campaign("one", use_awaitable);
+    BOOST_TEST_REQUIRE(e.is_leader());
+    const auto first_rev = e.revision();
+    co_await c.async_delete(e.key(), use_awaitable);
+    auto [ec] = co_await e.async_campaign("two", asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == error::session_lost, ec.message());
+    BOOST_TEST(!e.is_leader());
+    BOOST_TEST(e.revision() == 0);
+    auto [pe] = co_await e.async_proclaim("three", asio::as_tuple(use_awaitable));
+    BOOST_TEST(pe == error::not_leader);
+    co_await e.async_campaign("four", use_awaitable);
+    BOOST_TEST(e.is_leader());
+    BOOST_TEST(e.revision() > first_rev);
+    auto l = co_await e.async_leader(use_awaitable);
+    BOOST_TEST(l.value == "four");
+    co_await e.async_resign(use_awaitable);
+    BOOST_TEST(co_await count_keys(c, "elect-deleted/") == 0);
   }(c));
 }

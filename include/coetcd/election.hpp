@@ -18,6 +18,8 @@ struct election_state;
 /// order, on the same shared watch and local queue view as coetcd's mutex.
 ///
 /// The session must outlive the election. One operation at a time per election object.
+/// Destroying an election that leads resigns in the background (as a destroyed mutex unlocks);
+/// a campaign still pending then gives its proposal up instead of leading.
 ///
 /// Threads: initiating functions (async_*) and the destructor may be called from any thread;
 /// they hand their work to the client's strand. The accessors (is_leader(), revision(), …) read what the strand
@@ -32,7 +34,11 @@ class election {
 
   /// Becomes leader with `value` as proposal, waiting as long as others lead before us. When our
   /// key already exists with another value (say, an earlier campaign of this session), the value
-  /// is proclaimed. Handler: void(error_code). Errors: error::session_lost, transport errors.
+  /// is proclaimed. Handler: void(error_code). Errors: error::session_lost (the session ended,
+  /// or our proposal vanished: deleted by hand, or with the lease), transport errors. A campaign
+  /// of a sitting leader only proclaims `value`; when our key is gone by then, the leadership is
+  /// lost: it fails with error::session_lost, is_leader() turns false, and the next campaign
+  /// starts over with a new key.
   /// Cancellation: terminal, partial, total; our proposal is deleted before the handler runs.
   template <class CompletionToken = asio::deferred_t>
   auto async_campaign(std::string_view value, CompletionToken&& token = {}) {

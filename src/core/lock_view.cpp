@@ -132,6 +132,9 @@ asio::awaitable<void> lock_view_core::run() {
           order_.emplace(kv.create_revision, kv.key);
           keys_.emplace(kv.key, std::move(kv));
         }
+        // A holder whose key went in the gap (its delete event compacted away) is no holder any
+        // more: kept, it would park every later exclusive enqueue for a release that never comes.
+        std::erase_if(holding_, [this](const std::string& key) { return !keys_.contains(key); });
         ready_ = true;
         changed(true);
         while (!stopped_) {

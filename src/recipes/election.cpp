@@ -14,6 +14,7 @@ struct election_state {
   std::string key;     // prefix + hex(lease)
   bool leader = false;
   bool led_before_campaign = false;  // a campaign of a sitting leader only proclaims
+  bool orphaned = false;  // the election object is gone: a leadership won now is given up at once
   std::int64_t rev = 0;
   response_header header;
   std::shared_ptr<lock_view> view;
@@ -24,9 +25,12 @@ constexpr get_options first_create{.prefix = true, .limit = 1, .order = sort_ord
 
 namespace {
 
-/// No longer the leader: the key is not ours to keep any more.
+/// No longer the leader: the key is not ours to keep any more. Once only: a resign still on the
+/// wire when the object is destroyed must not give up a count that the destructor gave up.
 void step_down(election_state& e) {
+  if (!e.leader) return;
   e.leader = false;
+  e.rev = 0;
   auto& users = e.session->key_users;
   if (auto it = users.find(e.key); it != users.end() && --it->second <= 0) users.erase(it);
 }
@@ -50,7 +54,14 @@ asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::st
   auto& s = *e.session;
   e.led_before_campaign = e.leader;
   if (s.lost) co_return error::session_lost;
-  if (e.leader) co_return co_await put_value(e, value);
+  if (e.leader) {
+    // Our key is gone (deleted by hand, or with the lease): the leadership is lost. Say so as for
+    // a proposal that vanished while waiting, and start the next campaign from scratch.
+    auto ec = co_await put_value(e, value);
+    if (ec != error::not_leader) co_return ec;
+    step_down(e);
+    co_return error::session_lost;
+  }
   ++s.key_users[e.key];  // counted like a mutex's, so a clean-up never removes a newer campaign's key
   const std::shared_ptr<lock_view> no_view;  // named: see mutex.cpp on g++ 12.2 and temporaries
   const turn_rule oldest_first;
@@ -67,13 +78,16 @@ asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::st
     const auto& mine = a.txn.responses.at(0).get().kvs;
     if (mine.empty() || mine.front().value != value) ec = co_await put_value(e, value);
   }
+  // Lost while the txn was on the wire (orphaned, or its keepalive deadline passed): the loss
+  // was told before anything of ours listened, and a txn that showed us oldest would lead on it.
+  if (!ec && s.lost) ec = error::session_lost;
   if (!ec && !a.owner) {
     if (co_await cancellation_requested()) ec = asio::error::operation_aborted;
     else if (a.rev == 0) ec = error::session_lost;
     else ec = co_await wait_turn(s, e.view, e.prefix, e.key, a.rev, oldest_first);
   }
-  // Cancelled after the txn showed us oldest: the caller has moved on and would never resign.
-  if (!ec && co_await cancellation_requested()) ec = asio::error::operation_aborted;
+  // Cancelled after the txn showed us oldest, or the object is gone: nobody would ever resign.
+  if (!ec && (e.orphaned || co_await cancellation_requested())) ec = asio::error::operation_aborted;
   if (ec) {
     co_await release_key(s, e.key, a.rev);
     e.rev = 0;
@@ -110,9 +124,19 @@ asio::awaitable<error_code> resign(std::shared_ptr<election_state> ep) {
   guarded.late_copy_safe = true;
   auto [ec, r] = co_await batched_txn(e.session->impl, std::move(t), std::move(guarded));
   if (ec) co_return ec;  // still leader: the caller may retry
-  step_down(e);
+  step_down(e);  // a no-op if the object was destroyed meanwhile (it gave the key up)
   e.header = r.header;
   co_return error_code{};
+}
+
+/// Gives the leadership up in the background: for a caller that has moved on, or an object gone.
+void resign_later(const std::shared_ptr<election_state>& e) {
+  if (!e->leader) return;
+  e->leader = false;
+  auto resign = [](std::shared_ptr<election_state> e, std::int64_t rev) -> asio::awaitable<void> {
+    co_await release_key(*e->session, e->key, rev);
+  };
+  asio::co_spawn(e->session->impl->strand_, resign(e, std::exchange(e->rev, 0)), asio::detached);
 }
 
 }  // namespace
@@ -219,18 +243,24 @@ election::election(session& s, std::string_view name) : state_(std::make_shared<
   state_->key = state_->prefix + detail::lease_hex(s.lease());
 }
 
-election::~election() = default;
+election::~election() {
+  if (!state_) return;  // moved from
+  // As a mutex unlocks and a semaphore gives its permits back: a leadership nobody can resign
+  // would block the name, and its key's count would make the session's next election or mutex
+  // on the name adopt the key and never delete it.
+  auto e = std::move(state_);
+  auto& strand = e->session->impl->strand_;
+  asio::dispatch(strand, [e = std::move(e)] {
+    e->orphaned = true;
+    detail::resign_later(e);
+  });
+}
 
 void election::start_campaign(const std::shared_ptr<detail::election_state>& e, std::string v,
                               asio::any_completion_handler<void(error_code)> h) {
   // Leadership won for a caller that has moved on is resigned, or nobody would ever resign it.
   auto give_back = [e] {
-    if (!e->leader || e->led_before_campaign) return;
-    e->leader = false;
-    auto resign = [](std::shared_ptr<detail::election_state> e, std::int64_t rev) -> asio::awaitable<void> {
-      co_await detail::release_key(*e->session, e->key, rev);
-    };
-    asio::co_spawn(e->session->impl->strand_, resign(e, std::exchange(e->rev, 0)), asio::detached);
+    if (!e->led_before_campaign) detail::resign_later(e);
   };
   detail::spawn_grant_op(e->session->impl, detail::campaign(e, std::move(v)), std::move(h), std::move(give_back));
 }

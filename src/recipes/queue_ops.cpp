@@ -214,17 +214,39 @@ asio::awaitable<void> sweep_late_put(std::shared_ptr<session_state> s, std::stri
 
 }  // namespace
 
+namespace {
+
+/// Runs a clean-up as a coroutine of its own, with no cancellation slot, and waits for its end.
+/// A clean-up awaited inside a cancellable operation shares that operation's cancellation state,
+/// and reset_cancellation_state keeps it connected to the caller's slot: a caller's timeout
+/// firing mid-way used to cancel the clean-up's read or delete, which then returned with our key
+/// still under the live lease. Nothing a caller does may cut a clean-up short.
+template <class T>
+asio::awaitable<T> run_to_end(session_state& s, asio::awaitable<T> body) {
+  co_return co_await asio::co_spawn(s.impl->strand_, std::move(body),
+                                    asio::bind_cancellation_slot(asio::cancellation_slot(), use_awaitable));
+}
+
+asio::awaitable<std::int64_t> delete_now(std::shared_ptr<session_state> sp, std::string key, std::int64_t rev);
+
+// `deleting` is made by the caller, so the key counts as being deleted from the moment its last
+// user gives it up, whenever this coroutine starts.
+asio::awaitable<void> release_now(std::shared_ptr<session_state> s, std::string key, std::int64_t rev,
+                                  std::unique_ptr<delete_in_flight> deleting) {
+  const auto deleted_at = co_await delete_now(s, key, rev);
+  deleting.reset();
+  if (rev == 0 && deleted_at != 0)
+    asio::co_spawn(s->impl->strand_, sweep_late_put(s, key, deleted_at), asio::detached);
+}
+
+}  // namespace
+
 asio::awaitable<void> release_key(session_state& s, const std::string& key, std::int64_t rev) {
   auto& users = s.key_users[key];
   if (--users > 0) co_return;
   s.key_users.erase(key);
-  std::int64_t deleted_at = 0;
-  {
-    delete_in_flight deleting(s, key);
-    deleted_at = co_await delete_key(s, key, rev);
-  }
-  if (rev == 0 && deleted_at != 0)
-    asio::co_spawn(s.impl->strand_, sweep_late_put(s.shared_from_this(), key, deleted_at), asio::detached);
+  auto deleting = std::make_unique<delete_in_flight>(s, key);
+  co_await run_to_end(s, release_now(s.shared_from_this(), key, rev, std::move(deleting)));
 }
 
 asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_view>& view, const std::string& prefix,
@@ -235,6 +257,8 @@ asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_vie
     bool done = false;
     error_code ec;
   };
+  // Lost while our txn was on the wire: the loss was told before we could listen for it.
+  if (s.lost) co_return error::session_lost;
   auto o = std::make_shared<outcome>(outcome{asio::steady_timer(s.impl->strand_), false, {}});
   auto finish = [o](error_code ec) {
     if (o->done) return;
@@ -264,7 +288,13 @@ bool may_pass(const error_code& ec) {
 }
 
 asio::awaitable<std::int64_t> delete_key(session_state& s, const std::string& key, std::int64_t rev) {
-  co_await asio::this_coro::reset_cancellation_state();
+  co_return co_await run_to_end(s, delete_now(s.shared_from_this(), key, rev));
+}
+
+namespace {
+
+asio::awaitable<std::int64_t> delete_now(std::shared_ptr<session_state> sp, std::string key, std::int64_t rev) {
+  auto& s = *sp;
   // Every delete is guarded by the revision it removes: a copy may still be on its way after a
   // resend (held in a partition), and a plain one arriving after a later lock of ours made the
   // key again would remove that lock's key while it is held. Without a revision (the outcome of
@@ -301,6 +331,8 @@ asio::awaitable<std::int64_t> delete_key(session_state& s, const std::string& ke
     co_await pause.async_wait(as_result);
   }
 }
+
+}  // namespace
 
 std::string lease_hex(std::int64_t id) {
   char buf[24];

@@ -53,7 +53,8 @@ asio::awaitable<acquire_result> acquire_or_abandon(const std::shared_ptr<session
 /// This lock or campaign no longer uses `key`: deletes it unless another one of the session
 /// still does. `rev` guards the delete when known, so a newer key is never removed. `rev` 0
 /// means the txn that may have made the key has an unknown outcome: a put of it that lands
-/// after the delete is swept up later (at 1, 4 and 14 s; see sweep_late_put).
+/// after the delete is swept up later (at 1, 4 and 14 s; see sweep_late_put). The delete runs
+/// as its own coroutine: cancelling the caller never cuts it short (see delete_key).
 asio::awaitable<void> release_key(session_state& s, const std::string& key, std::int64_t rev);
 
 /// Waits until our key (created at `rev`) has its turn under `rule`: it is the oldest under the
@@ -70,9 +71,10 @@ inline std::chrono::milliseconds retry_pause(int attempt) {
   return std::chrono::milliseconds(attempt < 4 ? 250 << attempt : 4000);
 }
 
-/// Deletes our key, guarded by its create revision when known. Runs even when the calling
-/// operation was cancelled; retried through an outage while the session lives. Returns the
-/// revision of the delete's txn, or 0 when it never got through.
+/// Deletes our key, guarded by its create revision when known. Runs to its end even when the
+/// calling operation is cancelled before or during it (a coroutine of its own, with no
+/// cancellation slot, that the caller awaits); retried through an outage while the session
+/// lives. Returns the revision of the delete's txn, or 0 when it never got through.
 asio::awaitable<std::int64_t> delete_key(session_state& s, const std::string& key, std::int64_t rev);
 
 std::string lease_hex(std::int64_t id);

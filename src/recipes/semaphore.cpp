@@ -108,6 +108,8 @@ asio::awaitable<error_code> acquire_permits(std::shared_ptr<semaphore_state> mp,
   bump(m.counters->waiting);
   auto a = co_await acquire_or_abandon(m.session, m.prefix, key, value, via, cancellable, rule);
   error_code ec = a.ec;
+  // Lost while the txn was on the wire: the loss was told before anything of ours listened.
+  if (!ec && s.lost) ec = error::session_lost;
   if (!ec && !a.owner && a.undecided && try_only) {
     // The read was cut inside our revision's group: read every key up to ours, as of the txn.
     auto [rec, r] = co_await get_on(s.impl, m.prefix,
@@ -127,6 +129,7 @@ asio::awaitable<error_code> acquire_permits(std::shared_ptr<semaphore_state> mp,
   bump(m.counters->waiting, -1);
   // Cancelled after the read showed our turn: the caller has moved on and would never release.
   if (!ec && (m.orphaned || co_await cancellation_requested())) ec = asio::error::operation_aborted;
+  if (!ec && s.lost) ec = error::session_lost;  // lost during a try's second read
   if (ec) {
     // a.rev 0: the txn failed and its outcome is unknown; release_key sweeps a late put up.
     if (!a.abandoned) co_await release_key(s, key, a.rev);
