@@ -84,7 +84,9 @@ BOOST_AUTO_TEST_CASE(a_cancel_during_a_failed_acquisitions_clean_up_leaves_no_ke
         // The txn's deadline passes at 1 s, and the clean-up's read goes out.
         auto reading = [&c, reads_before] { return sent(c, "Range") > reads_before; };
         BOOST_TEST_REQUIRE(co_await eventually(reading, 5s), "the clean-up never read the key");
-        BOOST_TEST(!got->has_value());
+        // A mutex's callers complete before its clean-up (nobody waits for one: #34 d); the
+        // others still wait for theirs, and this cancel reaches them in the middle of it.
+        BOOST_TEST((!got->has_value() || name == m.name()));
         sig.emit(asio::cancellation_type::terminal);
         // The put lands at 2 s, after the caller gave up on the clean-up.
         BOOST_TEST_REQUIRE(co_await keys_become(checker, prefix, 1, 5s), "the late put never landed");

@@ -40,6 +40,16 @@ BOOST_AUTO_TEST_CASE(session_grants_keeps_and_revokes) {
     BOOST_TEST(adopted.lease() == l.id);
     BOOST_TEST(adopted.ttl().count() == 30);
     std::int64_t id = adopted.lease();
+    // A second session of this client on the same lease would queue its locks apart from the
+    // first's on one key, and both would hold (#34): refused.
+    auto [e2, twice] = co_await session::async_create(c, session_options{.lease = l.id}, asio::as_tuple(use_awaitable));
+    BOOST_TEST(e2 == error::lease_in_use, e2.message());
+    {
+      mutex first(adopted, "adopt-twice");
+      co_await first.async_lock(use_awaitable);
+      BOOST_TEST(first.held());
+      co_await first.async_unlock(use_awaitable);
+    }
     adopted = session();  // destroying revokes in the background
     co_await sleep_for(300ms);
     auto revoked = co_await c.async_lease_time_to_live(id, use_awaitable);

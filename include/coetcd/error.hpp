@@ -48,6 +48,7 @@ enum class error {
   no_leader,              ///< an election currently has no leader
   permits_mismatch,       ///< semaphore: a holder or waiter of the same name counts other permits
   foreign_key,            ///< semaphore: a key under the name is not an acquisition (a nested name?)
+  lease_in_use,           ///< session: a live session of this client already keeps the lease to adopt
 };
 
 const boost::system::error_category& etcd_category() noexcept;

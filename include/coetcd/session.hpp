@@ -34,7 +34,11 @@ class session {
  public:
   /// Grants a lease (or adopts options.lease) and starts keeping it alive.
   /// Handler: void(error_code, session). Errors: error::invalid_argument (ttl <= 0 or above etcd's 9e9 s),
-  /// error::lease_not_found (adopted lease does not exist), transport errors.
+  /// error::lease_not_found (adopted lease does not exist), error::lease_in_use (a live session of
+  /// this client keeps that lease: its locks queue their callers locally behind one key per
+  /// name, so a second session on the lease would queue apart and hold beside it), transport
+  /// errors. As with Go's sessions, a lease adopted by another client or process is the same
+  /// holder as far as etcd can tell: locks of one name under it do not exclude each other.
   template <class CompletionToken = asio::deferred_t>
   static auto async_create(client& c, session_options options = {}, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, session)>(

@@ -13,6 +13,7 @@
 #include <boost/asio/execution_context.hpp>
 #include <boost/asio/query.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -281,6 +282,13 @@ void client_impl::close_now() {
   // Every started operation was cancelled above, so the queue drains promptly.
   cq_.Shutdown();
   if (cq_thread_.joinable() && cq_thread_.get_id() != std::this_thread::get_id()) cq_thread_.join();
+}
+
+bool client_impl::keeps_lease(std::int64_t lease) const {
+  return std::any_of(sessions_.begin(), sessions_.end(), [lease](const auto& w) {
+    auto s = w.lock();
+    return s && !s->lost && s->lease == lease;
+  });
 }
 
 void client_impl::adopt(const std::shared_ptr<session_state>& s) {

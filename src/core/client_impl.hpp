@@ -240,6 +240,8 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 
   /// A session made by this client: it ends in close(), there and then. On strand.
   void adopt(const std::shared_ptr<session_state>& s);
+  /// Whether a live session of this client keeps `lease`. On strand.
+  bool keeps_lease(std::int64_t lease) const;
 
  private:
   void cq_loop();

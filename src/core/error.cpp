@@ -49,6 +49,9 @@ class etcd_category_impl final : public boost::system::error_category {
       case error::foreign_key:
         return "a key under the semaphore's name is not one of its acquisitions (does another lock's name start "
                "with this name and \"/\"?)";
+      case error::lease_in_use:
+        return "a live session of this client already keeps this lease: share that session instead of adopting "
+               "the lease again (two would queue apart on one lock key, and both would hold)";
     }
     return "unknown etcd error " + std::to_string(ev);
   }

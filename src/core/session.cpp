@@ -64,6 +64,9 @@ asio::awaitable<std::tuple<error_code, session>> create(std::shared_ptr<client_i
     id = g.id;
     ttl = g.ttl;
   }
+  // Checked after the last await, and registered in the same turn: two adoptions of one lease
+  // racing cannot both pass.
+  if (o.lease != 0 && c->keeps_lease(id)) co_return std::make_tuple(make_error_code(error::lease_in_use), session());
   auto s = std::make_shared<session_state>();
   s->impl = c;
   c->adopt(s);
