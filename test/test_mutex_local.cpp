@@ -444,8 +444,19 @@ BOOST_AUTO_TEST_CASE(a_waiter_cancelled_during_an_outage_does_not_block_the_name
       return std::int64_t(-1);
     };
     const auto cleaning_while_paused = cleaning();
+    // While that clean-up waits out the outage, a new timed lock of the session (which waits
+    // for the delete before it queues) still returns at its deadline.
+    std::optional<error_code> again;
+    asio::cancellation_signal sig2;
+    mb.async_lock(asio::bind_cancellation_slot(sig2.slot(), [&again](error_code ec) { again = ec; }));
+    co_await sleep_for(100ms);
+    sig2.emit(asio::cancellation_type::terminal);
+    std::function<bool()> returned = [&again] { return again.has_value(); };
+    const bool again_in_time = co_await eventually(std::move(returned), 500ms);
     co_await sleep_for(1500ms);  // b's clean-up delete fails at least once
     server().resume();
+    BOOST_TEST(again_in_time, "a timed lock behind a clean-up waited for it");
+    BOOST_TEST((again && *again == asio::error::operation_aborted));
     BOOST_TEST(in_time, "the cancelled lock waited for its clean-up through the outage");
     BOOST_TEST(cleaning_while_paused == 1);
     for (int i = 0; i < 500 && !rb->has_value(); ++i) co_await sleep_for(10ms);
@@ -650,5 +661,36 @@ BOOST_AUTO_TEST_CASE(only_a_hand_off_after_a_fenced_holder_costs_a_write) {
     BOOST_TEST(d.fencing_token() > token_a);
     co_await d.async_unlock(use_awaitable);
     co_await expect_no_keys(c, name);
+  }(c));
+}
+
+// A mutex and an election of one session on one name share the key (Go's layout). A fenced
+// holder's unlock then keeps the key for the election; the next lock of the session adopts it
+// and must still move the fence first, and the fence's put keeps the election's value.
+BOOST_AUTO_TEST_CASE(a_fence_moves_on_a_key_an_election_of_the_session_keeps) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    const std::string name = "fence-elect";
+    election e(s, name);
+    mutex a(s, name), b(s, name);
+    co_await e.async_campaign("leader-value", use_awaitable);
+    co_await a.async_lock(use_awaitable);
+    const auto stale = txn().when(a.is_owner()).then(txn_op::put(name + "-data", "from a"));
+    co_await a.async_unlock(use_awaitable);  // the election keeps the key: no delete
+    BOOST_TEST(co_await count_keys(c, name + "/") == 1);
+    co_await b.async_lock(use_awaitable);
+    auto late = co_await c.async_txn(stale, use_awaitable);
+    BOOST_TEST(!late.succeeded, "a's fence passed under b, on the key the election kept");
+    auto own = co_await c.async_txn(txn().when(b.is_owner()).then(txn_op::put(name + "-data", "from b")), use_awaitable);
+    BOOST_TEST(own.succeeded);
+    auto got = co_await c.async_get(b.key(), {}, use_awaitable);
+    BOOST_TEST_REQUIRE(got.kvs.size() == 1u);
+    BOOST_TEST(got.kvs.front().value == "leader-value", "the fence's put overwrote the election's value");
+    co_await b.async_unlock(use_awaitable);
+    co_await e.async_resign(use_awaitable);
+    co_await expect_no_keys(c, name);
+    co_await c.async_delete(name + "-data", {}, use_awaitable);
   }(c));
 }

@@ -24,7 +24,8 @@ struct mutex_options {
   std::size_t fair_handoffs = 1000;
   std::chrono::milliseconds fair_hold{50};
   /// After the last local unlock, keep the key this long while no other session waits, so a
-  /// lock of the same name soon after costs no RPC. Zero (the default): release at once.
+  /// lock of the same name soon after costs no RPC (one put if the last holder asked for a
+  /// fence). Zero (the default): release at once.
   /// A waiter of another session ends the linger at once (one delete). The cost: a process that
   /// crashes while lingering blocks the name until its session's TTL runs out, as a crash while
   /// holding does.
@@ -78,8 +79,10 @@ class mutex {
   }
 
   /// Takes the lock if it is free, without waiting. Handler: void(error_code): error::locked when
-  /// another caller of this process holds it or waits for it, or another session holds it (no
-  /// key is left behind). Costs no RPC when this session's key is already the owner (lingering).
+  /// another caller of this process holds it or waits for it, or another session holds it (a key
+  /// the try made is deleted in the background, as a cancelled lock's is). Costs no RPC when this
+  /// session's key is already the owner (lingering), but one put when the hold before it asked
+  /// for a fence.
   template <class CompletionToken = asio::deferred_t>
   auto async_try_lock(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(

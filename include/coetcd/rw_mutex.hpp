@@ -42,7 +42,8 @@ class rw_mutex {
     return start(token, write_, op::lock);
   }
   /// Takes the lock exclusively if nobody holds or waits for it, without waiting.
-  /// Handler: void(error_code): error::locked otherwise (no key is left behind).
+  /// Handler: void(error_code): error::locked otherwise (a key the try made is deleted in the
+  /// background).
   template <class CompletionToken = asio::deferred_t>
   auto async_try_lock(CompletionToken&& token = {}) {
     return start(token, write_, op::try_lock);
@@ -60,7 +61,8 @@ class rw_mutex {
     return start(token, read_, op::lock);
   }
   /// Takes the lock shared if no writer holds it or waits for it, without waiting.
-  /// Handler: void(error_code): error::locked otherwise (no key is left behind).
+  /// Handler: void(error_code): error::locked otherwise (a key the try made is deleted in the
+  /// background).
   template <class CompletionToken = asio::deferred_t>
   auto async_try_lock_shared(CompletionToken&& token = {}) {
     return start(token, read_, op::try_lock);

@@ -68,7 +68,7 @@ asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::st
   const bool cancellable = co_await can_be_cancelled();
   auto a = co_await acquire_or_abandon(e.session, e.prefix, e.key, value, no_view, cancellable, oldest_first);
   if (a.ec) {
-    if (!a.abandoned) co_await release_key(s, e.key, 0);  // the txn may have been applied
+    if (!a.abandoned) release_key_later(s, e.key, 0);  // the txn may have been applied
     co_return a.ec;
   }
   e.rev = a.rev;
@@ -89,7 +89,7 @@ asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::st
   // Cancelled after the txn showed us oldest, or the object is gone: nobody would ever resign.
   if (!ec && (e.orphaned || co_await cancellation_requested())) ec = asio::error::operation_aborted;
   if (ec) {
-    co_await release_key(s, e.key, a.rev);
+    release_key_later(s, e.key, a.rev);  // nobody waits for it: see release_key_later
     e.rev = 0;
     co_return ec == error::not_leader ? make_error_code(error::session_lost) : ec;
   }

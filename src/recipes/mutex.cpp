@@ -73,7 +73,8 @@ void mutex_queue::lock(std::shared_ptr<mutex_state> by, bool try_only, bool canc
     if (may_join()) return grant_all({}, true);
     // Our read key waits for its turn and a writer queued after it: this reader comes after
     // that writer.
-    if (state == key_state::acquiring && queued_rev != 0 && view->core().has_keys_under_after(blockers, queued_rev))
+    if (state == key_state::acquiring && queued_rev != 0 &&
+        (view->core().has_keys_under_after(blockers, queued_rev) || own_writer_after(queued_rev)))
       waiters.back().late = true;
     if (state == key_state::none) start_driver();
     return;
@@ -93,9 +94,10 @@ void mutex_queue::cancel_waiter(std::uint64_t id) {
   auto h = std::move(it->done);
   waiters.erase(it);
   count_waiting();
-  // Nobody is left to take the key the driver is after: stop it. The last caller completes once
-  // the driver has cleaned up, so that when its handler runs the key is gone (unless its put was
-  // still on the wire: then the put is abandoned and its key deleted as soon as it completes).
+  // Nobody is left to take the key the driver is after: stop it. The last caller completes when
+  // the driver sees the cancellation (its clean-up then goes on in the background: give_up), or
+  // at once when its put is still on the wire (the put is abandoned, its key deleted when it
+  // completes).
   if (waiters.empty() && state == key_state::acquiring && driver_cancellable) {
     parting.emplace_back(std::move(h), asio::error::operation_aborted);
     return driver_cancel.emit(asio::cancellation_type::terminal);
@@ -117,6 +119,7 @@ void mutex_queue::start_driver() {
 void mutex_queue::spawn_driver() {
   if (waiters.empty()) {  // everyone left before it started
     state = key_state::none;
+    poke_readers();
     return complete_parting();
   }
   ++session->key_users[key];
@@ -149,15 +152,19 @@ asio::awaitable<void> mutex_queue::drive() {
   if (a.ec) {
     // The txn may have been applied: remove what it may have made (abandoned: its side task does).
     give_up(a.ec);
-    if (!a.abandoned) co_await clean_up(0);
-    co_return acquire_failed(asio::error::operation_aborted);
+    if (!a.abandoned) clean_up(0);
+    co_return acquire_failed();
   }
+  // A try_lock refused while alone completes once its key is gone: a try is no timed wait (etcd
+  // has just answered), and a process that exits on `locked` must leave no key behind.
+  std::optional<asio::any_completion_handler<void(error_code)>> refused;  // emplaced: pitfall 1
   if (!a.owner) {
     if (try_id && !waiters.empty() && waiters.front().id == *try_id) {
       auto h = std::move(waiters.front().done);
       waiters.pop_front();
       count_waiting();
-      s.impl->complete(std::move(h), error::locked);
+      if (waiters.empty()) refused.emplace(std::move(h));
+      else s.impl->complete(std::move(h), error::locked);
     }
     error_code ec;
     if (waiters.empty() || co_await cancellation_requested()) ec = asio::error::operation_aborted;
@@ -169,8 +176,9 @@ asio::awaitable<void> mutex_queue::drive() {
     }
     if (ec) {
       give_up(ec);
-      co_await clean_up(a.rev);
-      co_return acquire_failed(asio::error::operation_aborted);
+      if (refused) clean_up(a.rev, std::move(*refused));
+      else clean_up(a.rev);
+      co_return acquire_failed();
     }
   }
   acquired(a.rev, a.mod_rev, a.txn.header);
@@ -185,48 +193,52 @@ void mutex_queue::give_up(error_code ec) {
   if (ec != asio::error::operation_aborted) fail_all(ec);
 }
 
-asio::awaitable<void> mutex_queue::clean_up(std::int64_t r) {
-  auto& impl = *session->impl;
-  const auto since = clock::now();
+void mutex_queue::clean_up(std::int64_t r, asio::any_completion_handler<void(error_code)> refused) {
+  // Not awaited: the driver is done as soon as the key stops counting as ours, so a caller that
+  // comes (and maybe gives up) while the delete waits out an outage gets a driver of its own.
   bump(counters->cleaning);
-  co_await release_key(*session, key, r);
-  bump(counters->cleaning, -1);
-  if (impl.wants_events())
-    impl.emit({.kind = event_kind::lock_released, .name = name, .key = key,
-               .detail = "clean-up after callers that gave up (the key deleted in the background)",
-               .lease = session->lease, .revision = r,
-               .duration = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - since)});
+  // std::function copies its target: the move-only handler travels behind a shared_ptr.
+  auto then = std::make_shared<asio::any_completion_handler<void(error_code)>>(std::move(refused));
+  release_key_later(*session, key, r, [self = shared_from_this(), r, then, since = clock::now()](bool deleted) {
+    bump(self->counters->cleaning, -1);
+    auto& impl = *self->session->impl;
+    if (*then) impl.complete(std::move(*then), error::locked);
+    if (deleted && impl.wants_events())
+      impl.emit({.kind = event_kind::lock_released, .name = self->name, .key = self->key,
+                 .detail = "clean-up after callers that gave up (the key deleted in the background)",
+                 .lease = self->session->lease, .revision = r,
+                 .duration = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - since)});
+  });
 }
 
 void mutex_queue::complete_parting() {
   for (auto& [h, ec] : std::exchange(parting, {})) session->impl->complete(std::move(h), ec);
 }
 
-void mutex_queue::acquire_failed(error_code ec) {
+void mutex_queue::acquire_failed() {
   state = key_state::none;
   poke_readers();
   complete_parting();
-  if (ec == asio::error::operation_aborted) {
-    // Cancelled because the queue ran empty; callers that came since need a new driver. Not
-    // from inside this one: its cancellation slot is the one the next driver takes.
-    if (!waiters.empty()) {
-      state = key_state::acquiring;
-      asio::post(session->impl->strand_, [self = shared_from_this()] { self->spawn_driver(); });
-    }
-    return;
+  // Callers that came since the driver gave up need a new driver. Not from inside this one:
+  // its cancellation slot is the one the next driver takes.
+  if (!waiters.empty()) {
+    state = key_state::acquiring;
+    asio::post(session->impl->strand_, [self = shared_from_this()] { self->spawn_driver(); });
   }
-  fail_all(ec);
 }
 
 void mutex_queue::acquired(std::int64_t r, std::int64_t m, response_header h) {
   state = key_state::owned;
+  // The same key again (an election of the session kept it across our release): a fence asked
+  // before still has to move. A new key has a new create revision, and mod revision with it.
+  // An election's rewrite seen while we queued (key_rewritten) may be newer than our txn's read.
+  if (r != rev) fence_due = false;
   rev = r;
-  mod_rev = m;
+  mod_rev = std::max(m, mod_rev);
   // Every holder before us (of any session, coetcd's tokens) had its token before its key's
   // delete, which came before our turn: the txn that found us the oldest, or the view that saw
   // that delete, is at a later revision.
   fence = std::max(h.revision, view ? view->core().revision() : 0);
-  fence_due = false;
   header = std::move(h);
   foreign_since.reset();
   handoffs_since_foreign = 0;
@@ -236,6 +248,8 @@ void mutex_queue::acquired(std::int64_t r, std::int64_t m, response_header h) {
     return;
   }
   if (shared) return grant_all();
+  if (fence_due && readers.empty()) return start_refence({}, waiters.front().by->options);
+  fence_due = false;
   grant();
 }
 
@@ -250,11 +264,13 @@ bool mutex_queue::may_join() const {
 }
 
 void mutex_queue::grant_all(asio::any_completion_handler<void(error_code)> unlocked, bool local) {
-  // Joining a held key (local) needs no writer anywhere: then nobody is late.
+  // Joining a held key (local) needs no writer anywhere, and the writer a late reader came
+  // after may have gone since: then nobody is late.
+  const bool keep_late = !local && !may_join();
   std::list<waiter> all;
   for (auto it = waiters.begin(); it != waiters.end();) {
     auto next = std::next(it);
-    if (local || !it->late) all.splice(all.end(), waiters, it);
+    if (!keep_late || !it->late) all.splice(all.end(), waiters, it);
     it = next;
   }
   count_waiting();
@@ -326,6 +342,7 @@ void mutex_queue::grant(asio::any_completion_handler<void(error_code)> unlocked,
   held_since = clock::now();
   bump(counters->acquired);
   if (local) bump(counters->handoffs);
+  if (std::exchange(fence_moved, false)) bump(counters->fenced_handoffs);
   counters->record_wait(held_since - w.since);
   auto& impl = *session->impl;
   if (impl.wants_events())
@@ -372,6 +389,13 @@ void mutex_queue::deliver(waiter w, asio::any_completion_handler<void(error_code
     asio::get_associated_cancellation_slot(unlocked).clear();
     asio::dispatch(asio::append(std::move(unlocked), error_code{}));
   });
+}
+
+bool mutex_queue::own_writer_after(std::int64_t r) const {
+  // Its put may still be on the wire (no revision yet): then it queues after our read key.
+  auto w = session->mutex_queues.find({prefix, blockers + "/" + lease_hex(session->lease)});
+  auto writer = w == session->mutex_queues.end() ? nullptr : w->second.lock();
+  return writer && writer->state == key_state::acquiring && (writer->queued_rev == 0 || writer->queued_rev > r);
 }
 
 void mutex_queue::watch_writers() {
@@ -453,11 +477,13 @@ void mutex_queue::pass_on(asio::any_completion_handler<void(error_code)> h, cons
     return start_release(std::move(h));
   }
   if (!waiters.empty() && !yield_due(options)) {
-    ++handoffs_since_foreign;
-    if (!fence_due) return grant(std::move(h), true);
+    if (!fence_due) {
+      ++handoffs_since_foreign;
+      return grant(std::move(h), true);
+    }
     // A holder before asked for a fence: move it before the next caller holds. The write side
     // of an rw_mutex queues again instead (see start_refence).
-    if (readers.empty()) return start_refence(std::move(h));
+    if (readers.empty()) return start_refence(std::move(h), options);
   }
   if (waiters.empty() && options.linger.count() > 0 && !foreign_waiting() && !readers_first()) {
     start_linger(options.linger);
@@ -478,19 +504,21 @@ void mutex_queue::key_vanished(asio::any_completion_handler<void(error_code)> h)
   if (!waiters.empty() && !session->lost) start_driver();
 }
 
-void mutex_queue::start_refence(asio::any_completion_handler<void(error_code)> h) {
+void mutex_queue::start_refence(asio::any_completion_handler<void(error_code)> h, mutex_options options) {
   refencing = true;
-  asio::co_spawn(session->impl->strand_, refence(std::move(h)), asio::detached);
+  asio::co_spawn(session->impl->strand_, refence(std::move(h), options), asio::detached);
 }
 
-asio::awaitable<void> mutex_queue::refence(asio::any_completion_handler<void(error_code)> h) {
+asio::awaitable<void> mutex_queue::refence(asio::any_completion_handler<void(error_code)> h, mutex_options options) {
   auto self = shared_from_this();
   auto& s = *session;
   // Guarded by the create revision: a copy arriving after the key was released (and made again
-  // by a later lock of ours) changes nothing. The value is the mutex's (empty, as Go's). Not
-  // resent when merely slow: a late copy would move the fence under a later holder, whose
-  // guarded writes would then fail (safe, but spurious). It makes no key: no queue.
-  auto t = txn().when(compare::create_revision(key) == rev).then(txn_op::put(key, "", put_options{.lease = s.lease}));
+  // by a later lock of ours) changes nothing. The value stays (an election of the session may
+  // share the key and have written its own). Not resent when merely slow: a late copy would move
+  // the fence under a later holder, whose guarded writes would then fail (safe, but spurious).
+  // It makes no key: no queue.
+  auto t = txn().when(compare::create_revision(key) == rev)
+               .then(txn_op::put(key, "", put_options{.lease = s.lease, .ignore_value = true}));
   auto [ec, r] = co_await batched_txn(s.impl, std::move(t), write_queue{});
   refencing = false;
   if (s.lost) {  // the loss listener failed the waiters; the lease takes the key
@@ -507,11 +535,14 @@ asio::awaitable<void> mutex_queue::refence(asio::any_completion_handler<void(err
     fence_due = false;
     co_return start_release(std::move(h));
   }
-  mod_rev = fence = r.header.revision;
+  // An election's proclaim committed after our put may have been seen first: keep the newest.
+  mod_rev = std::max(mod_rev, r.header.revision);
+  fence = r.header.revision;
   fence_due = false;
-  bump(counters->fenced_handoffs);
+  fence_moved = true;  // counted by the grant it is for, if pass_on grants
   // The callers may have changed meanwhile (cancelled, a new one, another session's turn).
-  pass_on(std::move(h), waiters.empty() ? mutex_options{} : waiters.front().by->options);
+  pass_on(std::move(h), options);
+  fence_moved = false;
 }
 
 asio::awaitable<void> mutex_queue::release(asio::any_completion_handler<void(error_code)> h) {
@@ -593,9 +624,10 @@ void mutex_queue::end_linger() {
 void key_rewritten(session_state& s, const std::string& prefix, const std::string& key, std::int64_t mod_rev) {
   auto it = s.mutex_queues.find({prefix, key});
   auto q = it == s.mutex_queues.end() ? nullptr : it->second.lock();
-  if (!q || q->state != mutex_queue::key_state::owned) return;
-  q->mod_rev = mod_rev;
-  if (auto h = q->holder.lock()) h->mod_rev = mod_rev;
+  if (!q) return;
+  // Also while queueing: acquired() keeps the newer of this and its txn's read.
+  q->mod_rev = std::max(q->mod_rev, mod_rev);
+  if (auto h = q->holder.lock()) h->mod_rev = std::max(h->mod_rev, mod_rev);
 }
 
 void start_lock(const std::shared_ptr<mutex_state>& m, bool try_only, asio::any_completion_handler<void(error_code)> h) {

@@ -74,13 +74,16 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   void spawn_driver();
   asio::awaitable<void> drive();
   void acquired(std::int64_t rev, std::int64_t mod_rev, response_header h);
-  void acquire_failed(error_code ec);
+  /// The driver is done without the key: the callers that left complete, and callers that came
+  /// since get a new driver.
+  void acquire_failed();
   /// The driver's acquisition failed (`ec`) or was given up (operation_aborted): the callers
   /// that left complete now, and the others get `ec`, before any clean-up runs.
   void give_up(error_code ec);
   /// Removes what the driver's txn made (`rev`, 0 when unknown), in the background as far as
   /// callers go: counted in client::stats() (`cleaning`) and told as a lock_released event.
-  asio::awaitable<void> clean_up(std::int64_t rev);
+  /// `refused`, a try_lock that found the name taken, gets error::locked once the key is gone.
+  void clean_up(std::int64_t rev, asio::any_completion_handler<void(error_code)> refused = {});
   /// Gives the lock to the first waiter; `unlocked`: the unlock that passed it on, if any;
   /// `local`: the key was ours already (a hand-off without a round trip).
   void grant(asio::any_completion_handler<void(error_code)> unlocked = {}, bool local = false);
@@ -93,6 +96,9 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   /// shared: readers held back by a writer look again when the view changes (that writer may
   /// have gone) or a writer of this session stops queueing. Registered once, with the view.
   void watch_writers();
+  /// shared: a writer of this session queues after our read key (created at `rev`), or its put
+  /// is still on the wire.
+  bool own_writer_after(std::int64_t rev) const;
   void recheck_readers();
   /// The write side's queue stopped queueing or holding: the session's readers look again.
   void poke_readers();
@@ -115,8 +121,8 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   /// revision and fencing token. A compare built by the holder before now fails. rw_mutex's
   /// write side cannot do this (Go's recipe.RWMutex orders its queue by mod revision): it
   /// releases its key and queues again instead.
-  void start_refence(asio::any_completion_handler<void(error_code)> h);
-  asio::awaitable<void> refence(asio::any_completion_handler<void(error_code)> h);
+  void start_refence(asio::any_completion_handler<void(error_code)> h, mutex_options options);
+  asio::awaitable<void> refence(asio::any_completion_handler<void(error_code)> h, mutex_options options);
   /// Our key is gone (expired, revoked, deleted by hand): no local hand-off on it; the callers
   /// still waiting queue again with a new key. `h`, the unlock that found it, gets session_lost.
   void key_vanished(asio::any_completion_handler<void(error_code)> h);
@@ -173,6 +179,7 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   /// A holder since the key's last put asked for a fence: the next local grant puts it first.
   bool fence_due = false;
   bool refencing = false;  // that put is on the wire: nobody holds, no grant until it is back
+  bool fence_moved = false;  // the put is back: the grant it was for counts a fenced hand-off
   response_header header;
   std::shared_ptr<lock_view> view;
   const bool shared;
@@ -186,8 +193,8 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   std::size_t holds = 0;                // shared: holds not yet unlocked
   std::uint64_t sequence = 0;
   std::list<waiter> waiters;  // a list: any_completion_handler must never be move-assigned
-  // Callers that gave up (cancelled, or a try_lock that found the name taken) while the driver
-  // may still leave a key: they complete once it has cleaned up.
+  // The last callers that gave up (cancelled) while the driver was after the key: they complete
+  // when the driver sees the cancellation, before its clean-up (see give_up).
   std::list<std::pair<asio::any_completion_handler<void(error_code)>, error_code>> parting;
   std::uint64_t next_id = 0;
   std::optional<clock::time_point> foreign_since;

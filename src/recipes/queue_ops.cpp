@@ -249,6 +249,29 @@ asio::awaitable<void> release_key(session_state& s, const std::string& key, std:
   co_await run_to_end(s, release_now(s.shared_from_this(), key, rev, std::move(deleting)));
 }
 
+namespace {
+
+asio::awaitable<void> release_then(std::shared_ptr<session_state> s, std::string key, std::int64_t rev,
+                                   std::unique_ptr<delete_in_flight> deleting, std::function<void(bool)> done) {
+  co_await release_now(s, key, rev, std::move(deleting));
+  if (done) done(true);
+}
+
+}  // namespace
+
+void release_key_later(session_state& s, const std::string& key, std::int64_t rev, std::function<void(bool)> done) {
+  auto& users = s.key_users[key];
+  if (--users > 0) {
+    if (done) done(false);
+    return;
+  }
+  s.key_users.erase(key);
+  // Marked now, not when the coroutine starts: a lock of the session in between waits for it.
+  auto deleting = std::make_unique<delete_in_flight>(s, key);
+  asio::co_spawn(s.impl->strand_, release_then(s.shared_from_this(), key, rev, std::move(deleting), std::move(done)),
+                 asio::detached);
+}
+
 asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_view>& view, const std::string& prefix,
                                       const std::string& key, std::int64_t rev, turn_rule rule) {
   if (!view) view = lock_view_for(s.impl, prefix);

@@ -56,6 +56,13 @@ asio::awaitable<acquire_result> acquire_or_abandon(const std::shared_ptr<session
 /// after the delete is swept up later (at 1, 4 and 14 s; see sweep_late_put). The delete runs
 /// as its own coroutine: cancelling the caller never cuts it short (see delete_key).
 asio::awaitable<void> release_key(session_state& s, const std::string& key, std::int64_t rev);
+/// release_key() for a caller that does not wait for it (a cancelled or failed acquisition: a
+/// timed wait returns at its deadline even when the delete must wait out an outage). The key
+/// stops counting as the caller's now, and a later lock or campaign of the session waits for
+/// its delete (session_state::wait_deleted). `done(deleted)` runs at the end: `deleted` false
+/// when another lock or campaign of the session still uses the key (nothing was sent). On strand.
+void release_key_later(session_state& s, const std::string& key, std::int64_t rev,
+                       std::function<void(bool)> done = {});
 
 /// Waits until our key (created at `rev`) has its turn under `rule`: it is the oldest under the
 /// prefix, or no key under the blockers is older, or it fits in the semaphore's permits.

@@ -132,7 +132,11 @@ asio::awaitable<error_code> acquire_permits(std::shared_ptr<semaphore_state> mp,
   if (!ec && s.lost) ec = error::session_lost;  // lost during a try's second read
   if (ec) {
     // a.rev 0: the txn failed and its outcome is unknown; release_key sweeps a late put up.
-    if (!a.abandoned) co_await release_key(s, key, a.rev);
+    // A refused try waits for its key's delete (etcd has just answered; a process that exits on
+    // `locked` must leave no key). Nobody else waits for a clean-up: see release_key_later.
+    if (a.abandoned) co_return ec;
+    if (ec == error::locked) co_await release_key(s, key, a.rev);
+    else release_key_later(s, key, a.rev);
     co_return ec;
   }
   m.holds.push_back({key, a.rev, n});
