@@ -246,7 +246,14 @@ int main(int argc, char** argv) {
   const long overlaps = count_before(verdict.output, "overlaps");
   const long regressions = count_before(verdict.output, "token regressions");
   const long held = count_before(verdict.output, "held after the end");
-  const long violations = (overlaps < 0 || regressions < 0 || held < 0) ? -1 : overlaps + regressions + held;
+  const long duplicates = count_before(verdict.output, "duplicate tokens");
+  const long mismatches = count_before(verdict.output, "check-key mismatches");
+  const long owner_rejections = count_before(verdict.output, "owner rejections");
+  const long torn = count_before(verdict.output, "torn records");
+  const long violations = (overlaps < 0 || regressions < 0 || held < 0 || duplicates < 0 || mismatches < 0 ||
+                           owner_rejections < 0 || torn < 0)
+                              ? -1
+                              : overlaps + regressions + held + duplicates + mismatches + owner_rejections + torn;
   long sections = -1;
   if (auto colon = verdict.output.find(": "); colon != std::string::npos)
     sections = std::atol(verdict.output.c_str() + colon + 2);

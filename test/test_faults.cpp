@@ -416,3 +416,96 @@ BOOST_AUTO_TEST_CASE(checker_proves_exclusion_under_leader_kill_holder_kill_and_
   BOOST_TEST(std::stol(verdict.output.substr(open + 1, at - open - 1)) > 0, verdict.output);
   run_command(COETCD_LOCKCHECK_PATH " clean " + eps + " fault-check");
 }
+
+// The checker itself: `lockcheck verify` must fail on records that show two callers holding at
+// once, whatever else about them looks right. Records are written here by hand, in lockcheck's
+// layout (see test/lockcheck.cpp), one scenario per name; a clean pair must pass, so a verify
+// that fails everything cannot pass this case either.
+BOOST_AUTO_TEST_CASE(lockcheck_verify_fails_on_overlapping_or_duplicate_sections) {
+  asio::io_context ioc;
+  client c(ioc, cluster_options());
+  struct fake {
+    std::string caller;
+    std::int64_t token, local;
+  };
+  // A section's three steps: its read (returns the revision and the stamp it saw), its acquire
+  // record written with the check key in one txn, its release record.
+  auto read = [](client& c, std::string name) -> asio::awaitable<std::pair<std::int64_t, std::string>> {
+    auto r = co_await c.async_get(name + "-check/value", use_awaitable);
+    co_return std::pair(r.header.revision, r.kvs.empty() ? std::string("-") : r.kvs.front().value);
+  };
+  auto acquire = [](client& c, std::string name, fake f, std::pair<std::int64_t, std::string> seen)
+      -> asio::awaitable<void> {
+    auto value = "token=" + std::to_string(f.token) + " local=" + std::to_string(f.local) +
+                 " read=" + std::to_string(seen.first) + " key=" + std::to_string(f.token) + " prev=" + seen.second;
+    co_await c.async_txn(txn()
+                             .then(txn_op::put(name + "-check/log/" + f.caller + "/acq", value))
+                             .then(txn_op::put(name + "-check/value", f.caller)),
+                         use_awaitable);
+  };
+  auto release = [](client& c, std::string name, fake f) -> asio::awaitable<void> {
+    co_await c.async_put(name + "-check/log/" + f.caller + "/rel",
+                         "token=" + std::to_string(f.token) + " local=" + std::to_string(f.local), use_awaitable);
+  };
+  auto verdict = [](const std::string& name) {
+    auto v = run_command(COETCD_LOCKCHECK_PATH " verify " + endpoint_list() + " " + name);
+    BOOST_TEST_MESSAGE(name << ": " << v.output);
+    return v;
+  };
+  const fake a{"wa.1/000/0000000001", 100, 1}, b{"wb.2/000/0000000001", 101, 1};
+  run_for(ioc, [](client& c, auto read, auto acquire, auto release, auto verdict, fake a, fake b)
+                   -> asio::awaitable<void> {
+    // One after the other: OK.
+    co_await acquire(c, "lcv-good", a, co_await read(c, "lcv-good"));
+    co_await release(c, "lcv-good", a);
+    co_await acquire(c, "lcv-good", b, co_await read(c, "lcv-good"));
+    co_await release(c, "lcv-good", b);
+    auto good = verdict("lcv-good");
+    BOOST_TEST(good.exit_code == 0, good.output);
+    BOOST_TEST(good.output.find("lockcheck OK: 2 sections") != std::string::npos, good.output);
+
+    // b acquires after a did and before a released, with its own token and the check key read
+    // right: only the revision intervals show it.
+    co_await acquire(c, "lcv-overlap", a, co_await read(c, "lcv-overlap"));
+    co_await acquire(c, "lcv-overlap", b, co_await read(c, "lcv-overlap"));
+    co_await release(c, "lcv-overlap", a);
+    co_await release(c, "lcv-overlap", b);
+    auto overlap = verdict("lcv-overlap");
+    BOOST_TEST(overlap.exit_code != 0, overlap.output);
+    BOOST_TEST(overlap.output.find(" 1 overlaps") != std::string::npos, overlap.output);
+
+    // b read the check key before a's acquire, then both wrote in turn: a lost update, though
+    // their acquire and release records do not interleave.
+    auto b_saw = co_await read(c, "lcv-stale-read");
+    co_await acquire(c, "lcv-stale-read", a, co_await read(c, "lcv-stale-read"));
+    co_await release(c, "lcv-stale-read", a);
+    co_await acquire(c, "lcv-stale-read", b, b_saw);
+    co_await release(c, "lcv-stale-read", b);
+    auto stale = verdict("lcv-stale-read");
+    BOOST_TEST(stale.exit_code != 0, stale.output);
+    BOOST_TEST(stale.output.find(" 1 check-key mismatches") != std::string::npos, stale.output);
+
+    // Two callers one after the other under one (token, local sequence): the old checker named
+    // records by that pair and saw one section.
+    fake twin = b;
+    twin.token = a.token;
+    co_await acquire(c, "lcv-twins", a, co_await read(c, "lcv-twins"));
+    co_await release(c, "lcv-twins", a);
+    co_await acquire(c, "lcv-twins", twin, co_await read(c, "lcv-twins"));
+    co_await release(c, "lcv-twins", twin);
+    auto twins = verdict("lcv-twins");
+    BOOST_TEST(twins.exit_code != 0, twins.output);
+    BOOST_TEST(twins.output.find(" 1 duplicate tokens") != std::string::npos, twins.output);
+
+    // A worker's record of a fenced write rejected while it owned the key fails the verdict.
+    co_await acquire(c, "lcv-rejected", a, co_await read(c, "lcv-rejected"));
+    co_await release(c, "lcv-rejected", a);
+    co_await c.async_put("lcv-rejected-check/violation/wa.1/1", "release write rejected while owner", use_awaitable);
+    auto rejected = verdict("lcv-rejected");
+    BOOST_TEST(rejected.exit_code != 0, rejected.output);
+    BOOST_TEST(rejected.output.find(" 1 owner rejections") != std::string::npos, rejected.output);
+
+    for (auto name : {"lcv-good", "lcv-overlap", "lcv-stale-read", "lcv-twins", "lcv-rejected"})
+      run_command(COETCD_LOCKCHECK_PATH " clean " + endpoint_list() + " " + name);
+  }(c, read, acquire, release, verdict, a, b), 60s);
+}

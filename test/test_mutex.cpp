@@ -326,9 +326,17 @@ BOOST_AUTO_TEST_CASE(a_lock_right_after_a_shared_key_unlock_keeps_its_key) {
     for (int i = 0; i < 20; ++i) {
       co_await a.async_lock(use_awaitable);
       auto old_token = a.fencing_token();
-      a.async_unlock([](error_code ec) { BOOST_TEST(!ec, ec.message()); });  // not awaited
+      auto unlocked = std::make_shared<bool>(false);
+      a.async_unlock([unlocked](error_code ec) {  // not awaited
+        BOOST_TEST(!ec, ec.message());
+        *unlocked = true;
+      });
       co_await b.async_lock(use_awaitable);
-      co_await sleep_for(5ms);  // the unlock's delete has landed by now
+      // Look only once the unlock has completed and nothing of this client is on the wire: its
+      // delete has then landed, however slow the machine (a fixed pause let a slow one look
+      // before a delete that was about to remove b's key).
+      BOOST_TEST_REQUIRE(co_await eventually([&] { return *unlocked && c.stats().rpcs_in_flight == 0; }, 5000ms),
+                         "round " << i << ": the unlock did not complete");
       auto mine = co_await c.async_get(b.key(), get_options{}, use_awaitable);
       BOOST_TEST_REQUIRE(mine.kvs.size() == 1u, "round " << i << ": b's key was removed");
       BOOST_TEST(mine.kvs.front().create_revision == b.fencing_token());
@@ -533,27 +541,86 @@ BOOST_AUTO_TEST_CASE(a_rider_with_a_revoked_lease_does_not_block_the_release) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto holder = co_await session::async_create(c, use_awaitable);
-    auto waiter = co_await session::async_create(c, use_awaitable);
-    auto doomed = co_await session::async_create(c, use_awaitable);
-    mutex mh(holder, "rider-lost"), mw(waiter, "rider-lost"), md(doomed, "rider-lost");
-    co_await mh.async_lock(use_awaitable);
-    auto rw = std::make_shared<std::optional<error_code>>();
-    mw.async_lock([rw](error_code ec) { *rw = ec; });
-    co_await sleep_for(100ms);  // the waiter is queued: the name now has a view on this client
-    co_await c.async_lease_revoke(doomed.lease(), use_awaitable);
-    auto rd = std::make_shared<std::optional<error_code>>();
-    md.async_lock([rd](error_code ec) { *rd = ec; });  // parks, waiting for the holder's release
-    co_await sleep_for(1ms);
-    auto [ul] = co_await mh.async_unlock(asio::as_tuple(use_awaitable));
-    BOOST_TEST(!ul, ul.message());
-    for (int i = 0; i < 200 && !(rw->has_value() && rd->has_value()); ++i) co_await sleep_for(10ms);
-    BOOST_TEST_REQUIRE(rw->has_value());
-    BOOST_TEST(!**rw, (*rw)->message());
-    BOOST_TEST_REQUIRE(rd->has_value());
-    BOOST_TEST(**rd == error::session_lost, (*rd)->message());
-    co_await mw.async_unlock(use_awaitable);
-    co_await expect_no_keys(c, "rider-lost");
+    // The rider parks for at most 3 ms (lock_view::park_limit): a pause of fixed length before
+    // the unlock let a slow machine send the doomed put alone, so the combined txn this case is
+    // about never happened and a library that kept the holder's key behind it passed. So the
+    // unlock follows the doomed lock after a few turns of the event loop (no time, no I/O), and
+    // the case is repeated until the ride is shown (see `rode` below).
+    bool rode = false;
+    for (int attempt = 0; attempt < 20 && !rode; ++attempt) {
+      auto holder = co_await session::async_create(c, use_awaitable);
+      auto waiter = co_await session::async_create(c, use_awaitable);
+      auto doomed = co_await session::async_create(c, use_awaitable);
+      mutex mh(holder, "rider-lost"), mw(waiter, "rider-lost"), md(doomed, "rider-lost");
+      co_await mh.async_lock(use_awaitable);
+      {
+        // A release rides only through the name's view, and a lone holder's queue has none: a
+        // second caller of the holder's session, cancelled, gives it one. (Without it the case
+        // never rode, and passed whatever the release did with a refused rider.)
+        mutex mh2(holder, "rider-lost");
+        asio::cancellation_signal sig;
+        auto r2 = std::make_shared<std::optional<error_code>>();
+        mh2.async_lock(asio::bind_cancellation_slot(sig.slot(), [r2](error_code ec) { *r2 = ec; }));
+        co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
+        sig.emit(asio::cancellation_type::terminal);
+        BOOST_TEST_REQUIRE(co_await eventually([&] { return r2->has_value(); }, 5000ms));
+        BOOST_TEST(**r2 == asio::error::operation_aborted, (*r2)->message());
+      }
+      auto rw = std::make_shared<std::optional<error_code>>();
+      mw.async_lock([rw](error_code ec) { *rw = ec; });
+      // The waiter is queued (its key in etcd, the caller counted): the name now has a view.
+      bool queued = false;
+      for (auto until = std::chrono::steady_clock::now() + 5s; !queued && std::chrono::steady_clock::now() < until;) {
+        auto st = c.stats();
+        auto l = std::find_if(st.locks.begin(), st.locks.end(), [](auto& l) { return l.name == "rider-lost"; });
+        queued = l != st.locks.end() && l->waiting == 1 && st.watchers > 0 &&
+                 co_await count_keys(c, "rider-lost/") == 2;
+        if (!queued) co_await sleep_for(5ms);
+      }
+      BOOST_TEST_REQUIRE(queued, "the waiter's key did not show");
+      co_await c.async_lease_revoke(doomed.lease(), use_awaitable);
+      auto rd = std::make_shared<std::optional<error_code>>();
+      const auto doomed_at = std::chrono::steady_clock::now();
+      md.async_lock([rd](error_code ec) { *rd = ec; });  // parks, waiting for the holder's release
+      for (int i = 0; i < 20; ++i) co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
+      const auto refused_before = c.stats().rpcs["Txn"].failed;
+      const bool over_before = rd->has_value();
+      // When etcd's first refusal of a txn is seen (no sooner than it happened).
+      auto refused_at = std::make_shared<std::optional<std::chrono::steady_clock::time_point>>();
+      auto watching = std::make_shared<bool>(true);
+      asio::co_spawn(
+          co_await asio::this_coro::executor,
+          [](client& c, std::uint64_t before, auto refused_at, auto watching) -> asio::awaitable<void> {
+            while (*watching && !*refused_at) {
+              if (c.stats().rpcs["Txn"].failed > before) *refused_at = std::chrono::steady_clock::now();
+              else co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
+            }
+          }(c, refused_before, refused_at, watching),
+          asio::detached);
+      auto [ul] = co_await mh.async_unlock(asio::as_tuple(use_awaitable));
+      // Riding, the doomed put goes in the release's combined txn, which etcd refuses before the
+      // release is sent again alone. Alone, the doomed put leaves no sooner than 3 ms after the
+      // doomed lock began (lock_view::park_limit). So a txn refused during the unlock, less than
+      // 3 ms after the doomed lock began, can only be the combined one.
+      *watching = false;
+      const auto refused = c.stats().rpcs["Txn"].failed - refused_before;
+      const auto took = *refused_at ? **refused_at - doomed_at : std::chrono::steady_clock::duration::max();
+      rode = !over_before && refused == 1 && took < 3ms;
+      const double took_ms = std::chrono::duration<double>(took).count() * 1000;
+      BOOST_TEST_MESSAGE("attempt " << attempt << ": the doomed lock " << (rode ? "rode the release" : "was not shown to ride")
+                                    << " (over before the unlock: " << over_before << ", after: " << rd->has_value()
+                                    << ", txns refused during it: " << refused << ", "
+                                    << took_ms << " ms from the doomed lock to the refusal)");
+      BOOST_TEST(!ul, ul.message());
+      BOOST_TEST_REQUIRE(co_await eventually([&] { return rw->has_value() && rd->has_value(); }, 5000ms));
+      BOOST_TEST(!**rw, (*rw)->message());
+      BOOST_TEST(**rd == error::session_lost, (*rd)->message());
+      co_await mw.async_unlock(use_awaitable);
+      co_await expect_no_keys(c, "rider-lost");
+      co_await holder.async_close(use_awaitable);
+      co_await waiter.async_close(use_awaitable);
+    }
+    BOOST_TEST(rode, "the doomed lock was never shown to ride a release in 20 attempts");
   }(c));
 }
 
@@ -662,19 +729,31 @@ BOOST_AUTO_TEST_CASE(a_cancelled_unlock_still_releases) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    // Cancelled while its delete is on the wire (client::stats() counts it in flight), the case
+    // this is about; a fixed 200 us pause cancelled a slow machine's unlock before it had sent
+    // anything. Repeated until the cancellation is seen to fall inside the delete's flight.
     auto s = co_await session::async_create(c, use_awaitable);
     mutex m(s, "cancelled-unlock");
-    co_await m.async_lock(use_awaitable);
-    asio::cancellation_signal sig;
-    auto result = std::make_shared<std::optional<error_code>>();
-    m.async_unlock(asio::bind_cancellation_slot(sig.slot(), [result](error_code ec) { *result = ec; }));
-    co_await sleep_for(200us);  // the delete is on the wire (a commit takes ≈ 0.7 ms here)
-    sig.emit(asio::cancellation_type::terminal);
-    for (int i = 0; i < 300 && !result->has_value(); ++i) co_await sleep_for(10ms);
-    BOOST_TEST_REQUIRE(result->has_value());
-    BOOST_TEST(!**result, (*result)->message());
-    BOOST_TEST(!m.held());
-    BOOST_TEST(co_await count_keys(c, "cancelled-unlock/") == 0);
+    bool on_the_wire = false;
+    for (int attempt = 0; attempt < 20 && !on_the_wire; ++attempt) {
+      co_await m.async_lock(use_awaitable);
+      BOOST_TEST_REQUIRE(co_await eventually([&] { return c.stats().rpcs_in_flight == 0; }, 5000ms));
+      asio::cancellation_signal sig;
+      auto result = std::make_shared<std::optional<error_code>>();
+      m.async_unlock(asio::bind_cancellation_slot(sig.slot(), [result](error_code ec) { *result = ec; }));
+      const auto until = std::chrono::steady_clock::now() + 5s;
+      while (c.stats().rpcs_in_flight == 0 && !result->has_value() && std::chrono::steady_clock::now() < until)
+        co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
+      on_the_wire = c.stats().rpcs_in_flight > 0 && !result->has_value();
+      sig.emit(asio::cancellation_type::terminal);
+      BOOST_TEST_MESSAGE("attempt " << attempt << ": cancelled " << (on_the_wire ? "with the delete on the wire"
+                                                                                   : "outside the delete's flight"));
+      BOOST_TEST_REQUIRE(co_await eventually([&] { return result->has_value(); }, 3000ms));
+      BOOST_TEST(!**result, (*result)->message());
+      BOOST_TEST(!m.held());
+      BOOST_TEST(co_await count_keys(c, "cancelled-unlock/") == 0);
+    }
+    BOOST_TEST(on_the_wire, "no cancellation fell inside the delete's flight in 20 attempts");
   }(c));
 }
 
