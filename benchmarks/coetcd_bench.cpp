@@ -65,6 +65,9 @@ struct config {
   // --keep-going): the one-server-down row of benchmarks/compare. Without it the first error
   // ends the worker.
   bool keep_going = false;
+  // --fenced: each mutex holder reads its fencing token, as a holder that fences its writes
+  // does, so every local hand-off first puts the key again (one write each).
+  bool fenced = false;
 };
 
 // The in-process reference lock: FIFO, a hand-off is one post.
@@ -215,6 +218,7 @@ asio::awaitable<void> mutex_loop(run_state& st, coetcd::session& s, lock_slot& s
       continue;
     }
     record_acquisition(st, t0, client);
+    if (st.cfg.fenced && m.fencing_token() == 0) ++st.violations;  // held: never 0
     co_await critical_section(st, slot, &m);  // every caller excludes every other one
     auto [uec] = co_await m.async_unlock(asio::as_tuple(use_awaitable));
     if (uec) {
@@ -505,6 +509,8 @@ config parse_args(int argc, char** argv) {
       ("completions", po::value(&completions), "thread (default) | poll: client_options::completions")
       ("keep-abseil-deadlock-detection", po::bool_switch(&cfg.keep_abseil_deadlock_detection),
        "client_options::keep_abseil_deadlock_detection (to measure what turning it off saves)")
+      ("fenced", po::bool_switch(&cfg.fenced),
+       "mutex: each holder reads its fencing token (a fenced hand-off: one put per local hand-off)")
       ("keep-going", po::bool_switch(&cfg.keep_going),
        "mutex: on an error a worker counts it, waits 100 ms and goes on (default: its first error ends it)")
       ("json", po::bool_switch(&cfg.json), "print one JSON object");
@@ -680,7 +686,7 @@ int main(int argc, char** argv) {
         "\"range_per_acq\":%.2f,\"delete_per_acq\":%.2f,\"watch_msgs_per_acq\":%.2f,"
         "\"read_p50_ms\":%.3f,\"read_p99_ms\":%.3f,\"write_p50_ms\":%.3f,\"write_p99_ms\":%.3f,\"writes\":%" PRId64 ","
         "\"violations\":%" PRId64 ",\"errors\":%" PRId64 ",\"leftover_keys\":%" PRId64 ",\"first_error\":%s,"
-        "\"completions\":\"%s\",\"late\":%" PRId64 ",\"max_idle_ms\":%.3f,\"keep_going\":%s}\n",
+        "\"completions\":\"%s\",\"late\":%" PRId64 ",\"max_idle_ms\":%.3f,\"keep_going\":%s,\"fenced\":%s}\n",
         cfg.mode == "local" ? "\"local\"" : "\"coetcd\"", json_string(cfg.mode).c_str(), cfg.workers, cfg.locks,
         cfg.clients, cfg.share_session ? "true" : "false", static_cast<int>(cfg.lock_options.linger.count()), cfg.hold.count() / 1000.0, cfg.mode == "sem" ? cfg.permits : 0, elapsed, share_min, share_max, max_gap_ms, st.acquisitions,
         st.attempts,
@@ -690,7 +696,8 @@ int main(int argc, char** argv) {
         ms(st.read_wait.quantile(0.99)), ms(st.write_wait.quantile(0.5)), ms(st.write_wait.quantile(0.99)), st.writes,
         st.violations, st.errors, leftover,
         json_string(st.first_error).c_str(), cfg.completions == coetcd::completion_mode::poll ? "poll" : "thread",
-        st.late, std::chrono::duration<double, std::milli>(st.max_idle).count(), cfg.keep_going ? "true" : "false");
+        st.late, std::chrono::duration<double, std::milli>(st.max_idle).count(), cfg.keep_going ? "true" : "false",
+        cfg.fenced ? "true" : "false");
   } else {
     std::printf("coetcd %s: %d workers, %d locks, %d clients, %.1f s\n", cfg.mode.c_str(), cfg.workers, cfg.locks,
                 cfg.clients, elapsed);

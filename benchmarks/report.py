@@ -14,14 +14,15 @@ raw, out_md, out_png, setting = sys.argv[1:5]
 cells = [json.loads(line) for line in open(raw) if line.strip()]
 
 
-def find(impl, mode, workers=1, locks=1, share=False, clients=1, linger=0, completions="thread"):
+def find(impl, mode, workers=1, locks=1, share=False, clients=1, linger=0, completions="thread", fenced=False):
     """The cell's median round by throughput (one whole run, so its fields agree with each
     other), with the violations and errors of every round and the spread of throughput.
     Go's cells have no completion mode ("")."""
     runs = [c for c in cells
             if c["impl"] == impl and c["mode"] == mode and c["workers"] == workers and c["locks"] == locks
             and c.get("share_session", False) == share and c.get("clients", 1) == clients
-            and c.get("linger_ms", 0) == linger and c.get("completions", "thread") in (completions, "")]
+            and c.get("linger_ms", 0) == linger and c.get("completions", "thread") in (completions, "")
+            and c.get("fenced", False) == fenced]
     if not runs:
         return None
     runs.sort(key=lambda c: c["acquisitions_per_s"])
@@ -134,21 +135,26 @@ lines += [
     "behind the session's one key; Go's twin takes a `sync.Mutex` per session and then",
     "`concurrency.Mutex` (a Go session shares its lock with itself). The *in-process* reference",
     "is the same workers on an async FIFO lock with no etcd: the limit of a local hand-off here.",
+    "*Fenced*: each coetcd holder reads its fencing token (`--fenced`), so each local hand-off first",
+    "puts the key again (one write), as it does for holders that fence their writes.",
     "Share = each session's acquisitions against the mean; gap = the longest a session went",
     "without an acquisition.",
     "",
     "| workers | sessions | coetcd acq/s | Go twin acq/s | coetcd/Go | in-process acq/s | coetcd/in-process "
+    "| fenced acq/s | fenced/in-process "
     "| coetcd RPCs/acq | Go RPCs/acq | coetcd p99 ms | share min–max | longest gap ms | violations |",
-    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|",
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|",
 ]
 for w, k in shared_rows:
     c = find("coetcd", "mutex", w, 1, True, k)
     g = find("go", "mutex", w, 1, True, k)
     ref = find("local", "local", w, 1) if k == 1 else None
+    f = find("coetcd", "mutex", w, 1, True, k, fenced=True)
     viol = "/".join(str(x["violations"] + x["errors"]) if x else "–" for x in (c, g))
     share = f"{c['share_min']:.2f}–{c['share_max']:.2f}" if c and k > 1 else "–"
     lines.append(
         f"| {w} | {k} | {tput(c)} | {tput(g)} | {fmt_ratio(ratio(c, g))} | {tput(ref)} | {fmt_ratio(ratio(c, ref))} "
+        f"| {tput(f)} | {fmt_ratio(ratio(f, ref))} "
         f"| {num(c, 'rpcs_per_acq', '{:.4f}')} | {num(g, 'rpcs_per_acq', '{:.2f}')} | {num(c, 'p99_ms', '{:.2f}')} "
         f"| {share} | {num(c, 'max_gap_ms', '{:.1f}') if k > 1 else '–'} | {viol} |")
 lin = find("coetcd", "mutex", 1, 1, linger=100)
