@@ -1,7 +1,7 @@
 // A seeded stress of the recipes: mutex, rw_mutex, semaphore and election callers over sessions of
 // two clients, cancelled at random, while sessions are revoked, closed or orphaned and a proxy in
 // front of each client delays replies past request_timeout, holds or cuts its connections.
-// COETCD_STRESS_SEED replays a run's choices, COETCD_STRESS_SECONDS sets its length (default 36).
+// COETCD_STRESS_SEED replays a run's choices, COETCD_STRESS_SECONDS sets its length (default 40).
 #define BOOST_TEST_MODULE coetcd_stress
 #include "support/fixture.hpp"
 #include "support/tcp_proxy.hpp"
@@ -26,7 +26,7 @@ using ms = std::chrono::milliseconds;
 
 namespace {
 
-constexpr int kClients = 2, kSlots = 6, kCallers = 12, kNames = 3, kPermits = 3;
+constexpr int kClients = 2, kSlots = 6, kCallers = 16, kNames = 3, kPermits = 3;
 const std::chrono::seconds kTtl{5};
 
 enum op_kind { mutex_lock, mutex_try, rw_write, rw_try_write, rw_read, rw_try_read, sem_acquire, sem_try, campaign, kinds };
@@ -48,15 +48,22 @@ using sess_ptr = std::shared_ptr<sess>;
 struct choice {
   int slot, kind, name, cut, cut_ms, hold_ms, n;
   asio::cancellation_type ctype;
-  bool proclaim;
+  bool proclaim, probe;
 };
 
-choice draw(std::mt19937_64& rng) {
+choice draw(std::mt19937_64& rng, int caller) {
   auto u = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   choice c{};
-  c.slot = u(0, kSlots - 1);
-  c.kind = u(0, kinds - 1);
-  c.name = u(0, kNames - 1);
+  // Callers keep to a home session half the time and to the first name more than the others,
+  // so that callers of one session also queue behind each other (local hand-offs).
+  c.slot = u(0, 1) ? caller % kSlots : u(0, kSlots - 1);
+  auto family = u(0, 99);
+  c.kind = family < 35 ? (u(0, 3) ? mutex_lock : mutex_try)
+         : family < 60 ? u(rw_write, rw_try_read)
+         : family < 80 ? u(sem_acquire, sem_try)
+                       : campaign;
+  auto which = u(0, 99);
+  c.name = which < 60 ? 0 : which < 85 ? 1 : 2;
   c.cut = u(0, 9) < 4 ? 0 : u(1, 2);  // none, `|| timer`, a signal emitted later
   c.cut_ms = u(0, 9) < 8 ? u(0, 300) : u(300, 1500);
   c.hold_ms = u(0, 15);
@@ -64,6 +71,7 @@ choice draw(std::mt19937_64& rng) {
   c.ctype = std::array{asio::cancellation_type::terminal, asio::cancellation_type::partial,
                        asio::cancellation_type::total}[u(0, 2)];
   c.proclaim = u(0, 1) == 1;
+  c.probe = u(0, 1) == 1;
   return c;
 }
 
@@ -95,7 +103,7 @@ struct world {
   std::vector<std::string> current;     // per caller: the operation it is in
   std::map<std::string, long> outcomes;  // "kind: result" -> count
   std::set<std::string> fenced_ok, fenced_rejected, fenced_unknown;  // log keys
-  long fenced_skipped = 0, busy_skipped = 0, chaos = 0, faults = 0;
+  long probes = 0, fenced_skipped = 0, busy_skipped = 0, chaos = 0, faults = 0;
   std::set<std::string> election_values;
   std::set<std::pair<sess*, std::string>> campaigning;  // one election per session and name
 
@@ -196,6 +204,17 @@ asio::awaitable<void> fenced_increment(world& w, client& c, compare fence, std::
   }
 }
 
+/// After an exclusive hold ended well (unlock or resign succeeded), its fence must never pass
+/// again: the key is gone, or was put again before the next local holder got it. A marker
+/// written under it shows a stale holder's write that would have landed.
+asio::awaitable<void> probe_stale(world& w, client& c, compare fence, std::string name, std::string stamp) {
+  auto marker = "stress-data/" + name + "/stale/" + stamp;
+  auto t = txn().when(std::move(fence)).then(txn_op::put(marker, "1"));
+  auto [ec, r] = co_await c.async_txn(t, asio::as_tuple(use_awaitable));
+  ++w.probes;
+  if (!ec && r.succeeded) w.note(name + ": the fence of a finished hold still passes: " + stamp);
+}
+
 void tally(world& w, int kind, const char* step, error_code ec) {
   ++w.outcomes[std::string(kind_names[kind]) + " " + step + ": " + (ec ? ec.message() : "ok")];
 }
@@ -220,14 +239,15 @@ asio::awaitable<void> one_op(world& w, int k, sess_ptr s, const choice& c, std::
       expect_not_held(w, k, c, m.held());
     }
     if (ec) co_return;
+    auto fence = m.is_owner();  // named: a temporary across co_await trips g++ 12
     {
       inside in(w, name, inside::exclusive, k, s, 1);
-      auto fence = m.is_owner();  // named: a temporary across co_await trips g++ 12
       co_await fenced_increment(w, cl, fence, name, s, stamp);
       co_await sleep_for(ms(c.hold_ms));
     }
     auto [ue] = co_await m.async_unlock(asio::as_tuple(use_awaitable));
     tally(w, c.kind, "unlock", ue);
+    if (!ue && c.probe) co_await probe_stale(w, cl, fence, name, stamp);
   } else if (c.kind >= rw_write && c.kind <= rw_try_read) {
     rw_mutex rw(s->s, name);
     bool write = c.kind == rw_write || c.kind == rw_try_write, try_only = c.kind == rw_try_write || c.kind == rw_try_read;
@@ -242,12 +262,11 @@ asio::awaitable<void> one_op(world& w, int k, sess_ptr s, const choice& c, std::
       expect_not_held(w, k, c, rw.held() || rw.shared_holds() > 0);
     }
     if (ec) co_return;
+    std::optional<compare> fence;  // a writer's only
+    if (write) fence = rw.is_owner();
     {
       inside in(w, name, write ? inside::exclusive : inside::reader, k, s, 1);
-      if (write) {
-        auto fence = rw.is_owner();
-        co_await fenced_increment(w, cl, fence, name, s, stamp);
-      }
+      if (write) co_await fenced_increment(w, cl, *fence, name, s, stamp);
       co_await sleep_for(ms(c.hold_ms));
     }
     // No `co_await (a ? x : y)`: g++ 12 mishandles the temporaries of such an expression.
@@ -255,6 +274,7 @@ asio::awaitable<void> one_op(world& w, int k, sess_ptr s, const choice& c, std::
     if (write) unlocked = co_await rw.async_unlock(asio::as_tuple(use_awaitable));
     else unlocked = co_await rw.async_unlock_shared(asio::as_tuple(use_awaitable));
     tally(w, c.kind, "unlock", std::get<0>(unlocked));
+    if (write && !std::get<0>(unlocked) && c.probe) co_await probe_stale(w, cl, *fence, name, stamp);
   } else if (c.kind == sem_acquire || c.kind == sem_try) {
     semaphore sem(s->s, name, kPermits);
     auto start = [&](auto tok) {
@@ -293,9 +313,9 @@ asio::awaitable<void> one_op(world& w, int k, sess_ptr s, const choice& c, std::
       expect_not_held(w, k, c, e.is_leader());
     }
     if (!ec) {
+      auto fence = compare::create_revision(e.key()) == e.revision();
       {
         inside in(w, name, inside::exclusive, k, s, 1);
-        auto fence = compare::create_revision(e.key()) == e.revision();
         co_await fenced_increment(w, cl, fence, name, s, stamp);
         if (c.proclaim) {
           auto again = value + "-p";
@@ -307,6 +327,7 @@ asio::awaitable<void> one_op(world& w, int k, sess_ptr s, const choice& c, std::
       }
       auto [re] = co_await e.async_resign(asio::as_tuple(use_awaitable));
       tally(w, c.kind, "resign", re);
+      if (!re && c.probe) co_await probe_stale(w, cl, fence, name, stamp);
     }
     w.campaigning.erase(busy);
   }
@@ -316,7 +337,7 @@ asio::awaitable<void> caller(world& w, int k) {
   std::mt19937_64 rng(w.seed * 1000003u + static_cast<std::uint64_t>(k));
   long own = 0;
   while (clock_type::now() < w.deadline) {
-    auto c = draw(rng);
+    auto c = draw(rng, k);
     auto s = w.slots[static_cast<std::size_t>(c.slot)];
     auto stamp = "c" + std::to_string(s->client) + "-k" + std::to_string(k) + "-" + std::to_string(++own);
     ++w.started;
@@ -406,7 +427,7 @@ std::uint64_t env_or(const char* name, std::uint64_t fallback) {
 BOOST_AUTO_TEST_CASE(seeded_stress_of_the_recipes_under_faults) {
   auto seed = env_or("COETCD_STRESS_SEED", std::random_device{}() ^ static_cast<std::uint64_t>(
                                                                         clock_type::now().time_since_epoch().count()));
-  auto seconds = env_or("COETCD_STRESS_SECONDS", 36);
+  auto seconds = env_or("COETCD_STRESS_SECONDS", 40);
   BOOST_TEST_MESSAGE("stress seed " << seed << " for " << seconds << " s (COETCD_STRESS_SEED=" << seed << " replays it)");
   std::cerr << "stress: seed " << seed << ", " << seconds << " s\n";
 
@@ -512,6 +533,9 @@ BOOST_AUTO_TEST_CASE(seeded_stress_of_the_recipes_under_faults) {
         for (auto& kv : logs.kvs) present.insert(kv.key);
         logs_total += static_cast<long>(present.size());
         BOOST_TEST(value == static_cast<long>(present.size()), name << ": counter " << value << ", fenced increments applied " << present.size());
+        auto stale_prefix = "stress-data/" + name + "/stale/";
+        auto stale = co_await w.judge->async_get(stale_prefix, get_options{.prefix = true, .count_only = true}, use_awaitable);
+        BOOST_TEST(stale.count == 0, name << ": " << stale.count << " writes under the fence of a finished hold landed");
         for (auto& p : present)
           BOOST_TEST((w.fenced_ok.count(p) || w.fenced_unknown.count(p)), "applied but told rejected or never sent: " << p);
       }
@@ -526,7 +550,7 @@ BOOST_AUTO_TEST_CASE(seeded_stress_of_the_recipes_under_faults) {
             << w.fenced_rejected.size() << " rejected, " << w.fenced_unknown.size() << " unknown (" << logs_total
             << " applied in all), " << w.fenced_skipped << " skipped (read failed), " << w.busy_skipped
             << " campaigns skipped (session busy on the name), " << w.chaos << " sessions ended, " << w.faults
-            << " proxy faults, " << w.violations.size() << " violations\n";
+            << " proxy faults, " << w.probes << " stale fences probed, " << w.violations.size() << " violations\n";
     for (auto& [what, n] : w.outcomes) summary << "  " << what << ": " << n << "\n";
     BOOST_TEST_MESSAGE(summary.str());
     std::cerr << "stress: " << summary.str();
