@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <random>
 #include <tuple>
 
 namespace coetcd::detail {
@@ -205,9 +206,22 @@ asio::awaitable<void> sweep_late_put(std::shared_ptr<session_state> s, std::stri
     delete_in_flight deleting(*s, key);
     // Unused by us and made after our delete: a late put. Deleted by its own revision (as every
     // delete is: see delete_key), never by "newer than".
-    auto [gec, got] = co_await get_on(s->impl, key, {});
-    if (gec || got.kvs.empty() || got.kvs.front().create_revision <= deleted_at) continue;
-    co_await delete_key(*s, key, got.kvs.front().create_revision);
+    // A look that cannot read (the member it asked is slow or gone) is tried again soon, not
+    // skipped: with the next look 3 or 10 s away, two lost looks left a late put for the session.
+    std::optional<key_value> there;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      auto [gec, got] = co_await get_on(s->impl, key, {});
+      if (!gec) {
+        if (!got.kvs.empty()) there = std::move(got.kvs.front());
+        break;
+      }
+      if (!may_pass(gec) || s->lost || s->impl->closed()) break;
+      pause->expires_after(retry_pause(attempt));
+      co_await pause->async_wait(as_result);
+      if (s->lost || s->impl->closed()) break;
+    }
+    if (!there || there->create_revision <= deleted_at) continue;
+    co_await delete_key(*s, key, there->create_revision);
   }
   s->unlisten(ended);
 }
@@ -356,6 +370,12 @@ asio::awaitable<std::int64_t> delete_now(std::shared_ptr<session_state> sp, std:
 }
 
 }  // namespace
+
+std::chrono::milliseconds retry_pause(int attempt) {
+  thread_local std::minstd_rand spread(std::random_device{}());
+  const int base = attempt < 4 ? 250 << attempt : 4000;
+  return std::chrono::milliseconds(std::uniform_int_distribution<int>(base / 2, base + base / 2)(spread));
+}
 
 std::string lease_hex(std::int64_t id) {
   char buf[24];

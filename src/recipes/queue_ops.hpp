@@ -73,10 +73,11 @@ asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_vie
 
 /// A failure that an outage explains (unreachable, timed out, no leader), which may pass.
 bool may_pass(const error_code& ec);
-/// How long to wait before retry `attempt` (0, 1, ...) of a clean-up: 250 ms doubling to 4 s.
-inline std::chrono::milliseconds retry_pause(int attempt) {
-  return std::chrono::milliseconds(attempt < 4 ? 250 << attempt : 4000);
-}
+/// How long to wait before retry `attempt` (0, 1, ...) of a clean-up: 250 ms doubling to 4 s,
+/// each drawn from 0.5x to 1.5x of that. Without the spread, clean-ups that failed together
+/// retried together, and round robin gave each the same member again: through one slow member
+/// a clean-up failed on every retry while its twin succeeded on every one.
+std::chrono::milliseconds retry_pause(int attempt);
 
 /// Deletes our key, guarded by its create revision when known. Runs to its end even when the
 /// calling operation is cancelled before or during it (a coroutine of its own, with no
