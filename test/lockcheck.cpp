@@ -434,10 +434,12 @@ int main(int argc, char** argv) {
     } else {
       rc = 2;
     }
-    signals.cancel();
-    c.close();
   };
   asio::co_spawn(ioc, body(), [&](std::exception_ptr e) {
+    // Also when the body failed: a signal wait left pending kept ioc.run() from returning, and
+    // a `clean` whose delete failed waited for a SIGTERM nobody sent.
+    signals.cancel();
+    c.close();
     if (!e) return;
     try {
       std::rethrow_exception(e);

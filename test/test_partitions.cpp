@@ -70,7 +70,10 @@ struct lockcheck_run {
     for (auto& w : workers) w->signal(SIGKILL);
   }
   static std::string direct() { return join(cluster().endpoints()); }
-  void clean() { run_command(COETCD_LOCKCHECK_PATH " clean " + direct() + " " + name); }
+  void clean() {
+    auto r = run_command(COETCD_LOCKCHECK_PATH " clean " + direct() + " " + name, 60s);
+    if (r.exit_code != 0) BOOST_TEST_MESSAGE("lockcheck clean failed (" << r.exit_code << "): " << r.output);
+  }
   void start(const std::vector<std::string>& endpoints, int ttl, int callers = 3) {
     auto id = "w" + std::to_string(workers.size());
     // LOCKCHECK_GRANTS: a line per grant with its CLOCK_MONOTONIC time (grant_times below).

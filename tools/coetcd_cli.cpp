@@ -263,6 +263,15 @@ struct app {
     co_return ec ? 0 : sig;
   }
 
+  // Exits with `code` after closing the open session: its lease is revoked, so a waiting key
+  // whose clean-up is still on its way (a cancelled lock completes first) goes with it instead of
+  // staying until the lease expires.
+  coetcd::session* open = nullptr;
+  asio::awaitable<void> give_up(int code, std::string msg) {
+    if (open) co_await open->async_close(as_result);
+    die(code, msg);
+  }
+
   asio::awaitable<coetcd::session> open_session() {
     auto [ec, s] = co_await coetcd::session::async_create(
         client, coetcd::session_options{.ttl = std::chrono::seconds(args.ttl)}, as_result);
@@ -331,8 +340,9 @@ struct app {
     if (args.timeout > 0) limit.expires_after(std::chrono::milliseconds(static_cast<long>(args.timeout * 1000)));
     else limit.expires_at(asio::steady_timer::time_point::max());
     auto r = co_await (m.async_lock(as_result) || limit.async_wait(as_result) || wait_stop_signal());
-    if (r.index() == 1) die(timed_out, cmd + ": gave up waiting for '" + name + "' after " + std::to_string(args.timeout) + " s");
-    if (r.index() == 2) die(130, cmd + ": interrupted while waiting for '" + name + "'");
+    if (r.index() == 1)
+      co_await give_up(timed_out, cmd + ": gave up waiting for '" + name + "' after " + std::to_string(args.timeout) + " s");
+    if (r.index() == 2) co_await give_up(130, cmd + ": interrupted while waiting for '" + name + "'");
     if (auto [ec] = std::get<0>(r); ec) fail(failed, "cannot lock '" + name + "'", ec);
   }
 
@@ -412,6 +422,7 @@ struct app {
   asio::awaitable<void> lock() {
     if (args.status) co_return co_await status();
     auto s = co_await open_session();
+    open = &s;
     if (args.command == "lock") {
       coetcd::mutex m(s, args.args[0]);
       co_await hold(m);
@@ -510,9 +521,10 @@ struct app {
       }
     }
     auto s = co_await open_session();
+    open = &s;
     coetcd::election e(s, name);
     auto r = co_await (e.async_campaign(args.args[1], as_result) || wait_stop_signal());
-    if (r.index() == 1) die(130, "elect: interrupted while campaigning for '" + name + "'");
+    if (r.index() == 1) co_await give_up(130, "elect: interrupted while campaigning for '" + name + "'");
     if (auto [ec] = std::get<0>(r); ec) fail(failed, "cannot campaign for '" + name + "'", ec);
     std::printf("%s\n%s\n", e.key().c_str(), args.args[1].c_str());
     std::fflush(stdout);

@@ -17,6 +17,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,15 +60,58 @@ fs::path make_temp_dir(const std::string& tag) {
   return tmpl;
 }
 
-command_result run_command(const std::string& cmd) {
+command_result run_command(const std::string& cmd, std::chrono::seconds limit) {
+  // posix_spawn, not popen: the command gets a process group of its own so a deadline can kill
+  // all of it, and a command that never ends fails its test instead of hanging it (a lockcheck
+  // clean whose delete failed once waited for SIGTERM forever, CI's partitions run timed out).
   command_result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return r;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  const char* argv[] = {"sh", "-c", cmd.c_str(), nullptr};
+  pid_t pid = -1;
+  int spawned = ::posix_spawn(&pid, "/bin/sh", &actions, &attr, const_cast<char* const*>(argv), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  ::close(fds[1]);
+  if (spawned != 0) {
+    ::close(fds[0]);
+    return r;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  bool killed = false;
   char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      ::kill(-pid, SIGKILL);
+      killed = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000))) <= 0) continue;
+    auto n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    r.output.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (killed) {
+    r.output += "\n[run_command: killed after " + std::to_string(limit.count()) + " s: " + cmd + "]\n";
+    r.exit_code = -1;
+  } else {
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
   return r;
 }
 

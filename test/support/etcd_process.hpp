@@ -122,8 +122,9 @@ struct command_result {
   std::string output;  // stdout and stderr
 };
 
-/// Runs a shell command and captures its output.
-command_result run_command(const std::string& cmd);
+/// Runs a shell command and captures its output; past `limit` its process group is killed and
+/// the exit code is -1 (the output then ends with a line saying so).
+command_result run_command(const std::string& cmd, std::chrono::seconds limit = std::chrono::seconds(120));
 /// Runs `etcdctl` (API v3) against the server with the given extra flags.
 command_result etcdctl(const etcd_process& etcd, const std::string& args);
 
