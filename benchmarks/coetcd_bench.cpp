@@ -15,6 +15,7 @@
 // critical section, and an overlap flag; a lost update or an overlap between holders is a
 // violation (for elections, between sessions: a campaign is per session). --json prints one JSON object; otherwise a readable summary. Progress goes to stderr.
 #include "bench_support.hpp"
+#include "checked_section.hpp"
 
 #include <coetcd.hpp>
 
@@ -57,6 +58,7 @@ struct config {
   bool share_session = false;
   std::int64_t permits = 10;  // sem mode
   coetcd::mutex_options lock_options;  // --linger, --fair-hold, --fair-handoffs
+  bool checked = false;  // --checked: the section updates a counter in etcd (checked_section.hpp)
   bool json = false;
   std::string prefix;
   coetcd::completion_mode completions = coetcd::completion_mode::thread;
@@ -103,6 +105,8 @@ struct lock_slot {
   int readers = 0;  // rw mode: readers inside
   const void* holder = nullptr;  // who is inside, for the overlap check
   std::int64_t counter = 0;
+  std::string counter_key;  // --checked: the counter in etcd, and the writes that landed on it
+  std::int64_t checked_writes = 0;
   local_lock local;
   // When the last holder left the critical section: the next entry's distance from it is how
   // long the name sat free, or unreachable, while workers wanted it (max_idle_ms).
@@ -130,6 +134,7 @@ struct run_state {
   int ready = 0, running = 0;
   std::int64_t acquisitions = 0, attempts = 0, errors = 0, violations = 0;
   std::int64_t late = 0;  // acquisitions after the end: not counted, but in the counters
+  std::int64_t refused = 0, lost_updates = 0;  // --checked: a holder's guard failed; writes lost
   clock_type::duration max_idle{};  // the longest a name sat free between two holders
   std::string first_error;
 
@@ -154,16 +159,29 @@ asio::awaitable<void> sleep(std::chrono::microseconds d) {
 
 constexpr std::chrono::milliseconds pause_after_error{100};  // --keep-going
 
-// The critical section: read the counter, yield (or hold), write it back. Any other session
-// inside at the same time, or an update lost to one, is a violation.
-asio::awaitable<void> critical_section(run_state& st, lock_slot& slot, const void* who) {
+// --checked: the slot's counter in etcd, read and written back + 1 under `guard`.
+asio::awaitable<void> checked_write(run_state& st, coetcd::client& c, lock_slot& slot, coetcd::compare guard) {
+  try {
+    if (co_await bench::guarded_increment(c, slot.counter_key, std::move(guard))) ++slot.checked_writes;
+    else ++st.refused, ++st.violations;
+  } catch (const std::exception& e) {
+    st.fail(e.what());
+  }
+}
+
+// The critical section: read the counter, yield (or hold, or with a guard the checked write),
+// write it back. Any other session inside at the same time, or an update lost to one, is a
+// violation.
+asio::awaitable<void> critical_section(run_state& st, lock_slot& slot, const void* who, coetcd::client* c = nullptr,
+                                       std::optional<coetcd::compare> guard = std::nullopt) {
   if (slot.inside > 0 && slot.holder != who) ++st.violations;
   if (slot.inside == 0 && slot.free_since && clock_type::now() < st.end)
     st.max_idle = std::max(st.max_idle, clock_type::now() - *slot.free_since);
   ++slot.inside;
   slot.holder = who;
   auto seen = slot.counter;
-  if (st.cfg.hold.count() > 0) co_await sleep(st.cfg.hold);
+  if (c && guard) co_await checked_write(st, *c, slot, std::move(*guard));
+  else if (st.cfg.hold.count() > 0) co_await sleep(st.cfg.hold);
   else co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
   if (slot.counter != seen && !(st.cfg.share_session && st.cfg.mode == "election")) ++st.violations;
   slot.counter = seen + 1;
@@ -219,7 +237,8 @@ asio::awaitable<void> mutex_loop(run_state& st, coetcd::session& s, lock_slot& s
     }
     record_acquisition(st, t0, client);
     if (st.cfg.fenced && m.fencing_token() == 0) ++st.violations;  // held: never 0
-    co_await critical_section(st, slot, &m);  // every caller excludes every other one
+    if (st.cfg.checked) co_await critical_section(st, slot, &m, &s.get_client(), m.is_owner());
+    else co_await critical_section(st, slot, &m);  // every caller excludes every other one
     auto [uec] = co_await m.async_unlock(asio::as_tuple(use_awaitable));
     if (uec) {
       st.fail("unlock: " + uec.message());
@@ -249,7 +268,8 @@ asio::awaitable<void> rw_loop(run_state& st, coetcd::session& s, lock_slot& slot
     if (write ? slot.inside > 0 || slot.readers > 0 : slot.inside > 0) ++st.violations;
     ++(write ? slot.inside : slot.readers);
     auto seen = slot.counter;
-    if (st.cfg.hold.count() > 0) co_await sleep(st.cfg.hold);
+    if (st.cfg.checked && write) co_await checked_write(st, s.get_client(), slot, m.is_owner());
+    else if (st.cfg.hold.count() > 0) co_await sleep(st.cfg.hold);
     else co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
     if (write) {
       if (slot.counter != seen) ++st.violations;
@@ -281,8 +301,18 @@ asio::awaitable<void> sem_loop(run_state& st, coetcd::session& s, lock_slot& slo
     }
     record_acquisition(st, t0);
     if (++slot.inside > st.cfg.permits) ++st.violations;
-    if (st.cfg.hold.count() > 0) co_await sleep(st.cfg.hold);
-    else co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
+    if (st.cfg.checked) {
+      try {  // holders counted in etcd: more than the permits at once is an over-admission
+        if (co_await bench::cas_add(s.get_client(), slot.counter_key, 1) > st.cfg.permits) ++st.violations;
+        co_await bench::cas_add(s.get_client(), slot.counter_key, -1);
+      } catch (const std::exception& e) {
+        st.fail(e.what());
+      }
+    } else if (st.cfg.hold.count() > 0) {
+      co_await sleep(st.cfg.hold);
+    } else {
+      co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
+    }
     --slot.inside;
     auto [rec] = co_await sem.async_release(1, asio::as_tuple(use_awaitable));
     if (rec) {
@@ -304,7 +334,9 @@ asio::awaitable<void> election_loop(run_state& st, coetcd::session& s, lock_slot
       break;
     }
     record_acquisition(st, t0);
-    co_await critical_section(st, slot, &s);
+    if (st.cfg.checked && !st.cfg.share_session)
+      co_await critical_section(st, slot, &s, &s.get_client(), coetcd::compare::create_revision(e.key()) == e.revision());
+    else co_await critical_section(st, slot, &s);
     auto [rec] = co_await e.async_resign(asio::as_tuple(use_awaitable));
     if (rec) {
       st.fail("resign: " + rec.message());
@@ -511,6 +543,9 @@ config parse_args(int argc, char** argv) {
        "client_options::keep_abseil_deadlock_detection (to measure what turning it off saves)")
       ("fenced", po::bool_switch(&cfg.fenced),
        "mutex: each holder reads its fencing token (a fenced hand-off: one put per local hand-off)")
+      ("checked", po::bool_switch(&cfg.checked),
+       "mutex, rw, sem, election: the critical section is a guarded read-modify-write of a counter in etcd "
+       "(a semaphore counts its holders there); lost updates and refused guards are violations")
       ("keep-going", po::bool_switch(&cfg.keep_going),
        "mutex: on an error a worker counts it, waits 100 ms and goes on (default: its first error ends it)")
       ("json", po::bool_switch(&cfg.json), "print one JSON object");
@@ -562,7 +597,10 @@ int main(int argc, char** argv) {
   o.keep_abseil_deadlock_detection = cfg.keep_abseil_deadlock_detection;
   std::vector<std::unique_ptr<coetcd::client>> clients;
   for (int i = 0; i < cfg.clients; ++i) clients.push_back(std::make_unique<coetcd::client>(ioc, o));
-  for (int k = 0; k < cfg.locks; ++k) st.slots.push_back(lock_slot{cfg.prefix + "lock-" + std::to_string(k)});
+  for (int k = 0; k < cfg.locks; ++k) {
+    st.slots.push_back(lock_slot{cfg.prefix + "lock-" + std::to_string(k)});
+    st.slots.back().counter_key = st.slots.back().name + "-counter";  // beside the lock's keys, not under them
+  }
   st.per_session.resize(static_cast<std::size_t>(cfg.clients));
 
   std::map<std::string, double> rpc_before, rpc_after;
@@ -620,6 +658,20 @@ int main(int argc, char** argv) {
     try {
       rpc_after = bench::grpc_messages_received(cfg.endpoints.front());
     } catch (const std::exception&) {
+    }
+    if (cfg.checked) {
+      // Every write that landed is in the counter (a semaphore's holders all left: 0).
+      for (auto& s : st.slots) {
+        auto [gec, counted] = co_await asio::co_spawn(ioc, bench::read_counter(*clients[0], s.counter_key), asio::as_tuple(use_awaitable));
+        if (gec) {
+          st.fail("checked: reading the counter failed");
+          continue;
+        }
+        const auto want = cfg.mode == "sem" ? 0 : s.checked_writes;
+        st.lost_updates += std::llabs(want - counted.value);
+        co_await clients[0]->async_delete(s.counter_key, asio::as_tuple(use_awaitable));
+      }
+      st.violations += st.lost_updates;
     }
     // Sessions are closed (leases revoked): nothing may remain under the prefix.
     auto [ec, r] = co_await clients[0]->async_get(cfg.prefix, coetcd::get_options{.prefix = true, .count_only = true},
@@ -686,7 +738,8 @@ int main(int argc, char** argv) {
         "\"range_per_acq\":%.2f,\"delete_per_acq\":%.2f,\"watch_msgs_per_acq\":%.2f,"
         "\"read_p50_ms\":%.3f,\"read_p99_ms\":%.3f,\"write_p50_ms\":%.3f,\"write_p99_ms\":%.3f,\"writes\":%" PRId64 ","
         "\"violations\":%" PRId64 ",\"errors\":%" PRId64 ",\"leftover_keys\":%" PRId64 ",\"first_error\":%s,"
-        "\"completions\":\"%s\",\"late\":%" PRId64 ",\"max_idle_ms\":%.3f,\"keep_going\":%s,\"fenced\":%s}\n",
+        "\"completions\":\"%s\",\"late\":%" PRId64 ",\"max_idle_ms\":%.3f,\"keep_going\":%s,\"fenced\":%s,"
+        "\"checked\":%s,\"refused\":%" PRId64 ",\"lost_updates\":%" PRId64 "}\n",
         cfg.mode == "local" ? "\"local\"" : "\"coetcd\"", json_string(cfg.mode).c_str(), cfg.workers, cfg.locks,
         cfg.clients, cfg.share_session ? "true" : "false", static_cast<int>(cfg.lock_options.linger.count()), cfg.hold.count() / 1000.0, cfg.mode == "sem" ? cfg.permits : 0, elapsed, share_min, share_max, max_gap_ms, st.acquisitions,
         st.attempts,
@@ -697,7 +750,7 @@ int main(int argc, char** argv) {
         st.violations, st.errors, leftover,
         json_string(st.first_error).c_str(), cfg.completions == coetcd::completion_mode::poll ? "poll" : "thread",
         st.late, std::chrono::duration<double, std::milli>(st.max_idle).count(), cfg.keep_going ? "true" : "false",
-        cfg.fenced ? "true" : "false");
+        cfg.fenced ? "true" : "false", cfg.checked ? "true" : "false", st.refused, st.lost_updates);
   } else {
     std::printf("coetcd %s: %d workers, %d locks, %d clients, %.1f s\n", cfg.mode.c_str(), cfg.workers, cfg.locks,
                 cfg.clients, elapsed);
@@ -718,6 +771,8 @@ int main(int argc, char** argv) {
     std::printf("  peak RSS          %.1f MB\n", bench::peak_rss_mb());
     std::printf("  RPCs/acquisition  %.2f (Txn %.2f, Range %.2f, DeleteRange %.2f, Watch msgs %.2f)\n", rpcs,
                 per_acq("Txn"), per_acq("Range"), per_acq("DeleteRange"), per_acq("Watch"));
+    if (cfg.checked)
+      std::printf("  checked in etcd   %" PRId64 " guards refused, %" PRId64 " updates lost\n", st.refused, st.lost_updates);
     std::printf("  violations        %" PRId64 "\n  errors            %" PRId64 "%s%s\n  keys left         %" PRId64 "\n",
                 st.violations, st.errors, st.first_error.empty() ? "" : " first: ", st.first_error.c_str(), leftover);
   }

@@ -139,6 +139,11 @@ type config struct {
 	hold         time.Duration
 	ttl          int
 	shareSession bool
+	// -pass-local (held.go): the session holds the etcd lock while its goroutines pass a
+	// sync.Mutex, within coetcd's fairness bounds.
+	passLocal    bool
+	fairHold     time.Duration
+	fairHandoffs int
 	permits      int64 // sem mode
 	json         bool
 	prefix       string
@@ -679,6 +684,9 @@ func parseArgs() (config, error) {
 	flag.StringVar(&hold, "hold", "0s", "time inside the critical section (default: one yield)")
 	flag.IntVar(&cfg.ttl, "ttl", 60, "session TTL in seconds")
 	flag.BoolVar(&cfg.shareSession, "share-session", false, "one session per client shared by its workers")
+	flag.BoolVar(&cfg.passLocal, "pass-local", false, "mutex -share-session: the session holds concurrency.Mutex while its goroutines pass a sync.Mutex (held.go)")
+	flag.DurationVar(&cfg.fairHold, "fair-hold", 50*time.Millisecond, "-pass-local: give the lock up after this long when another session waits")
+	flag.IntVar(&cfg.fairHandoffs, "fair-handoffs", 1000, "-pass-local: give the lock up after this many hand-offs when another session waits")
 	flag.StringVar(&cfg.prefix, "prefix", "", "key prefix (default /coetcd-bench/go-<pid>/)")
 	flag.BoolVar(&cfg.json, "json", false, "print one JSON object")
 	var expiry, retryMin, retryMax string
@@ -746,6 +754,9 @@ func parseArgs() (config, error) {
 		return cfg, errors.New("try_lock: etcd 3.4's concurrency.Mutex has no TryLock")
 	default:
 		return cfg, fmt.Errorf("unknown --mode %q", cfg.mode)
+	}
+	if cfg.passLocal && (cfg.mode != "mutex" || !cfg.shareSession) {
+		return cfg, errors.New("-pass-local goes with --mode mutex and -share-session")
 	}
 	if cfg.system != "etcd" {
 		if _, ok := peerSystems[cfg.system]; !ok {
@@ -868,7 +879,11 @@ func main() {
 			slot := st.slots[i%cfg.locks]
 			switch cfg.mode {
 			case "mutex":
-				mutexLoop(st, clients[i%cfg.clients], s, slot)
+				if cfg.passLocal {
+					heldLoop(st, clients[i%cfg.clients], s, slot)
+				} else {
+					mutexLoop(st, clients[i%cfg.clients], s, slot)
+				}
 			case "election":
 				electionLoop(st, s, slot)
 			case "txn":
@@ -981,7 +996,7 @@ func printResult(st *runState, impl string, elapsed, cpuPer1000 float64, leftove
 			"watch_msgs_per_acq": perAcq("Watch"), "violations": st.violations, "errors": st.errs,
 			"leftover_keys": leftover, "first_error": firstError, "permits": 0, "completions": "",
 			"late": st.late, "max_idle_ms": float64(atomic.LoadInt64(&st.maxIdleUs)) / 1000,
-			"keep_going": cfg.keepGoing,
+			"keep_going": cfg.keepGoing, "pass_local": cfg.passLocal,
 		}
 		if cfg.mode == "sem" {
 			out["permits"] = cfg.permits
