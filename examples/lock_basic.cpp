@@ -1,4 +1,4 @@
-// A distributed lock around a job, as in the README: lock, fenced write, unlock; then with_lock.
+// A distributed lock around a job, as in docs/lock-family.md: lock, fenced write, unlock; then with_lock.
 //   lock_basic [ENDPOINT]
 #include <coetcd.hpp>
 

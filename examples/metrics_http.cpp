@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
     for (int w = 0; w < 4; ++w) {
       asio::co_spawn(io, [&]() -> asio::awaitable<void> {
         asio::steady_timer work(io);
-        // Named first: see the README on g++ 12.2 and lambdas inside a co_await expression.
+        // Named first: see docs/how-it-works.md on g++ 12.2 and lambdas inside a co_await expression.
         auto job = [&]() -> asio::awaitable<void> {
           work.expires_after(2ms);
           co_await work.async_wait(use_awaitable);

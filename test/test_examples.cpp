@@ -1,4 +1,4 @@
-// The examples run against a real etcd and say what the README says they say; http_counter runs
+// The examples run against a real etcd and say what docs/using-coetcd.md says they do; http_counter runs
 // as two processes taking concurrent increments without losing one.
 #define BOOST_TEST_MODULE coetcd_examples
 #include "support/child_process.hpp"

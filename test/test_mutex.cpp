@@ -420,7 +420,7 @@ BOOST_AUTO_TEST_CASE(with_lock_body_is_cancelled_when_the_holders_lease_is_revok
     asio::co_spawn(
         ex,
         [](mutex& m, std::shared_ptr<bool> body_cancelled) -> asio::awaitable<void> {
-          // Named, not written inside the co_await: g++ 12 destroys such closures twice (README).
+          // Named, not written inside the co_await: g++ 12 destroys such closures twice (docs/how-it-works.md).
           auto body = [body_cancelled]() -> asio::awaitable<void> {
             try {
               co_await sleep_for(30s);

@@ -72,7 +72,7 @@ BOOST_AUTO_TEST_CASE(a_waiter_behind_a_1500_revision_gap_keeps_its_place) {
     BOOST_TEST(!r2->has_value(), "s2's lock ended early: " << (r2->has_value() ? r2->value().message() : ""));
     co_await direct.async_lease_revoke(junk.id, use_awaitable);
     co_await mh.async_unlock(use_awaitable);
-    auto r1_done = [r1] { return r1->has_value(); };  // named: see the README on g++ 12.2
+    auto r1_done = [r1] { return r1->has_value(); };  // named: see docs/how-it-works.md on g++ 12.2
     BOOST_TEST_REQUIRE(co_await eventually(r1_done, 10s));
     BOOST_TEST(!r1->value(), r1->value().message());
     co_await m1.async_unlock(use_awaitable);

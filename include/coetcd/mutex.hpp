@@ -100,7 +100,7 @@ class mutex {
   /// reported and the delete is retried in the background until it succeeds or the session
   /// ends, so the name never stays blocked by a live session that no longer uses it.
   /// Deletes and lock txns of the client's sessions that meet on the wire go to etcd together in
-  /// one txn (see README, "Performance").
+  /// one txn (see docs/how-it-works.md, "Many sessions, one client").
   /// Errors: error::not_locked (this object does not hold it), error::session_lost (the key was
   /// already gone: the lock had been lost), transport errors.
   template <class CompletionToken = asio::deferred_t>

@@ -116,7 +116,7 @@ auto with_hold(Hold m, Body body, with_lock_options options) -> std::invoke_resu
 /// completes. Errors of async_lock are thrown as system_error.
 ///
 /// g++ 12: a lambda with by-value captures written inside the `co_await with_lock(...)` expression
-/// is destroyed twice by the compiler; name it first and pass it with std::move (see README).
+/// is destroyed twice by the compiler; name it first and pass it with std::move (see docs/how-it-works.md).
 template <class Body>
 auto with_lock(mutex& m, Body body, with_lock_options options = {}) {
   return detail::with_hold(detail::exclusive_hold<mutex>{m}, std::move(body), options);
