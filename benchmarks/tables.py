@@ -70,7 +70,12 @@ def n(v, fmt="{:,.0f}"):
 
 
 def x(v):
-    return "–" if v is None else f"{v:.2f}×"
+    """A ratio: two decimals, whole numbers from 100, two significant digits below 0.1."""
+    if v is None:
+        return "–"
+    if v >= 100:
+        return f"{v:.0f}×"
+    return f"{v:.2f}×" if v >= 0.1 else f"{v:.2g}×"
 
 
 def ms(v):
