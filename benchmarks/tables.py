@@ -289,7 +289,9 @@ def readme_performance():
         g = cell(L, "go", "mutex", w, share_session=True, clients=k, pass_local=True)
         out.append(f"| {w} callers on {k} session{'s' if k > 1 else ''} (async server) | {tput(c).split(' (')[0]} "
                    f"| Go: `sync.Mutex` inside a held `concurrency.Mutex` | {tput(g).split(' (')[0]} | {x(ratio(c, g))} | – |")
-    out += ["", "Floor: etcd's rate of serial commits here (a chain of single-key deletes), measured in the same round. "
+    out += ["", "Floor: etcd's rate of serial commits here (a chain of single-key deletes), measured in the same round; "
+            "a hand-off between waiters costs one commit (the release), a lone acquisition two (take and release). "
+            "The async-server rows take the key once and pass it in memory, as their Go twin does. "
             f"2 cores, one etcd on loopback, {rounds_note(L)}, medians; from `benchmarks/results/latest.jsonl`."]
     return "\n".join(out)
 
