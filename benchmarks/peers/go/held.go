@@ -4,6 +4,13 @@
 // session waits, after -fair-hold or -fair-handoffs (coetcd's mutex_options defaults: 50 ms,
 // 1000), which are coetcd's own fairness bounds. It learns that another session waits from a
 // watch on the lock's prefix, as coetcd does.
+//
+// Where it differs from coetcd, as a Go programmer's version would: sync.Mutex is not FIFO (a
+// goroutine that just unlocked may take it again; waiters get priority only after waiting 1 ms,
+// its starvation mode), and the goroutines run on every core, while coetcd's callers queue FIFO
+// on one event loop. Its fairness clock starts when it takes the etcd lock; coetcd's starts at
+// the first unlock that sees another session waiting. In the benchmark's cells another session
+// waits throughout or never, where the two clocks agree.
 package main
 
 import (
