@@ -12,6 +12,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tables  # noqa: E402
+
 raw, out_md, out_png, setting = sys.argv[1:5]
 cells = [json.loads(line) for line in open(raw) if line.strip()]
 IN_FLIGHT = (1, 10, 100, 1000)
@@ -19,18 +22,11 @@ OPS = (("put", "put"), ("get", "get"), ("kv_txn", "txn"))
 
 
 def find(impl, mode, workers=1, completions="thread"):
-    """The median round by throughput, with the violations and errors of every round."""
+    """The cell as benchmarks/report shows it: medians of its rounds (tables.summary)."""
     runs = [c for c in cells if c["impl"] == impl and c["mode"] == mode and c["workers"] == workers
             and c["locks"] == 1 and not c.get("share_session") and c.get("clients", 1) == 1
             and c.get("linger_ms", 0) == 0 and c.get("completions", "thread") in (completions, "")]
-    if not runs:
-        return None
-    runs.sort(key=lambda c: c["acquisitions_per_s"])
-    c = dict(runs[(len(runs) - 1) // 2])
-    c["violations"] = sum(r["violations"] for r in runs)
-    c["errors"] = sum(r["errors"] for r in runs)
-    c["spread"] = (runs[0]["acquisitions_per_s"], runs[-1]["acquisitions_per_s"])
-    return c
+    return tables.summary(runs)
 
 
 def num(c, field, fmt="{:.0f}"):
@@ -45,9 +41,10 @@ def tput(c):
 
 
 def ratio(a, b, field="acquisitions_per_s"):
-    if not a or not b or not b.get(field):
+    """Taken round by round, the median shown (tables.ratio)."""
+    if not a or not b:
         return None
-    return a[field] / b[field]
+    return tables.ratio(a["runs"], b["runs"], field)
 
 
 def fmt_ratio(r):

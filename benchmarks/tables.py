@@ -61,6 +61,24 @@ def ratio(a, b, field="acquisitions_per_s"):
     return statistics.median(vals) if vals else None
 
 
+def summary(runs):
+    """One dict for a cell's rounds, as the tables show it: every number the median of the rounds',
+    violations and errors summed, the throughput's spread, and the rounds themselves ("runs", for
+    ratio()). None for no rounds."""
+    if not runs:
+        return None
+    out = dict(runs[0])
+    for k, v in runs[0].items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[k] = median(runs, k)
+    out["violations"] = sum(r.get("violations", 0) for r in runs)
+    out["errors"] = sum(r.get("errors", 0) for r in runs)
+    vals = [r["acquisitions_per_s"] for r in runs]
+    out["spread"] = (min(vals), max(vals))
+    out["runs"] = runs
+    return out
+
+
 def bad(runs):
     """Violations and errors over every round, and locks left behind."""
     return sum(r.get("violations", 0) + r.get("errors", 0) + (1 if r.get("leftover_keys", 0) > 0 else 0) for r in runs)
