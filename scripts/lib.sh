@@ -56,6 +56,38 @@ build() {
   ninja -C "$COETCD_ROOT/$dir" -j2 ${COETCD_TARGETS:-} | sed -E '/^\[[0-9]+\/[0-9]+\]/d'
 }
 
+# fetch_etcd35: etcd 3.5.16 (Debian 13's etcd-server and etcd-client) unpacked into a cache,
+# fetched once, never installed: a private sources list and apt state under the cache, the .debs
+# checked against the SHA256 of the signed index, then dpkg-deb -x. Sets ETCD35_BIN (the
+# directory holding etcd and etcdctl). The system's packages stay as they are.
+ETCD35_VERSION=3.5.16
+fetch_etcd35() {
+  local cache=${COETCD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/coetcd}/etcd-$ETCD35_VERSION
+  ETCD35_BIN=$cache/root/usr/bin
+  if [ -x "$ETCD35_BIN/etcd" ] && "$ETCD35_BIN/etcd" --version 2>/dev/null | grep -q "etcd Version: $ETCD35_VERSION"; then
+    return 0
+  fi
+  log "fetching etcd $ETCD35_VERSION (Debian 13's packages) into $cache"
+  rm -rf "$cache" && mkdir -p "$cache"/{lists/partial,archives/partial,debs,root}
+  echo "deb http://deb.debian.org/debian trixie main" >"$cache/sources.list"
+  local apt=(-o Dir::Etc::sourcelist="$cache/sources.list" -o Dir::Etc::sourceparts=/nonexistent
+    -o Dir::State::Lists="$cache/lists" -o Dir::Cache="$cache" -o Dir::Cache::archives="$cache/archives"
+    -o APT::Sandbox::User=root)
+  apt-get "${apt[@]}" -qq update || { log "cannot read Debian 13's package index"; return 1; }
+  local p deb want
+  for p in etcd-server etcd-client; do
+    (cd "$cache/debs" && apt-get "${apt[@]}" -qq download "$p=$ETCD35_VERSION-*") || { log "cannot download $p"; return 1; }
+    deb=$(ls "$cache/debs/${p}_${ETCD35_VERSION}"-*_amd64.deb)
+    want=$(apt-cache "${apt[@]}" show "$p=$(dpkg-deb -f "$deb" Version)" | awk '/^SHA256:/ {print $2; exit}')
+    if [ -z "$want" ] || [ "$(sha256sum "$deb" | awk '{print $1}')" != "$want" ]; then
+      log "$deb does not match the index's SHA256"
+      return 1
+    fi
+    dpkg-deb -x "$deb" "$cache/root"
+  done
+  "$ETCD35_BIN/etcd" --version | grep -q "etcd Version: $ETCD35_VERSION" || { log "the unpacked etcd is not $ETCD35_VERSION"; return 1; }
+}
+
 # A TCP port on 127.0.0.1 that nothing listens on (checked, not reserved).
 free_port() {
   local p
@@ -73,14 +105,14 @@ start_etcd() {
   client=$(free_port)
   peer=$(free_port)
   ETCD_ENDPOINT="127.0.0.1:$client"
-  /usr/bin/etcd --name demo --data-dir "$ETCD_DIR/data" \
+  "${COETCD_ETCD:-/usr/bin/etcd}" --name demo --data-dir "$ETCD_DIR/data" \
     --listen-client-urls "http://$ETCD_ENDPOINT" --advertise-client-urls "http://$ETCD_ENDPOINT" \
     --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
     --initial-cluster "demo=http://127.0.0.1:$peer" --logger zap --log-level warn >"$ETCD_DIR/etcd.log" 2>&1 &
   ETCD_PID=$!
   for _ in $(seq 1 100); do
-    if ETCDCTL_API=3 /usr/bin/etcdctl --endpoints="$ETCD_ENDPOINT" --dial-timeout=1s endpoint health >/dev/null 2>&1; then
-      log "etcd $(/usr/bin/etcd --version | head -1 | awk '{print $3}') up at $ETCD_ENDPOINT (pid $ETCD_PID)"
+    if ETCDCTL_API=3 "${COETCD_ETCDCTL:-/usr/bin/etcdctl}" --endpoints="$ETCD_ENDPOINT" --dial-timeout=1s endpoint health >/dev/null 2>&1; then
+      log "etcd $("${COETCD_ETCD:-/usr/bin/etcd}" --version | head -1 | awk '{print $3}') up at $ETCD_ENDPOINT (pid $ETCD_PID)"
       return 0
     fi
     kill -0 "$ETCD_PID" 2>/dev/null || { cat "$ETCD_DIR/etcd.log" >&2; return 1; }

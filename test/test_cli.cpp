@@ -80,7 +80,7 @@ BOOST_AUTO_TEST_CASE(lock_runs_the_command_with_key_and_fencing_token_and_passes
 
 BOOST_AUTO_TEST_CASE(coetcd_lock_and_etcdctl_lock_exclude_each_other) {
   // etcdctl holds: coetcd cannot take it (--try exits 3, --timeout exits 4), then can once released.
-  child_process holder("ETCDCTL_API=3 etcdctl --endpoints=" + server().endpoint() + " lock cli-x");
+  child_process holder("ETCDCTL_API=3 " + etcdctl_binary() + " --endpoints=" + server().endpoint() + " lock cli-x");
   BOOST_TEST_REQUIRE(holder.wait_for_output("cli-x/", 10s), holder.output());
   auto tried = run_command(cli("lock --try cli-x -- true"));
   BOOST_TEST(tried.exit_code == 3, tried.output);
@@ -98,7 +98,7 @@ BOOST_AUTO_TEST_CASE(coetcd_lock_and_etcdctl_lock_exclude_each_other) {
   // coetcd holds: etcdctl waits (and is stopped by `timeout`) until coetcd releases.
   child_process ours(cli("lock cli-x"));
   BOOST_TEST_REQUIRE(ours.wait_for_output("cli-x/", 10s), ours.output());
-  auto blocked = run_command("timeout 2 env ETCDCTL_API=3 etcdctl --endpoints=" + server().endpoint() +
+  auto blocked = run_command("timeout 2 env ETCDCTL_API=3 " + etcdctl_binary() + " --endpoints=" + server().endpoint() +
                              " lock cli-x echo got-it");
   BOOST_TEST(blocked.exit_code == 124, blocked.output);
   BOOST_TEST(blocked.output.find("got-it") == std::string::npos);
@@ -106,7 +106,7 @@ BOOST_AUTO_TEST_CASE(coetcd_lock_and_etcdctl_lock_exclude_each_other) {
   auto code = ours.wait(10s);
   BOOST_TEST_REQUIRE(code.has_value());
   BOOST_TEST(*code == 0, ours.output());  // SIGTERM: release and exit cleanly
-  auto now_free = run_command("timeout 10 env ETCDCTL_API=3 etcdctl --endpoints=" + server().endpoint() +
+  auto now_free = run_command("timeout 10 env ETCDCTL_API=3 " + etcdctl_binary() + " --endpoints=" + server().endpoint() +
                               " lock cli-x echo got-it");
   BOOST_TEST(now_free.output.find("got-it") != std::string::npos, now_free.output);
   BOOST_TEST(keys_under("cli-x/") == 0);
@@ -294,7 +294,7 @@ BOOST_AUTO_TEST_CASE(lock_status_prints_holder_and_waiters_as_text_and_json) {
   child_process holder(cli("lock --ttl 30 cli-st"));
   BOOST_TEST_REQUIRE(holder.wait_for_output("cli-st/", 10s), holder.output());
   const std::string holder_key = holder.output().substr(0, holder.output().find('\n'));
-  child_process waiter("ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=" + server().client_url() + " lock cli-st");
+  child_process waiter("ETCDCTL_API=3 " + etcdctl_binary() + " --endpoints=" + server().client_url() + " lock cli-st");
   for (int i = 0; i < 200 && keys_under("cli-st/") < 2; ++i) std::this_thread::sleep_for(20ms);
   child_process nested(cli("lock cli-st/sub"));
   BOOST_TEST_REQUIRE(nested.wait_for_output("cli-st/sub/", 10s), nested.output());

@@ -163,7 +163,7 @@ BOOST_AUTO_TEST_CASE(etcdctl_elect_and_coetcd_see_each_other) {
     auto s = co_await session::async_create(c, use_awaitable);
     election e(s, "elect-interop");
     co_await e.async_campaign("coetcd-leader", use_awaitable);
-    auto listen = run_command("timeout 2 env ETCDCTL_API=3 etcdctl --endpoints=" + server().client_url() +
+    auto listen = run_command("timeout 2 env ETCDCTL_API=3 " + etcdctl_binary() + " --endpoints=" + server().client_url() +
                               " elect -l elect-interop");
     BOOST_TEST(listen.output.find("coetcd-leader") != std::string::npos, listen.output);
     BOOST_TEST(listen.output.find(e.key()) != std::string::npos, listen.output);
@@ -173,7 +173,7 @@ BOOST_AUTO_TEST_CASE(etcdctl_elect_and_coetcd_see_each_other) {
     auto empty = co_await next_leader(watch);
     BOOST_TEST(!empty.has_value());
     auto candidate = std::async(std::launch::async, [] {
-      return run_command("timeout 3 env ETCDCTL_API=3 etcdctl --endpoints=" + server().client_url() +
+      return run_command("timeout 3 env ETCDCTL_API=3 " + etcdctl_binary() + " --endpoints=" + server().client_url() +
                          " elect elect-interop etcdctl-proposal");
     });
     auto leader = co_await next_leader(watch);

@@ -167,7 +167,7 @@ BOOST_AUTO_TEST_CASE(coetcd_and_etcdctl_lock_exclude_each_other) {
     mutex m(s, "interop");
     co_await m.async_lock(use_awaitable);
     // While we hold it, etcdctl cannot get it.
-    auto blocked = run_command("timeout 2 env ETCDCTL_API=3 etcdctl --endpoints=" + server().client_url() +
+    auto blocked = run_command("timeout 2 env ETCDCTL_API=3 " + etcdctl_binary() + " --endpoints=" + server().client_url() +
                                " lock interop echo ETCDCTL-GOT-IT");
     BOOST_TEST(blocked.output.find("ETCDCTL-GOT-IT") == std::string::npos, blocked.output);
     BOOST_TEST(blocked.exit_code != 0);

@@ -233,7 +233,7 @@ BOOST_AUTO_TEST_CASE(stats_count_what_the_server_counts) {
 // A queue made by `etcdctl lock` (holder), two coetcd sessions (waiters) and a lock on a longer
 // name under it, read back in queue order with leases and TTLs.
 BOOST_AUTO_TEST_CASE(status_of_a_queue_made_by_etcdctl_and_coetcd) {
-  child_process holder("ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=" + server().client_url() +
+  child_process holder("ETCDCTL_API=3 " + etcdctl_binary() + " --endpoints=" + server().client_url() +
                        " lock st/q");  // prints its key, holds until killed
   asio::io_context ioc;
   client c(ioc, options_for(server()));

@@ -197,7 +197,7 @@ start_etcd_cluster() {
   done
   ETCD3_PIDS=()
   for i in 0 1 2; do
-    /usr/bin/etcd --name "m$i" --data-dir "$dir/m$i" \
+    "${COETCD_ETCD:-/usr/bin/etcd}" --name "m$i" --data-dir "$dir/m$i" \
       --listen-client-urls "http://127.0.0.1:${cport[i]}" --advertise-client-urls "http://127.0.0.1:${cport[i]}" \
       --listen-peer-urls "http://127.0.0.1:${pport[i]}" --initial-advertise-peer-urls "http://127.0.0.1:${pport[i]}" \
       --initial-cluster "$initial" --initial-cluster-state new --logger zap --log-level warn \
@@ -215,7 +215,7 @@ start_etcd_cluster() {
 
 # etcd_leader: the index (0-2) in ETCD3_ENDPOINTS of the member that leads.
 etcd_leader() {
-  ETCDCTL_API=3 /usr/bin/etcdctl --endpoints="$ETCD3_ENDPOINTS" --dial-timeout=1s --command-timeout=2s \
+  ETCDCTL_API=3 "${COETCD_ETCDCTL:-/usr/bin/etcdctl}" --endpoints="$ETCD3_ENDPOINTS" --dial-timeout=1s --command-timeout=2s \
     endpoint status -w json 2>/dev/null | python3 -c '
 import json, sys
 eps = sys.argv[1].split(",")

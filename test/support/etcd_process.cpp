@@ -60,6 +60,16 @@ fs::path make_temp_dir(const std::string& tag) {
   return tmpl;
 }
 
+std::string etcd_binary() {
+  const char* v = std::getenv("COETCD_ETCD");
+  return v && *v ? v : "/usr/bin/etcd";
+}
+
+std::string etcdctl_binary() {
+  const char* v = std::getenv("COETCD_ETCDCTL");
+  return v && *v ? v : "/usr/bin/etcdctl";
+}
+
 command_result run_command(const std::string& cmd, std::chrono::seconds limit) {
   // posix_spawn, not popen: the command gets a process group of its own so a deadline can kill
   // all of it, and a command that never ends fails its test instead of hanging it (a lockcheck
@@ -177,7 +187,7 @@ void etcd_process::launch() {
   if (pid_ > 0) return;
   std::string peer = peer_url();
   std::string cluster = cfg_.initial_cluster.empty() ? cfg_.name + "=" + peer : cfg_.initial_cluster;
-  std::vector<std::string> args = {"/usr/bin/etcd",
+  std::vector<std::string> args = {etcd_binary(),
                                    "--name=" + cfg_.name,
                                    "--data-dir=" + (dir_ / "data").string(),
                                    "--listen-client-urls=" + client_url(),
@@ -456,7 +466,7 @@ double etcd_process::grpc_handled(const std::string& method) const {
 }
 
 command_result etcdctl(const etcd_process& etcd, const std::string& args) {
-  std::string cmd = "ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=" + etcd.client_url();
+  std::string cmd = "ETCDCTL_API=3 " + etcdctl_binary() + " --endpoints=" + etcd.client_url();
   if (etcd.config().tls) {
     cmd += " --cacert=" + etcd.config().certs.ca;
     if (etcd.config().client_cert_auth)

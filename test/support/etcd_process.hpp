@@ -125,6 +125,10 @@ struct command_result {
 /// Runs a shell command and captures its output; past `limit` its process group is killed and
 /// the exit code is -1 (the output then ends with a line saying so).
 command_result run_command(const std::string& cmd, std::chrono::seconds limit = std::chrono::seconds(120));
+/// The etcd server binary the harness starts: $COETCD_ETCD, else Debian's /usr/bin/etcd.
+std::string etcd_binary();
+/// The etcdctl binary the tests run: $COETCD_ETCDCTL, else /usr/bin/etcdctl.
+std::string etcdctl_binary();
 /// Runs `etcdctl` (API v3) against the server with the given extra flags.
 command_result etcdctl(const etcd_process& etcd, const std::string& args);
 
