@@ -17,11 +17,8 @@ cells = [json.loads(line) for line in open(raw) if line.strip()]
 
 
 def median(impl, mode, workers, locks=1, hold=0, shared=False):
-    runs = sorted((c for c in cells if c["impl"] == impl and c["mode"] == mode and c["workers"] == workers
-                   and c["locks"] == locks and abs(c.get("hold_ms", 0) - hold) < 1e-6
-                   and bool(c.get("share_session")) == shared and not c.get("checked")),
-                  key=lambda c: c["acquisitions_per_s"])
-    return tables.summary(runs)  # as benchmarks/report shows it: medians of the rounds
+    """The cell as benchmarks/report shows it: medians of its rounds (tables.summary)."""
+    return tables.summary(tables.cell(cells, impl, mode, workers, locks=locks, hold_ms=hold, share_session=shared))
 
 
 def tput(c):

@@ -23,10 +23,7 @@ OPS = (("put", "put"), ("get", "get"), ("kv_txn", "txn"))
 
 def find(impl, mode, workers=1, completions="thread"):
     """The cell as benchmarks/report shows it: medians of its rounds (tables.summary)."""
-    runs = [c for c in cells if c["impl"] == impl and c["mode"] == mode and c["workers"] == workers
-            and c["locks"] == 1 and not c.get("share_session") and c.get("clients", 1) == 1
-            and c.get("linger_ms", 0) == 0 and c.get("completions", "thread") in (completions, "")]
-    return tables.summary(runs)
+    return tables.summary(tables.cell(cells, impl, mode, workers, completions=completions))
 
 
 def num(c, field, fmt="{:.0f}"):

@@ -15,37 +15,23 @@ raw, out_md, out_png, setting = sys.argv[1:5]
 cells = [json.loads(line) for line in open(raw) if line.strip()]
 
 
-def find(impl, mode, workers=1, locks=1, share=False, clients=1, linger=0, completions="thread", fenced=False):
-    """The cell's median round by throughput (one whole run, so its fields agree with each
-    other), with the violations and errors of every round and the spread of throughput.
-    Go's cells have no completion mode ("")."""
-    runs = [c for c in cells
-            if c["impl"] == impl and c["mode"] == mode and c["workers"] == workers and c["locks"] == locks
-            and c.get("share_session", False) == share and c.get("clients", 1) == clients
-            and c.get("linger_ms", 0) == linger and c.get("completions", "thread") in (completions, "")
-            and c.get("fenced", False) == fenced and not c.get("checked", False)]
-    if not runs:
-        return None
-    runs.sort(key=lambda c: c["acquisitions_per_s"])
-    c = dict(runs[(len(runs) - 1) // 2])
-    c["violations"] = sum(r["violations"] for r in runs)
-    c["errors"] = sum(r["errors"] for r in runs)
-    c["spread"] = (runs[0]["acquisitions_per_s"], runs[-1]["acquisitions_per_s"])
-    return c
-
-
-floor_c = find("coetcd", "delete_chain")
-floor_g = find("go", "delete_chain")
-
 # The tables are benchmarks/report's (tables.py), so latest.md and the docs say the same.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tables  # noqa: E402
 
-tables.RESULTS = os.path.dirname(os.path.abspath(raw))
-tables._cache["latest.jsonl"] = cells
+tables.use("latest.jsonl", cells)
+
 
 def med(impl, mode, workers=1, **fields):
     return tables.cell(cells, impl, mode, workers, **fields)
+
+
+def find(impl, mode, workers=1, **fields):
+    """The cell as the tables show it (medians of its rounds), for the plots."""
+    return tables.summary(med(impl, mode, workers, **fields))
+
+
+floor_c = find("coetcd", "delete_chain")
 
 
 lines = [
@@ -172,7 +158,8 @@ unset multiplot
     with open(shared, "w") as f:
         for w in (1, 10, 100, 1000):
             vals = []
-            for c in (find("coetcd", "mutex", w, 1, True), find("go", "mutex", w, 1, True), find("local", "local", w)):
+            for c in (find("coetcd", "mutex", w, share_session=True), find("go", "mutex", w, share_session=True, pass_local=True),
+                      find("local", "local", w)):
                 vals.append(c["acquisitions_per_s"] if c else "NaN")
             f.write(f"{w} " + " ".join(str(v) for v in vals) + "\n")
     shared_png = os.path.join(os.path.dirname(out_png), "latest-shared.png")

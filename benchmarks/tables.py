@@ -11,6 +11,11 @@ RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 _cache = {}
 
 
+def use(name, lines):
+    """Makes load(name) return `lines`: a report script hands over the run it was given."""
+    _cache[name] = lines
+
+
 def load(name):
     """The JSON lines of benchmarks/results/NAME (empty when the file is missing)."""
     if name not in _cache:
