@@ -234,7 +234,7 @@ BOOST_AUTO_TEST_CASE(every_completion_token_kind_works) {
   auto f = c.async_get("/kv/tok", asio::use_future);
   BOOST_TEST(f.get().kvs.at(0).value == "cb");
   // deferred, launched later with a callback.
-  auto op = c.async_delete("/kv/tok");
+  auto op = c.async_delete("/kv/tok", asio::deferred);
   std::promise<std::int64_t> deleted;
   std::move(op)([&](error_code, delete_result r) { deleted.set_value(r.deleted); });
   BOOST_TEST(deleted.get_future().get() == 1);

@@ -43,7 +43,8 @@ void start_watch(const std::shared_ptr<client_impl>&, std::string key, std::stri
 /// hands completions back to the executor; user code never runs on it.
 ///
 /// Every async_* function is an Asio initiating function: any completion token (use_awaitable,
-/// deferred, callbacks, use_future), default asio::deferred. Handlers are never invoked inside
+/// deferred, callbacks, use_future), move-only handlers included, and no default token in Asio
+/// 1.81 (detail::default_token says why). Handlers are never invoked inside
 /// the initiating function; they run on the handler's associated executor (default: the client's).
 /// A pending operation counts as outstanding work, so io_context::run() does not return under it.
 ///
@@ -100,10 +101,10 @@ class client {
 
   /// Reads a key, a prefix or a range. Handler: void(error_code, get_result).
   /// Errors: error::empty_key, error::compacted, error::future_revision, plus transport errors.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_get(std::string_view key, get_options options = {}, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, get_result)>(
-        token, [i = impl_](detail::handler<get_result> h, std::string k, std::string end, get_options o) {
+        std::forward<CompletionToken>(token), [i = impl_](detail::handler<get_result> h, std::string k, std::string end, get_options o) {
           detail::start_get(i, std::move(k), std::move(end), o, std::move(h));
         }, std::string(key), std::string(options.range_end), options);
   }
@@ -114,11 +115,11 @@ class client {
 
   /// Writes a key. Handler: void(error_code, put_result). Errors: error::empty_key,
   /// error::lease_not_found, plus transport errors.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_put(std::string_view key, std::string_view value, put_options options = {},
                  CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, put_result)>(
-        token, [i = impl_](detail::handler<put_result> h, std::string k, std::string v, put_options o) {
+        std::forward<CompletionToken>(token), [i = impl_](detail::handler<put_result> h, std::string k, std::string v, put_options o) {
           detail::start_put(i, std::move(k), std::move(v), o, std::move(h));
         }, std::string(key), std::string(value), options);
   }
@@ -128,10 +129,10 @@ class client {
   }
 
   /// Deletes a key, prefix or range. Handler: void(error_code, delete_result).
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_delete(std::string_view key, delete_options options = {}, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, delete_result)>(
-        token, [i = impl_](detail::handler<delete_result> h, std::string k, std::string end, delete_options o) {
+        std::forward<CompletionToken>(token), [i = impl_](detail::handler<delete_result> h, std::string k, std::string end, delete_options o) {
           detail::start_delete(i, std::move(k), std::move(end), o, std::move(h));
         }, std::string(key), std::string(options.range_end), options);
   }
@@ -143,20 +144,20 @@ class client {
   /// Runs a transaction. Handler: void(error_code, txn_result); result.succeeded tells the branch.
   /// Errors: error::too_many_txn_ops, error::duplicate_key_in_txn, error::empty_key, transport.
   /// Writes are not retried on transport errors: a failed txn may still have been applied.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_txn(const txn& t, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, txn_result)>(
-        token, [i = impl_](detail::handler<txn_result> h, txn t) { detail::start_txn(i, std::move(t), std::move(h)); },
+        std::forward<CompletionToken>(token), [i = impl_](detail::handler<txn_result> h, txn t) { detail::start_txn(i, std::move(t), std::move(h)); },
         t);
   }
 
   /// Compacts the history up to `revision`. Handler: void(error_code, response_header).
   /// Errors: error::compacted (already compacted there), error::future_revision,
   /// error::invalid_argument (revision <= 0).
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_compact(std::int64_t revision, bool physical = false, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, response_header)>(
-        token, [i = impl_](detail::handler<response_header> h, std::int64_t r, bool p) {
+        std::forward<CompletionToken>(token), [i = impl_](detail::handler<response_header> h, std::int64_t r, bool p) {
           detail::start_compact(i, r, p, std::move(h));
         }, revision, physical);
   }
@@ -169,10 +170,10 @@ class client {
 
   /// Grants a lease of `ttl` seconds (id 0: the server picks one).
   /// Handler: void(error_code, lease_grant_result). Errors: error::invalid_argument (ttl <= 0).
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_lease_grant(std::int64_t ttl, std::int64_t id = 0, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, lease_grant_result)>(
-        token, [i = impl_](detail::handler<lease_grant_result> h, std::int64_t t, std::int64_t id) {
+        std::forward<CompletionToken>(token), [i = impl_](detail::handler<lease_grant_result> h, std::int64_t t, std::int64_t id) {
           detail::start_lease_grant(i, t, id, std::move(h));
         }, ttl, id);
   }
@@ -183,20 +184,20 @@ class client {
 
   /// Revokes a lease and deletes its keys. Handler: void(error_code, response_header).
   /// Errors: error::lease_not_found.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_lease_revoke(std::int64_t id, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, response_header)>(
-        token, [i = impl_](detail::handler<response_header> h, std::int64_t id) {
+        std::forward<CompletionToken>(token), [i = impl_](detail::handler<response_header> h, std::int64_t id) {
           detail::start_lease_revoke(i, id, std::move(h));
         }, id);
   }
 
   /// Remaining TTL of a lease (ttl -1 when it does not exist; that is not an error).
   /// Handler: void(error_code, lease_ttl_result).
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_lease_time_to_live(std::int64_t id, bool keys = false, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, lease_ttl_result)>(
-        token, [i = impl_](detail::handler<lease_ttl_result> h, std::int64_t id, bool k) {
+        std::forward<CompletionToken>(token), [i = impl_](detail::handler<lease_ttl_result> h, std::int64_t id, bool k) {
           detail::start_lease_ttl(i, id, k, std::move(h));
         }, id, keys);
   }
@@ -206,10 +207,10 @@ class client {
   }
 
   /// Every lease of the cluster. Handler: void(error_code, lease_list_result).
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_lease_leases(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, lease_list_result)>(
-        token, [i = impl_](detail::handler<lease_list_result> h) { detail::start_lease_list(i, std::move(h)); });
+        std::forward<CompletionToken>(token), [i = impl_](detail::handler<lease_list_result> h) { detail::start_lease_list(i, std::move(h)); });
   }
 
   /// Starts keeping lease `id` alive on the client's shared keepalive stream; see lease_keepalive.
@@ -224,10 +225,10 @@ class client {
   /// Handler: void(error_code, watcher). Errors: error::empty_key, error::client_closed,
   /// error::permission_denied. A compacted start revision is reported by the watcher's first
   /// async_next (error::compacted). Cancellation: terminal/partial/total abandon the creation.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_watch(std::string_view key, watch_options options = {}, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, watcher)>(
-        token, [i = impl_](detail::handler<watcher> h, std::string k, std::string end, watch_options o) {
+        std::forward<CompletionToken>(token), [i = impl_](detail::handler<watcher> h, std::string k, std::string end, watch_options o) {
           detail::start_watch(i, std::move(k), std::move(end), o, std::move(h));
         }, std::string(key), std::string(options.range_end), options);
   }

@@ -40,38 +40,38 @@ class election {
   /// lost: it fails with error::session_lost, is_leader() turns false, and the next campaign
   /// starts over with a new key.
   /// Cancellation: terminal, partial, total; our proposal is deleted before the handler runs.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_campaign(std::string_view value, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
-        token, [s = state_](asio::any_completion_handler<void(error_code)> h, std::string v) {
+        std::forward<CompletionToken>(token), [s = state_](asio::any_completion_handler<void(error_code)> h, std::string v) {
           start_campaign(s, std::move(v), std::move(h));
         }, std::string(value));
   }
 
   /// Replaces the leader's value, only while we lead. Handler: void(error_code).
   /// Errors: error::not_leader (we do not lead, or no longer: our key is gone), transport errors.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_proclaim(std::string_view value, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
-        token, [s = state_](asio::any_completion_handler<void(error_code)> h, std::string v) {
+        std::forward<CompletionToken>(token), [s = state_](asio::any_completion_handler<void(error_code)> h, std::string v) {
           start_proclaim(s, std::move(v), std::move(h));
         }, std::string(value));
   }
 
   /// Gives up leadership (deletes our key, guarded by its create revision). A no-op when not
   /// leader. On a failed request we stay leader, so it can be retried. Handler: void(error_code).
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_resign(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
-        token, [s = state_](asio::any_completion_handler<void(error_code)> h) { start_resign(s, std::move(h)); });
+        std::forward<CompletionToken>(token), [s = state_](asio::any_completion_handler<void(error_code)> h) { start_resign(s, std::move(h)); });
   }
 
   /// The current leader's key and value. Handler: void(error_code, key_value).
   /// Errors: error::no_leader, transport errors.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_leader(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, key_value)>(
-        token, [s = state_](asio::any_completion_handler<void(error_code, key_value)> h) {
+        std::forward<CompletionToken>(token), [s = state_](asio::any_completion_handler<void(error_code, key_value)> h) {
           start_leader(s, std::move(h));
         });
   }

@@ -30,10 +30,10 @@ class election_observer {
   /// leader, a new value proclaimed by the leader, or std::nullopt when no candidate is left.
   /// Handler: void(error_code, std::optional<key_value>). Errors: error::client_closed.
   /// Cancellation: terminal, partial, total abandon the wait; observing goes on.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_next(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, std::optional<key_value>)>(
-        token, [c = core_](asio::any_completion_handler<void(error_code, std::optional<key_value>)> h) {
+        std::forward<CompletionToken>(token), [c = core_](asio::any_completion_handler<void(error_code, std::optional<key_value>)> h) {
           start_next(c, std::move(h));
         });
   }

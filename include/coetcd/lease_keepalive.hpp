@@ -31,10 +31,10 @@ class lease_keepalive {
   /// be renewed in time), error::client_closed. If it is already lost, completes at once (posted).
   /// Any number of waits may be pending. Cancellation: terminal/partial/total abandon the wait
   /// with asio::error::operation_aborted; keepalive goes on.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_wait_lost(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
-        token, [s = state_](asio::any_completion_handler<void(error_code)> h) { start_wait(s, std::move(h)); });
+        std::forward<CompletionToken>(token), [s = state_](asio::any_completion_handler<void(error_code)> h) { start_wait(s, std::move(h)); });
   }
 
   /// Stops renewing; pending waits complete with asio::error::operation_aborted.

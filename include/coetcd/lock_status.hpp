@@ -54,10 +54,10 @@ void start_lock_status(const std::shared_ptr<client_impl>&, std::string name, ha
 /// LeaseTimeToLive per key. Handler: void(error_code, lock_status). Errors: error::empty_key, the
 /// client's transport and permission errors. Cancellation: terminal, partial and total (the
 /// handler gets operation_aborted). Never inline; runs on the client's strand.
-template <class CompletionToken = asio::deferred_t>
+template <class CompletionToken = detail::default_token>
 auto async_lock_status(client& c, std::string_view name, CompletionToken&& token = {}) {
   return detail::initiate<void(error_code, lock_status)>(
-      token, [i = c.impl()](detail::handler<lock_status> h, std::string n) {
+      std::forward<CompletionToken>(token), [i = c.impl()](detail::handler<lock_status> h, std::string n) {
         detail::start_lock_status(i, std::move(n), std::move(h));
       }, std::string(name));
 }

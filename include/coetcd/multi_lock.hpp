@@ -56,22 +56,22 @@ class multi_lock {
   /// part's async_lock (error::session_lost, transport errors); the parts already taken are
   /// released first. Cancellation: terminal, partial, total; the parts taken are released before
   /// the handler runs with operation_aborted.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_lock(CompletionToken&& token = {}) {
-    return start(token, op::lock);
+    return start(std::forward<CompletionToken>(token), op::lock);
   }
   /// Takes every part if each is free, without waiting. Handler: void(error_code):
   /// error::locked when one is not (the ones taken are released first, no key is left).
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_try_lock(CompletionToken&& token = {}) {
-    return start(token, op::try_lock);
+    return start(std::forward<CompletionToken>(token), op::try_lock);
   }
   /// Releases every part, in reverse order. Handler: void(error_code): error::not_locked when the
   /// multi_lock does not hold them, else the first error of a part's unlock (every part is
   /// released anyway).
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_unlock(CompletionToken&& token = {}) {
-    return start(token, op::unlock);
+    return start(std::forward<CompletionToken>(token), op::unlock);
   }
 
   /// Completes when the session of any part is lost: from then on the multi_lock's hold cannot
@@ -80,9 +80,9 @@ class multi_lock {
   /// error::lease_not_found for a revoked lease; operation_aborted when a part's session was
   /// closed by its owner). Cancellation: terminal, partial, total (operation_aborted). Parts that
   /// share a session are waited on once; parts may belong to several clients.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_wait_lost(CompletionToken&& token = {}) {
-    return start(token, op::wait_lost);
+    return start(std::forward<CompletionToken>(token), op::wait_lost);
   }
 
   using executor_type = asio::any_io_executor;
@@ -95,9 +95,9 @@ class multi_lock {
  private:
   enum class op { lock, try_lock, unlock, wait_lost };
   template <class CompletionToken>
-  auto start(CompletionToken& token, op o) {
+  auto start(CompletionToken&& token, op o) {
     return detail::initiate<void(error_code)>(
-        token, [s = state_, o](asio::any_completion_handler<void(error_code)> h) { run(s, o, std::move(h)); });
+        std::forward<CompletionToken>(token), [s = state_, o](asio::any_completion_handler<void(error_code)> h) { run(s, o, std::move(h)); });
   }
   static void run(const std::shared_ptr<detail::multi_lock_state>&, op, asio::any_completion_handler<void(error_code)>);
   std::shared_ptr<detail::multi_lock_state> state_;

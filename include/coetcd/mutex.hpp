@@ -72,10 +72,10 @@ class mutex {
   /// deleted in the background (retried through an outage while the session lives; see
   /// lock_stats::cleaning and the lock_released event), and a later lock of the session waits
   /// for that delete rather than adopt the key.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_lock(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
-        token, [s = state_](asio::any_completion_handler<void(error_code)> h) { start_lock(s, false, std::move(h)); });
+        std::forward<CompletionToken>(token), [s = state_](asio::any_completion_handler<void(error_code)> h) { start_lock(s, false, std::move(h)); });
   }
 
   /// Takes the lock if it is free, without waiting. Handler: void(error_code): error::locked when
@@ -83,10 +83,10 @@ class mutex {
   /// the try made is deleted in the background, as a cancelled lock's is). Costs no RPC when this
   /// session's key is already the owner (lingering), but one put when the hold before it asked
   /// for a fence.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_try_lock(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
-        token, [s = state_](asio::any_completion_handler<void(error_code)> h) { start_lock(s, true, std::move(h)); });
+        std::forward<CompletionToken>(token), [s = state_](asio::any_completion_handler<void(error_code)> h) { start_lock(s, true, std::move(h)); });
   }
 
   /// Releases the lock held through this object. When another caller of this session waits, it
@@ -103,18 +103,18 @@ class mutex {
   /// one txn (see docs/how-it-works.md, "Many sessions, one client").
   /// Errors: error::not_locked (this object does not hold it), error::session_lost (the key was
   /// already gone: the lock had been lost), transport errors.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_unlock(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
-        token, [s = state_](asio::any_completion_handler<void(error_code)> h) { start_unlock(s, std::move(h)); });
+        std::forward<CompletionToken>(token), [s = state_](asio::any_completion_handler<void(error_code)> h) { start_unlock(s, std::move(h)); });
   }
 
   /// Completes when the session the lock is held under is lost (or closed/orphaned): from then on
   /// the lock cannot be trusted. Handler: void(error_code why), as session::async_wait_lost.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_wait_lost(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
-        token, [s = state_](asio::any_completion_handler<void(error_code)> h) { start_wait_lost(s, std::move(h)); });
+        std::forward<CompletionToken>(token), [s = state_](asio::any_completion_handler<void(error_code)> h) { start_wait_lost(s, std::move(h)); });
   }
 
   /// The lock's name, e.g. "jobs/build".

@@ -37,50 +37,50 @@ class rw_mutex {
 
   /// Waits until this caller holds the lock exclusively. Handler: void(error_code). Errors,
   /// cancellation: as mutex::async_lock.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_lock(CompletionToken&& token = {}) {
-    return start(token, write_, op::lock);
+    return start(std::forward<CompletionToken>(token), write_, op::lock);
   }
   /// Takes the lock exclusively if nobody holds or waits for it, without waiting.
   /// Handler: void(error_code): error::locked otherwise (a key the try made is deleted in the
   /// background).
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_try_lock(CompletionToken&& token = {}) {
-    return start(token, write_, op::try_lock);
+    return start(std::forward<CompletionToken>(token), write_, op::try_lock);
   }
   /// Releases an exclusive hold. Handler: void(error_code). Errors: as mutex::async_unlock.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_unlock(CompletionToken&& token = {}) {
-    return start(token, write_, op::unlock);
+    return start(std::forward<CompletionToken>(token), write_, op::unlock);
   }
 
   /// Waits until this caller holds the lock shared: no writer holds it or queued before it.
   /// Handler: void(error_code). Errors, cancellation: as mutex::async_lock.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_lock_shared(CompletionToken&& token = {}) {
-    return start(token, read_, op::lock);
+    return start(std::forward<CompletionToken>(token), read_, op::lock);
   }
   /// Takes the lock shared if no writer holds it or waits for it, without waiting.
   /// Handler: void(error_code): error::locked otherwise (a key the try made is deleted in the
   /// background).
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_try_lock_shared(CompletionToken&& token = {}) {
-    return start(token, read_, op::try_lock);
+    return start(std::forward<CompletionToken>(token), read_, op::try_lock);
   }
   /// Releases one shared hold of this object. When it was the session's last reader, the read
   /// key is deleted and the handler runs after the delete's outcome. Handler: void(error_code).
   /// Errors: error::not_locked (this object holds it shared no more), error::session_lost,
   /// transport errors (the delete is then retried in the background, as mutex::async_unlock).
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_unlock_shared(CompletionToken&& token = {}) {
-    return start(token, read_, op::unlock);
+    return start(std::forward<CompletionToken>(token), read_, op::unlock);
   }
 
   /// Completes when the session is lost (or closed): holds cannot be trusted from then on.
   /// Handler: void(error_code why).
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_wait_lost(CompletionToken&& token = {}) {
-    return start(token, write_, op::wait_lost);
+    return start(std::forward<CompletionToken>(token), write_, op::wait_lost);
   }
 
   using executor_type = asio::any_io_executor;
@@ -112,9 +112,9 @@ class rw_mutex {
   friend class multi_lock;
   enum class op { lock, try_lock, unlock, wait_lost };
   template <class CompletionToken>
-  auto start(CompletionToken& token, const std::shared_ptr<detail::mutex_state>& side, op o) {
+  auto start(CompletionToken&& token, const std::shared_ptr<detail::mutex_state>& side, op o) {
     return detail::initiate<void(error_code)>(
-        token, [side, o](asio::any_completion_handler<void(error_code)> h) { run(side, o, std::move(h)); });
+        std::forward<CompletionToken>(token), [side, o](asio::any_completion_handler<void(error_code)> h) { run(side, o, std::move(h)); });
   }
   static void run(const std::shared_ptr<detail::mutex_state>&, op, asio::any_completion_handler<void(error_code)>);
   std::shared_ptr<detail::mutex_state> write_, read_;

@@ -58,31 +58,31 @@ class semaphore {
   /// error::session_lost, transport errors of the acquiring txn.
   /// Cancellation: terminal, partial, total; a cancelled acquisition leaves no key (a txn still on
   /// the wire is cleaned up when it completes) and never holds permits.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_acquire(std::int64_t n = 1, CompletionToken&& token = {}) {
-    return start(token, op::acquire, n);
+    return start(std::forward<CompletionToken>(token), op::acquire, n);
   }
   /// Takes `n` permits if they are free and nobody waits before us, without waiting.
   /// Handler: void(error_code): error::locked otherwise (no key is left behind); other errors
   /// as async_acquire.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_try_acquire(std::int64_t n = 1, CompletionToken&& token = {}) {
-    return start(token, op::try_acquire, n);
+    return start(std::forward<CompletionToken>(token), op::try_acquire, n);
   }
   /// Gives back `n` permits taken by one acquisition of `n` through this object (the oldest
   /// such). Handler: void(error_code). Errors: error::not_locked (this object holds no
   /// acquisition of `n`), error::session_lost (the permits were gone already: the session
   /// ended), transport errors (the delete is then retried in the background while the session
   /// lives; the permits are no longer ours either way).
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_release(std::int64_t n = 1, CompletionToken&& token = {}) {
-    return start(token, op::release, n);
+    return start(std::forward<CompletionToken>(token), op::release, n);
   }
   /// Completes when the session is lost (or closed): held permits cannot be trusted from then
   /// on. Handler: void(error_code why).
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_wait_lost(CompletionToken&& token = {}) {
-    return start(token, op::wait_lost, 0);
+    return start(std::forward<CompletionToken>(token), op::wait_lost, 0);
   }
 
   using executor_type = asio::any_io_executor;
@@ -95,9 +95,9 @@ class semaphore {
  private:
   enum class op { acquire, try_acquire, release, wait_lost };
   template <class CompletionToken>
-  auto start(CompletionToken& token, op o, std::int64_t n) {
+  auto start(CompletionToken&& token, op o, std::int64_t n) {
     return detail::initiate<void(error_code)>(
-        token, [s = state_, o, n](asio::any_completion_handler<void(error_code)> h) { run(s, o, n, std::move(h)); });
+        std::forward<CompletionToken>(token), [s = state_, o, n](asio::any_completion_handler<void(error_code)> h) { run(s, o, n, std::move(h)); });
   }
   static void run(const std::shared_ptr<detail::semaphore_state>&, op, std::int64_t,
                   asio::any_completion_handler<void(error_code)>);

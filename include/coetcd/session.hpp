@@ -39,10 +39,10 @@ class session {
   /// name, so a second session on the lease would queue apart and hold beside it), transport
   /// errors. As with Go's sessions, a lease adopted by another client or process is the same
   /// holder as far as etcd can tell: locks of one name under it do not exclude each other.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   static auto async_create(client& c, session_options options = {}, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, session)>(
-        token, [&c](asio::any_completion_handler<void(error_code, session)> h, session_options o) {
+        std::forward<CompletionToken>(token), [&c](asio::any_completion_handler<void(error_code, session)> h, session_options o) {
           start_create(c, o, std::move(h));
         }, options);
   }
@@ -70,19 +70,19 @@ class session {
   /// error::client_closed; asio::error::operation_aborted after close()/orphan(). Completes at
   /// once (posted) when already lost. Any number may be pending. Cancellation: terminal, partial,
   /// total abandon the wait.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_wait_lost(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
-        token, [s = state_](asio::any_completion_handler<void(error_code)> h) { start_wait_lost(s, std::move(h)); });
+        std::forward<CompletionToken>(token), [s = state_](asio::any_completion_handler<void(error_code)> h) { start_wait_lost(s, std::move(h)); });
   }
 
   /// Stops the keepalive and revokes the lease (its keys are deleted).
   /// Handler: void(error_code). A lease that was already gone is not an error. Errors: transport
   /// errors (the lease then expires after its TTL).
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_close(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
-        token, [s = state_](asio::any_completion_handler<void(error_code)> h) { start_close(s, std::move(h)); });
+        std::forward<CompletionToken>(token), [s = state_](asio::any_completion_handler<void(error_code)> h) { start_close(s, std::move(h)); });
   }
 
   /// Stops the keepalive without revoking: the lease and its keys live until the TTL runs out.

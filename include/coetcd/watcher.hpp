@@ -32,10 +32,10 @@ class watcher {
   ///
   /// Cancellation: terminal, partial and total. Cancelling abandons only this wait
   /// (asio::error::operation_aborted); the watch stays active and keeps queueing events.
-  template <class CompletionToken = asio::deferred_t>
+  template <class CompletionToken = detail::default_token>
   auto async_next(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, watch_batch)>(
-        token, [s = state_](detail::handler<watch_batch> h) { start_next(s, std::move(h)); });
+        std::forward<CompletionToken>(token), [s = state_](detail::handler<watch_batch> h) { start_next(s, std::move(h)); });
   }
 
   /// Stops the watch on the server. A pending async_next completes with error::watch_canceled.

@@ -2,8 +2,13 @@
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/associator.hpp>
 #include <boost/asio/async_result.hpp>
-#include <boost/asio/deferred.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/prefer.hpp>
+
+#include <utility>
 
 #include <coetcd/error.hpp>
 
@@ -18,15 +23,62 @@ struct kept_lease;
 template <class... Args>
 using handler = asio::any_completion_handler<void(error_code, Args...)>;
 
+/// The completion token an initiating function uses when none is given: the executor's, as
+/// Asio's own I/O objects take it. Objects here use asio::any_io_executor, whose default in
+/// Asio 1.81 is none (void), so a call without a token does not compile rather than returning a
+/// deferred operation nobody starts; Asio versions that give executors a default give it here.
+/// (A per-object default, as asio::as_default_on gives sockets, would need the executor type as
+/// a template parameter of every class.)
+using default_token = asio::default_completion_token_t<asio::any_io_executor>;
+
+/// A handler that keeps outstanding work on its own associated executor until it is called, as
+/// Asio's operations do: a handler bound to another io_context keeps that context's run() going
+/// while the operation is pending. Everything else (executor, cancellation slot, allocator) is
+/// the wrapped handler's.
+template <class Handler>
+struct work_tracking_handler {
+  using work_type = std::decay_t<decltype(asio::prefer(asio::get_associated_executor(std::declval<const Handler&>()),
+                                                       asio::execution::outstanding_work.tracked))>;
+  Handler handler;
+  work_type work;
+
+  explicit work_tracking_handler(Handler h)
+      : handler(std::move(h)),
+        work(asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked)) {}
+
+  template <class... Args>
+  void operator()(Args&&... args) {
+    auto done = std::move(work);  // released once the handler has run
+    std::move(handler)(std::forward<Args>(args)...);
+  }
+};
+
 /// Wraps a token-generic initiation so the operation body (compiled in src/) receives a
-/// type-erased handler. Keeps templates in headers thin.
+/// type-erased handler. Keeps templates in headers thin. The token is forwarded, so a move-only
+/// handler is moved, never copied.
 template <class Signature, class Token, class Start, class... Args>
 auto initiate(Token&& token, Start start, Args&&... args) {
   return asio::async_initiate<Token, Signature>(
       [start = std::move(start)](auto h, auto&&... a) mutable {
-        start(asio::any_completion_handler<Signature>(std::move(h)), std::forward<decltype(a)>(a)...);
+        start(asio::any_completion_handler<Signature>(work_tracking_handler<decltype(h)>(std::move(h))),
+              std::forward<decltype(a)>(a)...);
       },
-      token, std::forward<Args>(args)...);
+      std::forward<Token>(token), std::forward<Args>(args)...);
 }
 }  // namespace detail
 }  // namespace coetcd
+
+namespace boost::asio {
+template <template <class, class> class Associator, class Handler, class DefaultCandidate>
+struct associator<Associator, coetcd::detail::work_tracking_handler<Handler>, DefaultCandidate>
+    : Associator<Handler, DefaultCandidate> {
+  static typename Associator<Handler, DefaultCandidate>::type get(
+      const coetcd::detail::work_tracking_handler<Handler>& h) noexcept {
+    return Associator<Handler, DefaultCandidate>::get(h.handler);
+  }
+  static auto get(const coetcd::detail::work_tracking_handler<Handler>& h, const DefaultCandidate& c) noexcept
+      -> decltype(Associator<Handler, DefaultCandidate>::get(h.handler, c)) {
+    return Associator<Handler, DefaultCandidate>::get(h.handler, c);
+  }
+};
+}  // namespace boost::asio

@@ -1,0 +1,132 @@
+// Asio's rules for initiating functions, checked on every kind of operation: move-only handlers.
+#define BOOST_TEST_MODULE coetcd_asio_rules
+#include "support/fixture.hpp"
+
+#include <coetcd/election_observer.hpp>
+#include <coetcd/lock_status.hpp>
+
+#include <memory>
+
+using namespace coetcd;
+using namespace coetcd::test;
+using namespace std::chrono_literals;
+
+BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
+
+namespace {
+
+/// A completion handler that can only be moved (it owns a unique_ptr), as Asio allows: each
+/// initiating function must move it through to its completion. Counts its calls and errors.
+struct tally {
+  int done = 0;
+  std::vector<std::string> errors;
+};
+
+template <class... Results>
+auto move_only(tally& t, const char* what) {
+  return [&t, what, owned = std::make_unique<int>(1)](error_code ec, Results...) {
+    BOOST_TEST(*owned == 1);
+    ++t.done;
+    if (ec) t.errors.push_back(std::string(what) + ": " + ec.message());
+  };
+}
+
+// A call without a token: compiles only where the executor gives a default (not Asio 1.81's
+// any_io_executor), so a forgotten token cannot become an operation nobody starts.
+template <class Client>
+concept put_without_token = requires(Client& c) { c.async_put("k", "v"); };
+template <class Mutex>
+concept lock_without_token = requires(Mutex& m) { m.async_lock(); };
+static_assert(!std::is_void_v<detail::default_token> || !put_without_token<client>);
+static_assert(!std::is_void_v<detail::default_token> || !lock_without_token<mutex>);
+static_assert(put_without_token<client> == !std::is_void_v<detail::default_token>);
+
+}  // namespace
+
+// Every initiating function takes a move-only callback and calls it once. Each operation runs
+// alone (the loop runs until its handler has been called), so each must succeed, but for the
+// waits that end with the session.
+BOOST_AUTO_TEST_CASE(every_operation_accepts_a_move_only_handler) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  tally t;
+  int expected = 0;
+  auto settle = [&] {
+    ++expected;
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (t.done < expected && std::chrono::steady_clock::now() < until) ioc.run_one_for(100ms);
+    BOOST_TEST_REQUIRE(t.done == expected, "operation " << expected << " did not complete");
+  };
+
+  c.async_put("/rules/k", "v", move_only<put_result>(t, "put")), settle();
+  c.async_put("/rules/k", "v", put_options{}, move_only<put_result>(t, "put with options")), settle();
+  c.async_get("/rules/k", move_only<get_result>(t, "get")), settle();
+  c.async_get("/rules/k", get_options{}, move_only<get_result>(t, "get with options")), settle();
+  c.async_txn(txn().then(txn_op::get("/rules/k")), move_only<txn_result>(t, "txn")), settle();
+  lease_grant_result lease;
+  c.async_lease_grant(10, [&, owned = std::make_unique<int>(1)](error_code ec, lease_grant_result r) {
+    ++t.done;
+    if (ec) t.errors.push_back("lease_grant: " + ec.message());
+    lease = r;
+  }), settle();
+  c.async_lease_time_to_live(lease.id, move_only<lease_ttl_result>(t, "lease_time_to_live")), settle();
+  c.async_lease_leases(move_only<lease_list_result>(t, "lease_leases")), settle();
+  c.async_lease_revoke(lease.id, move_only<response_header>(t, "lease_revoke")), settle();
+  async_lock_status(c, "/rules/lock", move_only<lock_status>(t, "lock_status")), settle();
+  watcher w;
+  c.async_watch("/rules/w", [&, owned = std::make_unique<int>(1)](error_code ec, watcher made) {
+    ++t.done;
+    if (ec) t.errors.push_back("watch: " + ec.message());
+    w = std::move(made);
+  }), settle();
+  c.async_put("/rules/w", "v", move_only<put_result>(t, "put for the watch")), settle();
+  w.async_next(move_only<watch_batch>(t, "watcher next")), settle();
+
+  session s;
+  session::async_create(c, session_options{.ttl = 10s}, [&, owned = std::make_unique<int>(1)](error_code ec, session made) {
+    ++t.done;
+    if (ec) t.errors.push_back("session: " + ec.message());
+    s = std::move(made);
+  }), settle();
+  BOOST_TEST_REQUIRE(static_cast<bool>(s));
+  mutex m(s, "/rules/mutex");
+  rw_mutex rw(s, "/rules/rw");
+  semaphore sem(s, "/rules/sem", 2);
+  mutex a(s, "/rules/a"), b(s, "/rules/b");
+  multi_lock both({a, b});
+  election e(s, "/rules/election");
+  election_observer obs(c, "/rules/election");
+  m.async_lock(move_only<>(t, "mutex lock")), settle();
+  m.async_unlock(move_only<>(t, "mutex unlock")), settle();
+  m.async_try_lock(move_only<>(t, "mutex try_lock")), settle();
+  m.async_unlock(move_only<>(t, "mutex unlock after try")), settle();
+  rw.async_lock(move_only<>(t, "rw lock")), settle();
+  rw.async_unlock(move_only<>(t, "rw unlock")), settle();
+  rw.async_lock_shared(move_only<>(t, "rw lock_shared")), settle();
+  rw.async_unlock_shared(move_only<>(t, "rw unlock_shared")), settle();
+  sem.async_acquire(1, move_only<>(t, "sem acquire")), settle();
+  sem.async_release(1, move_only<>(t, "sem release")), settle();
+  both.async_lock(move_only<>(t, "multi_lock lock")), settle();
+  both.async_unlock(move_only<>(t, "multi_lock unlock")), settle();
+  e.async_campaign("v", move_only<>(t, "campaign")), settle();
+  e.async_proclaim("w", move_only<>(t, "proclaim")), settle();
+  e.async_leader(move_only<key_value>(t, "leader")), settle();
+  obs.async_next(move_only<std::optional<key_value>>(t, "observer next")), settle();
+  e.async_resign(move_only<>(t, "resign")), settle();
+  const auto errors = t.errors.size();
+
+  // Waits that end with the session: their errors say so.
+  m.async_lock(move_only<>(t, "mutex lock before the close")), settle();
+  tally ends;
+  m.async_wait_lost([&ends, owned = std::make_unique<int>(1)](error_code) { ++ends.done; });
+  s.async_wait_lost([&ends, owned = std::make_unique<int>(1)](error_code) { ++ends.done; });
+  s.async_close(move_only<>(t, "session close")), settle();
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (ends.done < 2 && std::chrono::steady_clock::now() < until) ioc.run_one_for(100ms);
+  BOOST_TEST(ends.done == 2);
+  c.async_delete("/rules/", delete_options{.prefix = true}, move_only<delete_result>(t, "delete")), settle();
+
+  for (auto& e : t.errors) BOOST_TEST_MESSAGE(e);
+  BOOST_TEST(errors == 0u);
+  BOOST_TEST(t.errors.size() == errors);
+}
