@@ -4,6 +4,7 @@
 //   http_counter ENDPOINT PORT
 //   curl -X POST localhost:PORT/increment    curl localhost:PORT/value
 #include <coetcd.hpp>
+#include <coetcd/with_lock.hpp>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>

@@ -3,6 +3,7 @@
 // build is not overtaken by a small job that comes after it, even while one slot is free.
 //   job_slots [ENDPOINT]
 #include <coetcd.hpp>
+#include <coetcd/with_lock.hpp>
 
 #include <boost/asio.hpp>
 

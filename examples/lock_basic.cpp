@@ -1,6 +1,7 @@
 // A distributed lock around a job, as in docs/lock-family.md: lock, fenced write, unlock; then with_lock.
 //   lock_basic [ENDPOINT]
 #include <coetcd.hpp>
+#include <coetcd/with_lock.hpp>
 
 #include <boost/asio.hpp>
 

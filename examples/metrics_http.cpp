@@ -5,6 +5,7 @@
 //   curl localhost:PORT/metrics
 // Stops on SIGINT/SIGTERM, releasing what it holds.
 #include <coetcd.hpp>
+#include <coetcd/with_lock.hpp>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>

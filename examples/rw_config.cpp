@@ -2,6 +2,7 @@
 // updates it alone, and a reader that comes after the writer queued waits for the update.
 //   rw_config [ENDPOINT]
 #include <coetcd.hpp>
+#include <coetcd/with_lock.hpp>
 
 #include <boost/asio.hpp>
 

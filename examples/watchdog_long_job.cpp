@@ -2,6 +2,7 @@
 // with a cap on how long it may hold the lock and cancellation when the lock is lost.
 //   watchdog_long_job [ENDPOINT]
 #include <coetcd.hpp>
+#include <coetcd/with_lock.hpp>
 
 #include <boost/asio.hpp>
 

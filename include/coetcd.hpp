@@ -1,3 +1,4 @@
+// Every public header but with_lock.hpp: the client, sessions, the lock family and elections.
 #pragma once
 #include <coetcd/client.hpp>
 #include <coetcd/client_stats.hpp>
@@ -11,4 +12,5 @@
 #include <coetcd/rw_mutex.hpp>
 #include <coetcd/semaphore.hpp>
 #include <coetcd/session.hpp>
-#include <coetcd/with_lock.hpp>
+// Not <coetcd/with_lock.hpp>: it brings Asio's coroutine operators, io_context and timers into
+// every unit, which a callback-only program does not need. Coroutine code includes it itself.

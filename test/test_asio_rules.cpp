@@ -130,3 +130,101 @@ BOOST_AUTO_TEST_CASE(every_operation_accepts_a_move_only_handler) {
   BOOST_TEST(errors == 0u);
   BOOST_TEST(t.errors.size() == errors);
 }
+
+// Never inline: an empty object (default-constructed or moved from) has no executor of its own,
+// so its operations complete through the handler's associated executor, after the initiating
+// function has returned.
+BOOST_AUTO_TEST_CASE(empty_objects_complete_on_the_handlers_executor_never_inline) {
+  asio::io_context ioc;
+  int done = 0;
+  std::vector<error_code> got;
+  auto record = [&](error_code ec, auto&&...) {
+    ++done;
+    got.push_back(ec);
+  };
+  watcher w;
+  session s;
+  lease_keepalive k;
+  w.async_next(asio::bind_executor(ioc, record));
+  s.async_wait_lost(asio::bind_executor(ioc, record));
+  s.async_close(asio::bind_executor(ioc, record));
+  k.async_wait_lost(asio::bind_executor(ioc, record));
+  BOOST_TEST(done == 0, "an empty object completed inside its initiating function");
+  ioc.run();
+  BOOST_TEST(done == 4);
+  if (got.size() == 4) {
+    BOOST_TEST(got[0] == error::watch_canceled);
+    BOOST_TEST(got[1] == error::session_lost);
+    BOOST_TEST(got[2] == error::session_lost);
+    BOOST_TEST(got[3] == error::lease_not_found);
+  }
+}
+
+// Outstanding work is held on the handler's associated executor while the operation is pending,
+// as Asio's own operations hold it: a handler bound to another io_context keeps that context's
+// run() going until the handler has run.
+BOOST_AUTO_TEST_CASE(a_pending_operation_keeps_the_handlers_io_context_running) {
+  asio::io_context ioc, other;
+  client c(ioc, options_for(server()));
+  auto guard = asio::make_work_guard(ioc);
+  std::thread client_thread([&] { ioc.run(); });
+  std::atomic<bool> called{false};
+  // A watch's next batch comes only once the put below is made: until then only the pending
+  // operation's work keeps `other` running.
+  auto w = c.async_watch("/rules/work", asio::use_future).get();
+  w.async_next(asio::bind_executor(other, [&](error_code ec, watch_batch) {
+    BOOST_TEST(!ec, ec.message());
+    called = true;
+  }));
+  std::thread other_thread([&] { other.run(); });  // returns only after the handler ran
+  std::this_thread::sleep_for(300ms);
+  BOOST_TEST(!called);
+  c.async_put("/rules/work", "v", asio::use_future).get();
+  other_thread.join();
+  BOOST_TEST(called);
+  c.async_delete("/rules/work", asio::use_future).get();
+  c.close();
+  guard.reset();
+  client_thread.join();
+}
+
+// Destroying a lock object aborts its pending operations at once (operation_aborted), as
+// destroying an Asio object does, instead of when their turn comes. The waiting key goes at once
+// when the callers could be cancelled (a handler with a cancellation slot, as every coroutine
+// has); a caller nobody could cancel had its txn awaited without an abandonable side task, so
+// its key goes when its turn comes.
+BOOST_AUTO_TEST_CASE(destroying_a_mutex_aborts_its_pending_locks_at_once) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    for (bool with_slot : {true, false}) {
+      auto hs = co_await session::async_create(c, use_awaitable);
+      auto ws = co_await session::async_create(c, use_awaitable);
+      mutex held(hs, "/rules/destroyed");
+      co_await held.async_lock(use_awaitable);
+      std::vector<error_code> results;
+      asio::cancellation_signal unused[3];
+      auto waiting = std::make_unique<mutex>(ws, "/rules/destroyed");
+      auto t0 = std::chrono::steady_clock::now();
+      for (auto& sig : unused) {
+        auto record = [&results](error_code ec) { results.push_back(ec); };
+        if (with_slot) waiting->async_lock(asio::bind_cancellation_slot(sig.slot(), record));
+        else waiting->async_lock(record);
+      }
+      co_await sleep_for(300ms);  // queued behind `held`, one key on the server
+      waiting.reset();
+      co_await sleep_for(300ms);
+      BOOST_TEST(results.size() == 3u, "pending locks did not complete when their mutex was destroyed");
+      for (auto& ec : results) BOOST_TEST(ec == asio::error::operation_aborted, ec.message());
+      BOOST_TEST((std::chrono::steady_clock::now() - t0 < 2s));
+      auto keys = co_await c.async_get("/rules/destroyed/", get_options{.prefix = true, .keys_only = true}, use_awaitable);
+      if (with_slot) BOOST_TEST(keys.kvs.size() == 1u, "the destroyed mutex's waiting key is still there");
+      co_await held.async_unlock(use_awaitable);
+      co_await sleep_for(500ms);  // its turn: a key nobody waits on is released
+      keys = co_await c.async_get("/rules/destroyed/", get_options{.prefix = true, .keys_only = true}, use_awaitable);
+      BOOST_TEST(keys.kvs.empty(), "a key of the destroyed mutex outlived its turn");
+      co_await hs.async_close(use_awaitable);
+      co_await ws.async_close(use_awaitable);
+    }
+  }(c));
+}

@@ -13,6 +13,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 
+#include <vector>
+
 namespace coetcd::detail {
 
 using asio::use_awaitable;
@@ -65,14 +67,34 @@ inline void spawn_op(const std::shared_ptr<client_impl>& c, asio::awaitable<erro
                  }));
 }
 
+/// The pending grant operations of one object (semaphore, election, multi_lock), so that
+/// destroying it aborts them at once with operation_aborted, as destroying an Asio object does,
+/// instead of when their turn comes. On the strand only.
+class pending_ops {
+ public:
+  void add(const std::shared_ptr<asio::cancellation_signal>& s) {
+    std::erase_if(ops_, [](const auto& w) { return w.expired(); });
+    ops_.push_back(s);
+  }
+  void abort_all() {
+    for (auto& w : std::exchange(ops_, {}))
+      if (auto s = w.lock()) s->emit(asio::cancellation_type::terminal);
+  }
+
+ private:
+  std::vector<std::weak_ptr<asio::cancellation_signal>> ops_;
+};
+
 /// spawn_op for an operation whose success grants something the caller must give back (a
 /// leadership, a lock). A cancellation that comes after the body succeeded, but before the
 /// handler runs, means the caller has moved on (the other branch of an `||` finished first) and
 /// will never give it back: then `give_back()` runs on the strand and the handler gets
 /// operation_aborted. The check is made on the handler's executor, where such a cancellation is
 /// emitted, so none can slip between the check and the handler.
+/// `owner`: the pending operations of the object it runs for, which its destruction aborts.
 inline void spawn_grant_op(const std::shared_ptr<client_impl>& c, asio::awaitable<error_code> body,
-                           asio::any_completion_handler<void(error_code)> h, std::function<void()> give_back) {
+                           asio::any_completion_handler<void(error_code)> h, std::function<void()> give_back,
+                           std::shared_ptr<pending_ops> owner = nullptr) {
   auto cancel = early_cancel::take(asio::get_associated_cancellation_slot(h), c->strand_);
   auto to_body = std::make_shared<asio::cancellation_signal>();
   auto done = [c, cancel, to_body, h = std::move(h), give_back = std::move(give_back)](std::exception_ptr e,
@@ -91,7 +113,8 @@ inline void spawn_grant_op(const std::shared_ptr<client_impl>& c, asio::awaitabl
   };
   asio::co_spawn(c->strand_, std::move(body), asio::bind_cancellation_slot(to_body->slot(), std::move(done)));
   // The body hears of a cancellation on the strand, where it runs.
-  asio::dispatch(c->strand_, [cancel, to_body] {
+  asio::dispatch(c->strand_, [cancel, to_body, owner = std::move(owner)] {
+    if (owner) owner->add(to_body);
     if (cancel->registered([to_body] { to_body->emit(asio::cancellation_type::terminal); }))
       to_body->emit(asio::cancellation_type::terminal);
   });

@@ -15,6 +15,7 @@ struct election_state {
   bool leader = false;
   bool led_before_campaign = false;  // a campaign of a sitting leader only proclaims
   bool orphaned = false;  // the election object is gone: a leadership won now is given up at once
+  pending_ops pending;    // campaigns in flight, aborted when the object goes
   std::int64_t rev = 0;
   response_header header;
   std::shared_ptr<lock_view> view;
@@ -252,6 +253,7 @@ election::~election() {
   auto& strand = e->session->impl->strand_;
   asio::dispatch(strand, [e = std::move(e)] {
     e->orphaned = true;
+    e->pending.abort_all();
     detail::resign_later(e);
   });
 }
@@ -262,7 +264,8 @@ void election::start_campaign(const std::shared_ptr<detail::election_state>& e, 
   auto give_back = [e] {
     if (!e->led_before_campaign) detail::resign_later(e);
   };
-  detail::spawn_grant_op(e->session->impl, detail::campaign(e, std::move(v)), std::move(h), std::move(give_back));
+  detail::spawn_grant_op(e->session->impl, detail::campaign(e, std::move(v)), std::move(h), std::move(give_back),
+                         std::shared_ptr<detail::pending_ops>(e, &e->pending));
 }
 
 void election::start_proclaim(const std::shared_ptr<detail::election_state>& e, std::string v,

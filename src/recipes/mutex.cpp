@@ -34,12 +34,14 @@ void start_unlock(const std::shared_ptr<mutex_state>& m, asio::any_completion_ha
 }
 
 void orphan(std::shared_ptr<mutex_state> m) {
-  // On the strand: a lock still held is released in the background so the key does not outlive
-  // its user, and one granted later is released at once.
+  // On the strand: the object's pending locks complete now with operation_aborted, as an Asio
+  // object's operations do when it is destroyed; a lock still held is released in the background
+  // so the key does not outlive its user, and one granted in between is released at once.
   auto& strand = m->session->impl->strand_;
   asio::dispatch(strand, [m = std::move(m)]() mutable {
     m->orphaned = true;
     if (!m->queue) return;
+    m->queue->abort_waiters_of(*m);
     if (m->held) m->queue->unlock(m, [](error_code) {});
     for (auto n = m->shared_holds; n > 0; --n) m->queue->unlock(m, [](error_code) {});
   });

@@ -100,6 +100,13 @@ void mutex_queue::cancel_waiter(std::uint64_t id) {
   session->impl->complete(std::move(h), asio::error::operation_aborted);
 }
 
+void mutex_queue::abort_waiters_of(const mutex_state& m) {
+  std::vector<std::uint64_t> ids;
+  for (auto& w : waiters)
+    if (w.by.get() == &m) ids.push_back(w.id);
+  for (auto id : ids) cancel_waiter(id);
+}
+
 void mutex_queue::fail_all(error_code ec) {
   auto all = std::exchange(waiters, {});
   count_waiting();

@@ -147,6 +147,9 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   void stop_linger();
   void end_linger();
   void cancel_waiter(std::uint64_t id);
+  /// The mutex object `m` is gone: its pending locks complete with operation_aborted, each as
+  /// a cancelled caller would.
+  void abort_waiters_of(const mutex_state& m);
   void fail_all(error_code ec);
   void complete_parting();
   void ensure_view() {

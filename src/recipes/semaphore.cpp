@@ -27,6 +27,7 @@ struct semaphore_state {
   std::list<permit_hold> holds;  // oldest first
   std::int64_t held = 0;
   bool orphaned = false;  // the object is gone: a grant now is given back at once
+  pending_ops pending;    // acquisitions in flight, aborted when the object goes
   std::shared_ptr<lock_view> view;  // once a wait needed it, kept for the next acquisitions
   std::shared_ptr<lock_counters> counters;
 };
@@ -200,6 +201,7 @@ semaphore::~semaphore() {
   auto& strand = m->session->impl->strand_;
   asio::dispatch(strand, [m] {
     m->orphaned = true;
+    m->pending.abort_all();
     while (!m->holds.empty()) {
       auto h = detail::take_hold(*m, 0, m->holds.front().key);
       asio::co_spawn(m->session->impl->strand_, detail::give_back(m, std::move(*h)), asio::detached);
@@ -220,7 +222,7 @@ void semaphore::run(const std::shared_ptr<detail::semaphore_state>& m, op o, std
           asio::co_spawn(m->session->impl->strand_, detail::give_back(m, std::move(*held)), asio::detached);
       };
       return detail::spawn_grant_op(impl, detail::acquire_permits(m, n, o == op::try_acquire, granted), std::move(h),
-                                    std::move(give_back));
+                                    std::move(give_back), std::shared_ptr<detail::pending_ops>(m, &m->pending));
     }
     case op::release: return detail::spawn_op(impl, detail::release_permits(m, n), std::move(h));
     case op::wait_lost: return detail::wait_session_lost(m->session, std::move(h));

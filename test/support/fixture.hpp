@@ -5,6 +5,7 @@
 #include "run.hpp"
 
 #include <coetcd.hpp>
+#include <coetcd/with_lock.hpp>
 
 #include <functional>
 #include <memory>
