@@ -1,3 +1,4 @@
+// coetcd: every public header in one include.
 #pragma once
 #include <coetcd/client.hpp>
 #include <coetcd/client_stats.hpp>
