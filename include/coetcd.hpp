@@ -1,4 +1,4 @@
-// Every public header but with_lock.hpp: the client, sessions, the lock family and elections.
+// coetcd: every public header but with_lock.hpp in one include.
 #pragma once
 #include <coetcd/client.hpp>
 #include <coetcd/client_stats.hpp>

@@ -1,3 +1,4 @@
+// coetcd::client: a connection to an etcd cluster, with its KV, lease and watch operations.
 #pragma once
 
 #include <coetcd/client_options.hpp>
@@ -17,6 +18,8 @@
 #include <string>
 #include <string_view>
 
+/// An etcd v3 client on Boost.Asio: KV, leases and watches (client), and sessions, locks and
+/// elections built on them. Every public name is in this namespace; `coetcd::detail` is not API.
 namespace coetcd {
 
 namespace detail {
@@ -49,8 +52,21 @@ void start_watch(const std::shared_ptr<client_impl>&, std::string key, std::stri
 /// A pending operation counts as outstanding work, so io_context::run() does not return under it.
 ///
 /// Unary operations support per-operation cancellation of type terminal, partial and total: the
-/// RPC is cancelled and the handler gets asio::error::operation_aborted. A cancelled write may
-/// still have been applied by the server.
+/// RPC is cancelled and the handler gets asio::error::operation_aborted, unless the reply was in
+/// already (then it completes as answered). A cancelled write may still have been applied by the
+/// server.
+///
+/// Reads (get, lease TTL, lease list) are sent again after UNAVAILABLE within the request
+/// deadline, and a get also when unanswered after client_options::resend_after. Writes are sent
+/// again only after error::cluster_no_leader, which etcd reports before applying anything: a write
+/// that failed otherwise may still have been applied.
+///
+/// @anchor request_errors
+/// Request errors: every operation that sends a request may also complete with
+/// error::client_closed, error::endpoints_unreachable, error::request_timeout,
+/// error::cluster_no_leader, error::request_too_large, the authentication errors
+/// (error::auth_failed, error::auth_required, error::auth_not_enabled, error::invalid_auth_token,
+/// error::permission_denied), or a code of grpc_category() or server_category().
 ///
 /// Lifetime: sessions, mutexes and elections go before their client, and the client before its
 /// executor's execution context. Work they leave in the background (a clean-up delete, the
@@ -64,22 +80,33 @@ void start_watch(const std::shared_ptr<client_impl>&, std::string key, std::stri
 /// the same instant as the other branch may be discarded by `||` while it holds.
 class client {
  public:
+  /// A client whose state lives on `ex`.
+  ///
   /// Throws boost::system::system_error with error::invalid_endpoint, error::tls_file_unreadable
-  /// or error::tls_file_invalid when the options are unusable. Does not connect: connection
-  /// problems surface in the first requests (error::endpoints_unreachable).
+  /// (also for a cert_file without key_file or the reverse), error::tls_file_invalid, or
+  /// error::invalid_argument (request_timeout not positive, resend_after negative) when the
+  /// options are unusable. Does not connect: connection problems surface in the first requests
+  /// (error::endpoints_unreachable).
   client(asio::any_io_executor ex, client_options options = {});
+  /// client(ioc.get_executor(), options).
   client(asio::io_context& ioc, client_options options = {}) : client(ioc.get_executor(), std::move(options)) {}
   /// Sessions, mutexes and elections made from `other` keep working; session::get_client()
   /// returns the new object.
   client(client&& other) noexcept;
+  /// Closes this object's connection (see close()) and takes over `other`'s.
   client& operator=(client&&) noexcept;
+  /// Not copyable.
   client(const client&) = delete;
+  /// Not copyable.
   client& operator=(const client&) = delete;
-  /// Closes the client (see close()).
+  /// Closes the client (see close()): pending operations complete with error::client_closed.
   ~client();
 
+  /// The executor handlers run on by default.
   using executor_type = asio::any_io_executor;
+  /// The executor the client was made with.
   executor_type get_executor() const noexcept;
+  /// The options the client was made with.
   const client_options& options() const noexcept;
 
   /// Counters and gauges of this client (RPCs by kind, streams, watchers, leases, lost sessions,
@@ -99,8 +126,21 @@ class client {
   //
   // Keys and values are views: they are copied before the initiating function returns.
 
-  /// Reads a key, a prefix or a range. Handler: void(error_code, get_result).
-  /// Errors: error::empty_key, error::compacted, error::future_revision, plus transport errors.
+  /// Reads a key, a prefix or a range.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, get_result)`
+  /// @par Errors
+  /// error::empty_key; error::compacted, error::future_revision (options.revision); the
+  /// @ref request_errors "request errors".
+  /// @par Cancellation
+  /// Terminal, partial, total: the RPC is cancelled and the handler gets
+  /// asio::error::operation_aborted (or the reply, if it was in already).
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// `key` and `options` are copied before this returns. The client may be closed or destroyed
+  /// meanwhile: the operation then completes with error::client_closed.
   template <class CompletionToken = detail::default_token>
   auto async_get(std::string_view key, get_options options = {}, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, get_result)>(
@@ -108,13 +148,27 @@ class client {
           detail::start_get(i, std::move(k), std::move(end), o, std::move(h));
         }, std::string(key), std::string(options.range_end), options);
   }
+  /// async_get(key, get_options{}, token).
   template <asio::completion_token_for<void(error_code, get_result)> CompletionToken>
   auto async_get(std::string_view key, CompletionToken&& token) {
     return async_get(key, get_options{}, std::forward<CompletionToken>(token));
   }
 
-  /// Writes a key. Handler: void(error_code, put_result). Errors: error::empty_key,
-  /// error::lease_not_found, plus transport errors.
+  /// Writes a key.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, put_result)`
+  /// @par Errors
+  /// error::empty_key; error::lease_not_found (options.lease); the
+  /// @ref request_errors "request errors" (after which the put may still have been applied).
+  /// @par Cancellation
+  /// Terminal, partial, total: the RPC is cancelled and the handler gets
+  /// asio::error::operation_aborted (or the reply, if it was in already).
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// `key`, `value` and `options` are copied before this returns. The client may be closed or
+  /// destroyed meanwhile: the operation then completes with error::client_closed.
   template <class CompletionToken = detail::default_token>
   auto async_put(std::string_view key, std::string_view value, put_options options = {},
                  CompletionToken&& token = {}) {
@@ -123,12 +177,27 @@ class client {
           detail::start_put(i, std::move(k), std::move(v), o, std::move(h));
         }, std::string(key), std::string(value), options);
   }
+  /// async_put(key, value, put_options{}, token).
   template <asio::completion_token_for<void(error_code, put_result)> CompletionToken>
   auto async_put(std::string_view key, std::string_view value, CompletionToken&& token) {
     return async_put(key, value, put_options{}, std::forward<CompletionToken>(token));
   }
 
-  /// Deletes a key, prefix or range. Handler: void(error_code, delete_result).
+  /// Deletes a key, prefix or range.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, delete_result)`
+  /// @par Errors
+  /// error::empty_key; the @ref request_errors "request errors" (after which the delete may
+  /// still have been applied).
+  /// @par Cancellation
+  /// Terminal, partial, total: the RPC is cancelled and the handler gets
+  /// asio::error::operation_aborted (or the reply, if it was in already).
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// `key` and `options` are copied before this returns. The client may be closed or destroyed
+  /// meanwhile: the operation then completes with error::client_closed.
   template <class CompletionToken = detail::default_token>
   auto async_delete(std::string_view key, delete_options options = {}, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, delete_result)>(
@@ -136,14 +205,29 @@ class client {
           detail::start_delete(i, std::move(k), std::move(end), o, std::move(h));
         }, std::string(key), std::string(options.range_end), options);
   }
+  /// async_delete(key, delete_options{}, token).
   template <asio::completion_token_for<void(error_code, delete_result)> CompletionToken>
   auto async_delete(std::string_view key, CompletionToken&& token) {
     return async_delete(key, delete_options{}, std::forward<CompletionToken>(token));
   }
 
-  /// Runs a transaction. Handler: void(error_code, txn_result); result.succeeded tells the branch.
-  /// Errors: error::too_many_txn_ops, error::duplicate_key_in_txn, error::empty_key, transport.
-  /// Writes are not retried on transport errors: a failed txn may still have been applied.
+  /// Runs a transaction; txn_result::succeeded tells which branch ran.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, txn_result)`
+  /// @par Errors
+  /// error::empty_key (an operation's key); error::too_many_txn_ops, error::duplicate_key_in_txn,
+  /// error::lease_not_found (a put's lease), error::compacted, error::future_revision (a get's
+  /// revision); the @ref request_errors "request errors". Writes are not retried on transport
+  /// errors: a failed txn may still have been applied.
+  /// @par Cancellation
+  /// Terminal, partial, total: the RPC is cancelled and the handler gets
+  /// asio::error::operation_aborted (or the reply, if it was in already).
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// `t` is copied before this returns. The client may be closed or destroyed meanwhile: the
+  /// operation then completes with error::client_closed.
   template <class CompletionToken = detail::default_token>
   auto async_txn(const txn& t, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, txn_result)>(
@@ -151,9 +235,21 @@ class client {
         t);
   }
 
-  /// Compacts the history up to `revision`. Handler: void(error_code, response_header).
-  /// Errors: error::compacted (already compacted there), error::future_revision,
-  /// error::invalid_argument (revision <= 0).
+  /// Compacts the history up to `revision`.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, response_header)`
+  /// @par Errors
+  /// error::invalid_argument (revision <= 0); error::compacted (already compacted there),
+  /// error::future_revision; the @ref request_errors "request errors".
+  /// @par Cancellation
+  /// Terminal, partial, total: the RPC is cancelled and the handler gets
+  /// asio::error::operation_aborted (or the reply, if it was in already).
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// The client may be closed or destroyed meanwhile: the operation then completes with
+  /// error::client_closed.
   template <class CompletionToken = detail::default_token>
   auto async_compact(std::int64_t revision, bool physical = false, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, response_header)>(
@@ -161,6 +257,7 @@ class client {
           detail::start_compact(i, r, p, std::move(h));
         }, revision, physical);
   }
+  /// async_compact(revision, false, token).
   template <asio::completion_token_for<void(error_code, response_header)> CompletionToken>
   auto async_compact(std::int64_t revision, CompletionToken&& token) {
     return async_compact(revision, false, std::forward<CompletionToken>(token));
@@ -169,7 +266,20 @@ class client {
   // ---- Leases ----
 
   /// Grants a lease of `ttl` seconds (id 0: the server picks one).
-  /// Handler: void(error_code, lease_grant_result). Errors: error::invalid_argument (ttl <= 0).
+  ///
+  /// @par Handler signature
+  /// `void(error_code, lease_grant_result)`
+  /// @par Errors
+  /// error::invalid_argument (ttl <= 0, id < 0, or a TTL above the server's maximum); the
+  /// @ref request_errors "request errors".
+  /// @par Cancellation
+  /// Terminal, partial, total: the RPC is cancelled and the handler gets
+  /// asio::error::operation_aborted (or the reply, if it was in already).
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// The client may be closed or destroyed meanwhile: the operation then completes with
+  /// error::client_closed.
   template <class CompletionToken = detail::default_token>
   auto async_lease_grant(std::int64_t ttl, std::int64_t id = 0, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, lease_grant_result)>(
@@ -177,13 +287,26 @@ class client {
           detail::start_lease_grant(i, t, id, std::move(h));
         }, ttl, id);
   }
+  /// async_lease_grant(ttl, 0, token).
   template <asio::completion_token_for<void(error_code, lease_grant_result)> CompletionToken>
   auto async_lease_grant(std::int64_t ttl, CompletionToken&& token) {
     return async_lease_grant(ttl, 0, std::forward<CompletionToken>(token));
   }
 
-  /// Revokes a lease and deletes its keys. Handler: void(error_code, response_header).
-  /// Errors: error::lease_not_found.
+  /// Revokes a lease and deletes its keys.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, response_header)`
+  /// @par Errors
+  /// error::lease_not_found; the @ref request_errors "request errors".
+  /// @par Cancellation
+  /// Terminal, partial, total: the RPC is cancelled and the handler gets
+  /// asio::error::operation_aborted (or the reply, if it was in already).
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// The client may be closed or destroyed meanwhile: the operation then completes with
+  /// error::client_closed.
   template <class CompletionToken = detail::default_token>
   auto async_lease_revoke(std::int64_t id, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, response_header)>(
@@ -192,8 +315,21 @@ class client {
         }, id);
   }
 
-  /// Remaining TTL of a lease (ttl -1 when it does not exist; that is not an error).
-  /// Handler: void(error_code, lease_ttl_result).
+  /// Remaining TTL of a lease (ttl -1 when it does not exist; that is not an error), and its
+  /// keys when `keys` is set.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, lease_ttl_result)`
+  /// @par Errors
+  /// The @ref request_errors "request errors".
+  /// @par Cancellation
+  /// Terminal, partial, total: the RPC is cancelled and the handler gets
+  /// asio::error::operation_aborted (or the reply, if it was in already).
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// The client may be closed or destroyed meanwhile: the operation then completes with
+  /// error::client_closed.
   template <class CompletionToken = detail::default_token>
   auto async_lease_time_to_live(std::int64_t id, bool keys = false, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, lease_ttl_result)>(
@@ -201,12 +337,26 @@ class client {
           detail::start_lease_ttl(i, id, k, std::move(h));
         }, id, keys);
   }
+  /// async_lease_time_to_live(id, false, token).
   template <asio::completion_token_for<void(error_code, lease_ttl_result)> CompletionToken>
   auto async_lease_time_to_live(std::int64_t id, CompletionToken&& token) {
     return async_lease_time_to_live(id, false, std::forward<CompletionToken>(token));
   }
 
-  /// Every lease of the cluster. Handler: void(error_code, lease_list_result).
+  /// Every lease of the cluster.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, lease_list_result)`
+  /// @par Errors
+  /// The @ref request_errors "request errors".
+  /// @par Cancellation
+  /// Terminal, partial, total: the RPC is cancelled and the handler gets
+  /// asio::error::operation_aborted (or the reply, if it was in already).
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// The client may be closed or destroyed meanwhile: the operation then completes with
+  /// error::client_closed.
   template <class CompletionToken = detail::default_token>
   auto async_lease_leases(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, lease_list_result)>(
@@ -215,16 +365,34 @@ class client {
 
   /// Starts keeping lease `id` alive on the client's shared keepalive stream; see lease_keepalive.
   /// `ttl_hint` (the granted TTL, if known) bounds the wait for the first renewal; without it the
-  /// request timeout does.
+  /// request timeout does. Never fails here: a closed client or a lease that is gone shows in
+  /// lease_keepalive::async_wait_lost.
   lease_keepalive keep_alive(std::int64_t id, std::chrono::seconds ttl_hint = std::chrono::seconds(0));
 
   // ---- Watch ----
 
   /// Creates a watcher on the client's shared Watch stream and completes once the server has
-  /// confirmed it, so a change made after completion is always reported.
-  /// Handler: void(error_code, watcher). Errors: error::empty_key, error::client_closed,
-  /// error::permission_denied. A compacted start revision is reported by the watcher's first
-  /// async_next (error::compacted). Cancellation: terminal/partial/total abandon the creation.
+  /// confirmed it, so a change made after completion is always reported. No deadline: while no
+  /// member answers, the stream is reopened and the creation waits (request_timeout does not
+  /// apply).
+  ///
+  /// @par Handler signature
+  /// `void(error_code, watcher)`
+  /// @par Errors
+  /// error::empty_key, error::client_closed; the stream's refusals (error::permission_denied,
+  /// error::auth_failed, error::auth_required, error::auth_not_enabled, error::invalid_auth_token);
+  /// error::watch_canceled when the server refuses the watch. A compacted start revision is
+  /// normally reported by the watcher's first async_next (error::compacted); if the server
+  /// refuses the creation for it, here.
+  /// @par Cancellation
+  /// Terminal, partial, total abandon the creation (the watch is cancelled on the server;
+  /// asio::error::operation_aborted). The slot is connected on the client's strand: a
+  /// cancellation emitted before the request got there is not seen.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// `key` and `options` are copied before this returns. The client may be closed or destroyed
+  /// meanwhile: the operation then completes with error::client_closed.
   template <class CompletionToken = detail::default_token>
   auto async_watch(std::string_view key, watch_options options = {}, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, watcher)>(
@@ -232,13 +400,16 @@ class client {
           detail::start_watch(i, std::move(k), std::move(end), o, std::move(h));
         }, std::string(key), std::string(options.range_end), options);
   }
+  /// async_watch(key, watch_options{}, token).
   template <asio::completion_token_for<void(error_code, watcher)> CompletionToken>
   auto async_watch(std::string_view key, CompletionToken&& token) {
     return async_watch(key, watch_options{}, std::forward<CompletionToken>(token));
   }
 
+  /// @cond INTERNAL
   /// Internal access for coetcd's own higher-level types.
   const std::shared_ptr<detail::client_impl>& impl() const noexcept { return impl_; }
+  /// @endcond
 
  private:
   std::shared_ptr<detail::client_impl> impl_;

@@ -1,3 +1,4 @@
+// client_options: what a client connects to (endpoints, TLS, credentials) and how.
 #pragma once
 
 #include <coetcd/event.hpp>
@@ -12,9 +13,9 @@ namespace coetcd {
 /// TLS settings. Empty `ca_file` trusts the system roots. `cert_file` and `key_file` together
 /// enable client-certificate (mutual) TLS. Files are read when the client is constructed.
 struct tls_options {
-  std::string ca_file;
-  std::string cert_file;
-  std::string key_file;
+  std::string ca_file;    ///< PEM file of the CA certificates to trust (empty: the system roots)
+  std::string cert_file;  ///< PEM file of the client certificate (with `key_file`: mutual TLS)
+  std::string key_file;   ///< PEM file of the client certificate's private key
 };
 
 /// How gRPC's completions reach the event loop (see client_options::completions).
@@ -29,6 +30,7 @@ enum class completion_mode {
   poll,
 };
 
+/// What a client connects to and how (see client::client).
 struct client_options {
   /// Cluster members as host:port, http://host:port or https://host:port. Requests go to any
   /// member that is up; a dead member does not stop the client while another one answers.
@@ -49,9 +51,11 @@ struct client_options {
   /// Authentication. When `user` is non-empty the client authenticates before its first request
   /// and again whenever the server reports the token invalid or stale.
   std::string user;
+  /// Password of `user`.
   std::string password;
   /// HTTP/2 keepalive pings on the connection, so a dead peer is detected while streams idle.
   std::chrono::milliseconds keepalive_time{std::chrono::seconds(10)};
+  /// How long a keepalive ping may go unanswered before the connection counts as dead.
   std::chrono::milliseconds keepalive_timeout{std::chrono::seconds(5)};
   /// Told of connections, stream reopenings, watch resumptions, late keepalives, lost sessions,
   /// lock acquisitions, releases and losses, and leader changes (see event.hpp). Called on the

@@ -1,3 +1,4 @@
+// client_stats: the counters and gauges that client::stats() returns.
 #pragma once
 
 #include <array>
@@ -28,15 +29,17 @@ struct stream_stats {
 
 /// Time from lock() to holding, in buckets with upper bounds `bounds` (seconds) plus one for +Inf.
 struct wait_histogram {
+  /// Upper bounds of the buckets, in seconds.
   static constexpr std::array<double, 10> bounds{0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30};
   std::array<std::uint64_t, bounds.size() + 1> counts{};  ///< per bucket (not cumulative)
-  std::uint64_t count = 0;
-  double sum_seconds = 0;
+  std::uint64_t count = 0;  ///< waits recorded
+  double sum_seconds = 0;   ///< their sum, in seconds
 };
 
-/// One lock name used by this client's mutexes (while a mutex object of the name exists).
+/// One lock name used by this client's mutexes, rw_mutexes or semaphores (while an object of the
+/// name exists).
 struct lock_stats {
-  std::string name;
+  std::string name;  ///< the lock's name
   std::int64_t held = 0;        ///< local holders now (0 or 1 per name in a well-used client)
   std::int64_t waiting = 0;     ///< local callers waiting now
   std::uint64_t acquired = 0;   ///< successful locks
@@ -47,16 +50,17 @@ struct lock_stats {
   std::uint64_t lost = 0;       ///< holds that ended by losing the key
   /// Keys being deleted in the background for callers that gave up (cancelled, timed out, a
   /// try_lock that found the name taken, a failed acquisition): retried through an outage while
-  /// the session lives; the callers completed without waiting for it.
+  /// the session lives. The callers completed without waiting for it, except a refused try_lock
+  /// that was its session's only caller on the name: it completes once the key is gone.
   std::int64_t cleaning = 0;
-  wait_histogram wait;
+  wait_histogram wait;  ///< time from lock() to holding
 };
 
 /// A snapshot of client::stats().
 struct client_stats {
   std::map<std::string, rpc_stats> rpcs;  ///< by gRPC method, only those used so far
-  std::int64_t rpcs_in_flight = 0;
-  std::map<std::string, stream_stats> streams;
+  std::int64_t rpcs_in_flight = 0;  ///< unary RPCs on the wire now
+  std::map<std::string, stream_stats> streams;  ///< by stream (`Watch`, `LeaseKeepAlive`)
   std::int64_t watchers = 0;        ///< watchers on the shared Watch stream (a lock view's included)
   std::int64_t leases_kept = 0;     ///< leases kept alive on the shared LeaseKeepAlive stream
   std::uint64_t sessions_lost = 0;  ///< sessions whose lease ended without close()

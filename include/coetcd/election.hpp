@@ -1,3 +1,4 @@
+// coetcd::election: leader election laid out as etcd's Go concurrency.Election.
 #pragma once
 
 #include <coetcd/session.hpp>
@@ -27,19 +28,38 @@ struct election_state;
 /// not from another thread while the io_context runs on several.
 class election {
  public:
-  /// Throws boost::system::system_error(error::empty_key) for an empty name.
+  /// An election named `name` under session `s`. Throws boost::system::system_error:
+  /// error::empty_key for an empty name, error::session_lost for an empty session.
   election(session& s, std::string_view name);
+  /// Takes over the other object; `other` is left empty: only destroy it.
   election(election&&) noexcept = default;
+  /// Resigns in the background if leading. A pending campaign is not cancelled: it completes
+  /// with asio::error::operation_aborted when its turn comes, and gives its proposal up.
   ~election();
 
   /// Becomes leader with `value` as proposal, waiting as long as others lead before us. When our
   /// key already exists with another value (say, an earlier campaign of this session), the value
-  /// is proclaimed. Handler: void(error_code). Errors: error::session_lost (the session ended,
-  /// or our proposal vanished: deleted by hand, or with the lease), transport errors. A campaign
-  /// of a sitting leader only proclaims `value`; when our key is gone by then, the leadership is
-  /// lost: it fails with error::session_lost, is_leader() turns false, and the next campaign
-  /// starts over with a new key.
-  /// Cancellation: terminal, partial, total; our proposal is deleted before the handler runs.
+  /// is proclaimed. A campaign of a sitting leader only proclaims `value`; when our key is gone
+  /// by then, the leadership is lost: it fails with error::session_lost, is_leader() turns
+  /// false, and the next campaign starts over with a new key.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// error::session_lost (the session ended, or our proposal vanished: deleted by hand, or with
+  /// the lease), error::client_closed, the @ref request_errors "request errors" of its txn, the
+  /// refusals of the name's watch; asio::error::operation_aborted when cancelled.
+  /// @par Cancellation
+  /// Terminal, partial, total. The handler does not wait for our proposal's delete: it is
+  /// deleted in the background (a txn still on the wire is cleaned up when it completes), and a
+  /// later campaign of the session waits for that delete. A cancellation that meets the win
+  /// before the handler runs resigns in the background (a sitting leader's campaign stays
+  /// leader).
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// `value` is copied before this returns. The session must outlive the election. On
+  /// destruction of the election, see ~election().
   template <class CompletionToken = detail::default_token>
   auto async_campaign(std::string_view value, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
@@ -48,8 +68,22 @@ class election {
         }, std::string(value));
   }
 
-  /// Replaces the leader's value, only while we lead. Handler: void(error_code).
-  /// Errors: error::not_leader (we do not lead, or no longer: our key is gone), transport errors.
+  /// Replaces the leader's value, only while we lead.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// error::not_leader (we do not lead, or no longer: our key is gone), the
+  /// @ref request_errors "request errors".
+  /// @par Cancellation
+  /// Terminal only (partial and total are ignored), and only before the operation has started
+  /// on the client's strand: then nothing is sent and the handler gets
+  /// asio::error::operation_aborted. Once started, it runs to its outcome.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// `value` is copied before this returns. The election may be destroyed meanwhile; the
+  /// proclaim goes on.
   template <class CompletionToken = detail::default_token>
   auto async_proclaim(std::string_view value, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
@@ -59,15 +93,39 @@ class election {
   }
 
   /// Gives up leadership (deletes our key, guarded by its create revision). A no-op when not
-  /// leader. On a failed request we stay leader, so it can be retried. Handler: void(error_code).
+  /// leader. On a failed request we stay leader, so it can be retried.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// The @ref request_errors "request errors" (still leader).
+  /// @par Cancellation
+  /// Terminal only (partial and total are ignored), and only before the operation has started
+  /// on the client's strand: then nothing is sent and the handler gets
+  /// asio::error::operation_aborted. Once started, it runs to its outcome.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// The election may be destroyed meanwhile; the resign goes on.
   template <class CompletionToken = detail::default_token>
   auto async_resign(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
         std::forward<CompletionToken>(token), [s = state_](asio::any_completion_handler<void(error_code)> h) { start_resign(s, std::move(h)); });
   }
 
-  /// The current leader's key and value. Handler: void(error_code, key_value).
-  /// Errors: error::no_leader, transport errors.
+  /// The current leader's key and value, read from etcd.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, key_value)`
+  /// @par Errors
+  /// error::no_leader, the @ref request_errors "request errors".
+  /// @par Cancellation
+  /// Terminal only (partial and total are ignored): the read is cancelled and the handler gets
+  /// asio::error::operation_aborted.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// The election may be destroyed meanwhile; the read goes on.
   template <class CompletionToken = detail::default_token>
   auto async_leader(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, key_value)>(
@@ -76,9 +134,11 @@ class election {
         });
   }
 
-  /// The client's executor, on which handlers run by default (empty for an empty object).
+  /// The type of get_executor().
   using executor_type = asio::any_io_executor;
+  /// The client's executor, on which handlers run by default (empty for an empty object).
   executor_type get_executor() const noexcept;
+  /// The election's name.
   const std::string& name() const noexcept;
   /// Our proposal key: name + "/" + hex(lease).
   const std::string& key() const noexcept;
@@ -86,6 +146,7 @@ class election {
   bool is_leader() const noexcept;
   /// Our key's create revision while leader (a fencing token, as for the mutex).
   std::int64_t revision() const noexcept;
+  /// Header of the response to our last successful campaign, proclaim or resign.
   const response_header& header() const noexcept;
 
  private:

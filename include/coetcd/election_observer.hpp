@@ -1,3 +1,4 @@
+// coetcd::election_observer: follows the leader of an election, change by change.
 #pragma once
 
 #include <coetcd/client.hpp>
@@ -21,15 +22,33 @@ class observer_core;
 /// the client's strand.
 class election_observer {
  public:
-  /// Throws boost::system::system_error(error::empty_key) for an empty name.
+  /// Starts observing election `name` of client `c`. Throws
+  /// boost::system::system_error(error::empty_key) for an empty name.
   election_observer(client& c, std::string_view name);
+  /// Takes over the other object; `other` is left empty: only destroy it.
   election_observer(election_observer&&) noexcept = default;
+  /// Stops observing. A pending async_next is not completed: its handler is destroyed without
+  /// being called (a coroutine awaiting it is destroyed with it).
   ~election_observer();
 
   /// The next leader state. The first is the leader when observing started. After that: a new
   /// leader, a new value proclaimed by the leader, or std::nullopt when no candidate is left.
-  /// Handler: void(error_code, std::optional<key_value>). Errors: error::client_closed.
-  /// Cancellation: terminal, partial, total abandon the wait; observing goes on.
+  /// Only one async_next may be pending at a time.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, std::optional<key_value>)`
+  /// @par Errors
+  /// error::client_closed, the refusals of the name's watch (error::permission_denied,
+  /// error::auth_failed, error::auth_required, error::auth_not_enabled): observing is over
+  /// then. asio::error::already_started when another async_next is pending.
+  /// @par Cancellation
+  /// Terminal, partial, total abandon the wait (asio::error::operation_aborted); observing
+  /// goes on.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// Do not destroy the observer while async_next is pending (see ~election_observer()). A
+  /// client closed or destroyed meanwhile gives error::client_closed.
   template <class CompletionToken = detail::default_token>
   auto async_next(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, std::optional<key_value>)>(
@@ -38,8 +57,9 @@ class election_observer {
         });
   }
 
-  /// The client's executor, on which handlers run by default (empty for an empty object).
+  /// The type of get_executor().
   using executor_type = asio::any_io_executor;
+  /// The client's executor, on which handlers run by default (empty for an empty object).
   executor_type get_executor() const noexcept;
 
  private:

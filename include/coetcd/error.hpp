@@ -13,6 +13,8 @@ namespace coetcd {
 
 using boost::system::error_code;
 
+/// coetcd's error codes, of etcd_category(). They convert to error_code: test a result with
+/// `ec == error::compacted`.
 enum class error {
   // client-side input and state
   client_closed = 1,      ///< the client was closed while the operation was pending or before it
@@ -51,6 +53,7 @@ enum class error {
   lease_in_use,           ///< session: a live session of this client already keeps the lease to adopt
 };
 
+/// The category of coetcd::error (named "etcd").
 const boost::system::error_category& etcd_category() noexcept;
 /// gRPC status codes (grpc::StatusCode values) as error codes.
 const boost::system::error_category& grpc_category() noexcept;
@@ -63,6 +66,7 @@ const boost::system::error_category& server_category() noexcept;
 /// The gRPC status of an error of grpc_category() or server_category(); -1 for any other.
 int grpc_status(const error_code& ec) noexcept;
 
+/// `e` as an error_code of etcd_category().
 inline error_code make_error_code(error e) noexcept {
   return {static_cast<int>(e), etcd_category()};
 }
@@ -72,5 +76,7 @@ std::ostream& operator<<(std::ostream& os, error e);
 
 }  // namespace coetcd
 
+/// @cond INTERNAL
 template <>
 struct boost::system::is_error_code_enum<coetcd::error> : std::true_type {};
+/// @endcond

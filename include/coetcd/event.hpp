@@ -1,3 +1,4 @@
+// Events for client_options::on_event: what a client saw happen, for logs and metrics.
 #pragma once
 
 #include <coetcd/error.hpp>
@@ -28,18 +29,19 @@ enum class event_kind {
                          ///< `duration` (client_options::resend_after) and was sent again
 };
 
+/// The kind's name as spelt in event_kind ("lock_acquired").
 std::string_view to_string(event_kind k) noexcept;
 
 /// One thing an operator may want in a log. Fields a kind does not use are empty or zero.
 struct event {
-  event_kind kind{};
+  event_kind kind{};   ///< what happened
   std::string name;    ///< lock or election name, member address, stream or watched key
   std::string key;     ///< the lock or leader key, when there is one
   std::string detail;  ///< more words, when there are some
-  error_code error;
-  std::int64_t lease = 0;
-  std::int64_t revision = 0;
-  std::chrono::milliseconds duration{0};
+  error_code error;                       ///< why, for failures and losses
+  std::int64_t lease = 0;                 ///< the lease concerned
+  std::int64_t revision = 0;              ///< a fencing token or store revision (see event_kind)
+  std::chrono::milliseconds duration{0};  ///< a wait, a hold or the time left (see event_kind)
 };
 
 /// The event as one log line: `lock_acquired name="jobs" key="jobs/694d..." revision=42 duration=12ms`.

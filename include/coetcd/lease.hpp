@@ -9,23 +9,26 @@
 
 namespace coetcd {
 
+/// The answer to client::async_lease_grant.
 struct lease_grant_result {
-  response_header header;
-  std::int64_t id = 0;
+  response_header header;  ///< the response's header
+  std::int64_t id = 0;     ///< the lease's ID
   std::int64_t ttl = 0;  ///< seconds granted (the server raises TTLs below its minimum, 2 s on 3.4)
 };
 
+/// The answer to client::async_lease_time_to_live.
 struct lease_ttl_result {
-  response_header header;
-  std::int64_t id = 0;
+  response_header header;         ///< the response's header
+  std::int64_t id = 0;            ///< the lease asked about
   std::int64_t ttl = -1;          ///< remaining seconds; -1 when the lease does not exist
   std::int64_t granted_ttl = 0;   ///< TTL the lease was granted with
   std::vector<std::string> keys;  ///< attached keys, when asked for
 };
 
+/// The answer to client::async_lease_leases.
 struct lease_list_result {
-  response_header header;
-  std::vector<std::int64_t> ids;
+  response_header header;         ///< the response's header
+  std::vector<std::int64_t> ids;  ///< every lease's ID
 };
 
 }  // namespace coetcd

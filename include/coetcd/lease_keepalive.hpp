@@ -1,3 +1,4 @@
+// coetcd::lease_keepalive: one lease kept alive on the client's shared LeaseKeepAlive stream.
 #pragma once
 
 #include <coetcd/detail/config.hpp>
@@ -21,34 +22,59 @@ namespace coetcd {
 /// they hand their work to the client's strand.
 class lease_keepalive {
  public:
+  /// An empty object: keeps no lease.
   lease_keepalive() = default;
+  /// Takes over the other object's lease; `other` is left empty.
   lease_keepalive(lease_keepalive&&) noexcept = default;
+  /// Stops renewing this object's lease (see stop()), then takes over `other`'s.
   lease_keepalive& operator=(lease_keepalive&& other) noexcept;
+  /// Stops renewing (see stop()).
   ~lease_keepalive();
 
-  /// Completes when the lease is lost. Handler signature: void(error_code why) with
+  /// Completes when the lease is lost; at once (posted) if it is already. Any number of waits
+  /// may be pending.
+  ///
+  /// @par Handler signature
+  /// `void(error_code why)`
+  /// @par Errors
   /// error::lease_not_found (revoked or expired on the server), error::lease_expired (could not
-  /// be renewed in time), error::client_closed. If it is already lost, completes at once (posted).
-  /// Any number of waits may be pending. Cancellation: terminal/partial/total abandon the wait
-  /// with asio::error::operation_aborted; keepalive goes on.
+  /// be renewed in time), error::client_closed, the stream's refusals (error::auth_failed,
+  /// error::auth_required, error::auth_not_enabled, error::permission_denied);
+  /// asio::error::operation_aborted once stop() was called (also for waits started after it).
+  /// An empty object: error::lease_not_found.
+  /// @par Cancellation
+  /// Terminal, partial, total abandon the wait (asio::error::operation_aborted); the keepalive
+  /// goes on.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's; for an empty object, which has
+  /// none, the handler's own, or asio::system_executor); never inside this call.
+  /// @par Lifetimes
+  /// The object may be destroyed meanwhile: that stops the keepalive, and the wait completes
+  /// with asio::error::operation_aborted.
   template <class CompletionToken = detail::default_token>
   auto async_wait_lost(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
         std::forward<CompletionToken>(token), [s = state_](asio::any_completion_handler<void(error_code)> h) { start_wait(s, std::move(h)); });
   }
 
-  /// Stops renewing; pending waits complete with asio::error::operation_aborted.
+  /// Stops renewing; pending waits complete with asio::error::operation_aborted. The lease is
+  /// not revoked: it expires after its TTL.
   void stop();
 
+  /// The lease's ID (0 for an empty object).
   std::int64_t id() const noexcept { return id_; }
+  /// Whether the object keeps a lease (is not empty); says nothing of the lease's state.
   explicit operator bool() const noexcept { return state_ != nullptr; }
 
+  /// @cond INTERNAL
   /// Internal: used by client::keep_alive.
   lease_keepalive(std::shared_ptr<detail::kept_lease> s, std::int64_t id) noexcept
       : state_(std::move(s)), id_(id) {}
+  /// @endcond
 
-  /// The client's executor, on which handlers run by default (empty for an empty object).
+  /// The type of get_executor().
   using executor_type = asio::any_io_executor;
+  /// The client's executor, on which handlers run by default (empty for an empty object).
   executor_type get_executor() const noexcept;
 
  private:

@@ -1,3 +1,4 @@
+// async_lock_status: who holds a lock or election name and who waits, as etcd has it now.
 #pragma once
 
 #include <coetcd/client.hpp>
@@ -10,11 +11,11 @@ namespace coetcd {
 
 /// One key in the queue of a lock or election name.
 struct lock_entry {
-  std::string key;
+  std::string key;              ///< the key
   std::string value;            ///< an election's proposal (empty for locks)
   std::int64_t lease = 0;       ///< 0: the key has no lease (made by hand)
   std::int64_t ttl = 0;         ///< seconds the lease has left; -1: the lease is gone
-  std::int64_t granted_ttl = 0;
+  std::int64_t granted_ttl = 0;      ///< the TTL the lease was granted with
   std::int64_t create_revision = 0;  ///< the holder's is its fencing token
   /// Set when the key belongs to a longer name under this one (`a/b/<lease>` seen from `a`):
   /// etcd's prefix layout queues it with this name all the same.
@@ -24,7 +25,7 @@ struct lock_entry {
 /// Who holds a lock (or leads an election) and who waits, as the server sees it now. Works for
 /// every client that lays out keys like etcd's Go concurrency package (Go, etcdctl, coetcd).
 struct lock_status {
-  std::string name;
+  std::string name;                   ///< the name asked about
   std::int64_t revision = 0;          ///< the store revision the answer was read at
   std::optional<lock_entry> holder;   ///< the oldest key; empty when nobody holds the name
   /// A read-write lock (every key under `name/read/` or `name/write/`, as rw_mutex and Go's
@@ -38,7 +39,7 @@ struct lock_status {
   /// disagree on the permits, or mix in other keys (which the semaphore refuses to wait behind:
   /// error::permits_mismatch, error::foreign_key), is listed in plain queue order.
   std::int64_t permits = 0;
-  std::int64_t permits_in_use = 0;
+  std::int64_t permits_in_use = 0;    ///< permits of the holding acquisitions (with `permits`)
   /// The holders besides `holder`: readers (read_write) or acquisitions (permits).
   std::vector<lock_entry> also_holding;
   std::vector<lock_entry> waiters;    ///< the rest, in queue order (create revision)
@@ -51,9 +52,21 @@ void start_lock_status(const std::shared_ptr<client_impl>&, std::string name, ha
 }
 
 /// Reads the queue of lock or election `name`: one Range of the prefix `name/` and one
-/// LeaseTimeToLive per key. Handler: void(error_code, lock_status). Errors: error::empty_key, the
-/// client's transport and permission errors. Cancellation: terminal, partial and total (the
-/// handler gets operation_aborted). Never inline; runs on the client's strand.
+/// LeaseTimeToLive per lease.
+///
+/// @par Handler signature
+/// `void(error_code, lock_status)`
+/// @par Errors
+/// error::empty_key, the @ref request_errors "request errors".
+/// @par Cancellation
+/// Terminal only (partial and total are ignored): the request in flight is cancelled and the
+/// handler gets asio::error::operation_aborted.
+/// @par Executor
+/// The handler's associated executor (default: the client's); never inside this call. The
+/// reads run on the client's strand.
+/// @par Lifetimes
+/// `name` is copied and `c` used only before this returns. A client closed or destroyed
+/// meanwhile gives error::client_closed.
 template <class CompletionToken = detail::default_token>
 auto async_lock_status(client& c, std::string_view name, CompletionToken&& token = {}) {
   return detail::initiate<void(error_code, lock_status)>(

@@ -1,3 +1,4 @@
+// coetcd::multi_lock: several mutexes or rw_mutex sides taken as one, all or none.
 #pragma once
 
 #include <coetcd/mutex.hpp>
@@ -33,6 +34,7 @@ class multi_lock {
   /// One lock of the set.
   class part {
    public:
+    /// A coetcd::mutex.
     part(mutex& m);  // NOLINT: a mutex converts, so {a, b} lists mutexes
     /// The writer's (exclusive) side of an rw_mutex.
     static part exclusive(rw_mutex& m);
@@ -45,47 +47,100 @@ class multi_lock {
     std::shared_ptr<detail::mutex_state> state_;
   };
 
-  /// Throws boost::system::system_error(error::invalid_argument) for an empty list or two parts
-  /// of one name.
+  /// Throws boost::system::system_error(error::invalid_argument) for an empty list, two parts
+  /// of one name, or a part of a moved-from lock.
   explicit multi_lock(std::vector<part> parts);
+  /// Takes over the other object; `other` is left empty: only destroy it.
   multi_lock(multi_lock&&) noexcept = default;
-  /// Releases the parts in the background if the multi_lock still holds them.
+  /// Releases the parts in the background if the multi_lock still holds them. A lock still
+  /// pending is not cancelled: if it then succeeds, nothing releases its parts until their own
+  /// objects are destroyed.
   ~multi_lock();
 
-  /// Waits until every part is held. Handler: void(error_code). Errors: the first error of a
-  /// part's async_lock (error::session_lost, transport errors); the parts already taken are
-  /// released first. Cancellation: terminal, partial, total; the parts taken are released before
-  /// the handler runs with operation_aborted.
+  /// Waits until every part is held.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// error::invalid_argument when this multi_lock holds them already (it would wait for itself);
+  /// the first error of a part's lock (error::session_lost, error::client_closed, the
+  /// @ref request_errors "request errors", ...); the parts already taken are released first.
+  /// @par Cancellation
+  /// Terminal, partial, total; the parts taken are released before the handler runs with
+  /// asio::error::operation_aborted. A cancellation that meets the success before the handler
+  /// runs releases every part in the background.
+  /// @par Executor
+  /// The handler's associated executor (default: get_executor()); never inside this call.
+  /// @par Lifetimes
+  /// The part objects (and their sessions) must outlive the multi_lock. On destruction of the
+  /// multi_lock, see ~multi_lock().
   template <class CompletionToken = detail::default_token>
   auto async_lock(CompletionToken&& token = {}) {
     return start(std::forward<CompletionToken>(token), op::lock);
   }
-  /// Takes every part if each is free, without waiting. Handler: void(error_code):
-  /// error::locked when one is not (the ones taken are released first, no key is left).
+  /// Takes every part if each is free, without waiting.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// error::locked when one is not (the ones taken are released first, no key is left); other
+  /// errors as async_lock.
+  /// @par Cancellation
+  /// Terminal, partial, total, as async_lock.
+  /// @par Executor
+  /// The handler's associated executor (default: get_executor()); never inside this call.
+  /// @par Lifetimes
+  /// As async_lock.
   template <class CompletionToken = detail::default_token>
   auto async_try_lock(CompletionToken&& token = {}) {
     return start(std::forward<CompletionToken>(token), op::try_lock);
   }
-  /// Releases every part, in reverse order. Handler: void(error_code): error::not_locked when the
-  /// multi_lock does not hold them, else the first error of a part's unlock (every part is
-  /// released anyway).
+  /// Releases every part, in reverse order.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// error::not_locked when the multi_lock does not hold them, else the first error of a part's
+  /// unlock (every part is released anyway, unless cancelled).
+  /// @par Cancellation
+  /// Terminal only (partial and total are ignored), with asio::error::operation_aborted. Before
+  /// the release has started on the client's strand, nothing is released. While parts are
+  /// being released, it stops after the current part: the parts not yet released stay held
+  /// through their own objects, and held() is false.
+  /// @par Executor
+  /// The handler's associated executor (default: get_executor()); never inside this call.
+  /// @par Lifetimes
+  /// The multi_lock may be destroyed meanwhile; the release goes on.
   template <class CompletionToken = detail::default_token>
   auto async_unlock(CompletionToken&& token = {}) {
     return start(std::forward<CompletionToken>(token), op::unlock);
   }
 
   /// Completes when the session of any part is lost: from then on the multi_lock's hold cannot
-  /// be trusted, as with mutex::async_wait_lost. Handler: void(error_code why), the first loss's
-  /// reason as session::async_wait_lost gives it (the keepalive's error, e.g.
-  /// error::lease_not_found for a revoked lease; operation_aborted when a part's session was
-  /// closed by its owner). Cancellation: terminal, partial, total (operation_aborted). Parts that
-  /// share a session are waited on once; parts may belong to several clients.
+  /// be trusted, as with mutex::async_wait_lost. Parts that share a session are waited on once;
+  /// parts may belong to several clients.
+  ///
+  /// @par Handler signature
+  /// `void(error_code why)`
+  /// @par Errors
+  /// The first loss's reason as session::async_wait_lost gives it (the keepalive's error, such
+  /// as error::lease_not_found for a revoked lease; asio::error::operation_aborted when a part's
+  /// session was closed by its owner).
+  /// @par Cancellation
+  /// Terminal, partial, total abandon the wait (asio::error::operation_aborted).
+  /// @par Executor
+  /// The handler's associated executor (default: get_executor()); never inside this call.
+  /// @par Lifetimes
+  /// The multi_lock may be destroyed meanwhile; the wait goes on.
   template <class CompletionToken = detail::default_token>
   auto async_wait_lost(CompletionToken&& token = {}) {
     return start(std::forward<CompletionToken>(token), op::wait_lost);
   }
 
+  /// The type of get_executor().
   using executor_type = asio::any_io_executor;
+  /// The executor of the client of the first part in name order, on which handlers run by
+  /// default (empty for an empty object).
   executor_type get_executor() const noexcept;
   /// The parts' names in the order they are taken.
   std::vector<std::string> names() const;

@@ -1,3 +1,4 @@
+// coetcd::mutex and mutex_options: a distributed lock laid out as etcd's Go concurrency.Mutex.
 #pragma once
 
 #include <coetcd/session.hpp>
@@ -22,6 +23,7 @@ struct mutex_options {
   /// (whichever ends first), then releases its key and queues its remaining callers behind that
   /// waiter. A hold in progress is never cut short: the bound is checked at each unlock.
   std::size_t fair_handoffs = 1000;
+  /// The time bound of the rule above (see fair_handoffs).
   std::chrono::milliseconds fair_hold{50};
   /// After the last local unlock, keep the key this long while no other session waits, so a
   /// lock of the same name soon after costs no RPC (one put if the last holder asked for a
@@ -59,30 +61,59 @@ struct mutex_options {
 /// not from another thread while the io_context runs on several.
 class mutex {
  public:
-  /// Throws boost::system::system_error(error::empty_key) for an empty name.
+  /// A mutex named `name` under session `s`. Throws boost::system::system_error:
+  /// error::empty_key for an empty name, error::session_lost for an empty session.
   mutex(session& s, std::string_view name, mutex_options options = {});
+  /// Takes over the other object; `other` is left empty: only destroy it.
   mutex(mutex&&) noexcept = default;
+  /// Releases a lock held through this object in the background. Pending operations are not
+  /// cancelled: a pending lock completes with asio::error::operation_aborted when its turn
+  /// comes, and passes the lock on.
   ~mutex();
 
-  /// Waits until this caller holds the lock. Handler: void(error_code).
-  /// Errors: error::session_lost (the session was lost before or while waiting, or our key vanished),
-  /// transport errors of the acquiring txn (every caller of the session waiting for that txn gets it).
-  /// Cancellation: terminal, partial, total. A cancelled caller leaves the local queue and
-  /// completes at once; when it was the session's last caller on the name, the session's key is
-  /// deleted in the background (retried through an outage while the session lives; see
-  /// lock_stats::cleaning and the lock_released event), and a later lock of the session waits
-  /// for that delete rather than adopt the key.
+  /// Waits until this caller holds the lock.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// error::session_lost (the session was lost before or while waiting, or our key vanished),
+  /// error::client_closed, the @ref request_errors "request errors" of the acquiring txn (every
+  /// caller of the session waiting for that txn gets it), the refusals of the name's watch
+  /// (error::permission_denied, ...); asio::error::operation_aborted when cancelled.
+  /// @par Cancellation
+  /// Terminal, partial, total. A cancelled caller leaves the local queue and completes at once;
+  /// when it was the session's last caller on the name, the session's key is deleted in the
+  /// background (retried through an outage while the session lives; see lock_stats::cleaning
+  /// and the lock_released event), and a later lock of the session waits for that delete rather
+  /// than adopt the key. A cancellation that meets the grant before the handler runs gives the
+  /// lock back (asio::error::operation_aborted).
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// The session must outlive the mutex. On destruction of the mutex, see ~mutex().
   template <class CompletionToken = detail::default_token>
   auto async_lock(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
         std::forward<CompletionToken>(token), [s = state_](asio::any_completion_handler<void(error_code)> h) { start_lock(s, false, std::move(h)); });
   }
 
-  /// Takes the lock if it is free, without waiting. Handler: void(error_code): error::locked when
-  /// another caller of this process holds it or waits for it, or another session holds it (a key
-  /// the try made is deleted in the background, as a cancelled lock's is). Costs no RPC when this
-  /// session's key is already the owner (lingering), but one put when the hold before it asked
-  /// for a fence.
+  /// Takes the lock if it is free, without waiting. Costs no RPC when this session's key is
+  /// already the owner (lingering), but one put when the hold before it asked for a fence.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// error::locked when the lock is held or waited for. Seen locally (callers of this session)
+  /// that costs no RPC; else the try's txn made a key, which is deleted again: when the try was
+  /// the session's only caller on the name, the handler runs once that delete is done (retried
+  /// through an outage while the session lives), else the delete runs in the background. Other
+  /// errors as async_lock.
+  /// @par Cancellation
+  /// Terminal, partial, total, as async_lock.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// As async_lock.
   template <class CompletionToken = detail::default_token>
   auto async_try_lock(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
@@ -95,14 +126,24 @@ class mutex {
   /// the queue's order for Go and etcdctl, stays), so that this hold's compares fail before the
   /// next caller holds. Otherwise the session's key is deleted, by a txn guarded by its create
   /// revision (Go's Unlock is a plain delete: a resent copy of ours could otherwise remove a
-  /// newer key of the session), and the handler runs after its outcome. Handler: void(error_code). Not
-  /// cancellable: the release always runs to its outcome. If the delete fails, the error is
-  /// reported and the delete is retried in the background until it succeeds or the session
-  /// ends, so the name never stays blocked by a live session that no longer uses it.
+  /// newer key of the session), and the handler runs after its outcome. If the delete fails,
+  /// the error is reported and the delete is retried in the background until it succeeds or the
+  /// session ends, so the name never stays blocked by a live session that no longer uses it.
   /// Deletes and lock txns of the client's sessions that meet on the wire go to etcd together in
   /// one txn (see docs/how-it-works.md, "Many sessions, one client").
-  /// Errors: error::not_locked (this object does not hold it), error::session_lost (the key was
-  /// already gone: the lock had been lost), transport errors.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// error::not_locked (this object does not hold it), error::session_lost (the key was
+  /// already gone: the lock had been lost), error::client_closed, the
+  /// @ref request_errors "request errors" of the delete.
+  /// @par Cancellation
+  /// None: the slot is not used, and the release always runs to its outcome.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// The mutex may be destroyed meanwhile; the release goes on.
   template <class CompletionToken = detail::default_token>
   auto async_unlock(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
@@ -110,17 +151,29 @@ class mutex {
   }
 
   /// Completes when the session the lock is held under is lost (or closed/orphaned): from then on
-  /// the lock cannot be trusted. Handler: void(error_code why), as session::async_wait_lost.
+  /// the lock cannot be trusted.
+  ///
+  /// @par Handler signature
+  /// `void(error_code why)`
+  /// @par Errors
+  /// As session::async_wait_lost.
+  /// @par Cancellation
+  /// Terminal, partial, total abandon the wait (asio::error::operation_aborted).
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// The mutex may be destroyed meanwhile; the wait goes on, as session::async_wait_lost's.
   template <class CompletionToken = detail::default_token>
   auto async_wait_lost(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
         std::forward<CompletionToken>(token), [s = state_](asio::any_completion_handler<void(error_code)> h) { start_wait_lost(s, std::move(h)); });
   }
 
-  /// The lock's name, e.g. "jobs/build".
-  /// The client's executor, on which handlers run by default (empty for an empty object).
+  /// The type of get_executor().
   using executor_type = asio::any_io_executor;
+  /// The client's executor, on which handlers run by default (empty for an empty object).
   executor_type get_executor() const noexcept;
+  /// The lock's name ("jobs/build", say).
   const std::string& name() const noexcept;
   /// Our key: name + "/" + hex(lease).
   const std::string& key() const noexcept;

@@ -1,3 +1,4 @@
+// coetcd::rw_mutex: a distributed read-write lock laid out as Go's recipe.RWMutex.
 #pragma once
 
 #include <coetcd/mutex.hpp>
@@ -30,65 +31,146 @@ namespace coetcd {
 /// (each async_lock_shared needs its async_unlock_shared).
 class rw_mutex {
  public:
-  /// Throws boost::system::system_error(error::empty_key) for an empty name.
+  /// An rw_mutex named `name` under session `s`. Throws boost::system::system_error:
+  /// error::empty_key for an empty name, error::session_lost for an empty session.
   rw_mutex(session& s, std::string_view name, mutex_options options = {});
+  /// Takes over the other object; `other` is left empty: only destroy it.
   rw_mutex(rw_mutex&&) noexcept = default;
+  /// Releases the holds of this object (exclusive and shared) in the background. Pending
+  /// operations are not cancelled: a pending lock completes with asio::error::operation_aborted
+  /// when its turn comes, and passes the lock on.
   ~rw_mutex();
 
-  /// Waits until this caller holds the lock exclusively. Handler: void(error_code). Errors,
-  /// cancellation: as mutex::async_lock.
+  /// Waits until this caller holds the lock exclusively.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// As mutex::async_lock.
+  /// @par Cancellation
+  /// Terminal, partial, total, as mutex::async_lock.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// The session must outlive the rw_mutex. On destruction of the rw_mutex, see ~rw_mutex().
   template <class CompletionToken = detail::default_token>
   auto async_lock(CompletionToken&& token = {}) {
     return start(std::forward<CompletionToken>(token), write_, op::lock);
   }
   /// Takes the lock exclusively if nobody holds or waits for it, without waiting.
-  /// Handler: void(error_code): error::locked otherwise (a key the try made is deleted in the
-  /// background).
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// error::locked otherwise; a key the try made is deleted again, as for mutex::async_try_lock
+  /// (the handler waits for that delete when the try was the session's only caller on its key).
+  /// Other errors as mutex::async_lock.
+  /// @par Cancellation
+  /// Terminal, partial, total, as mutex::async_lock.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// As async_lock.
   template <class CompletionToken = detail::default_token>
   auto async_try_lock(CompletionToken&& token = {}) {
     return start(std::forward<CompletionToken>(token), write_, op::try_lock);
   }
-  /// Releases an exclusive hold. Handler: void(error_code). Errors: as mutex::async_unlock.
+  /// Releases an exclusive hold.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// As mutex::async_unlock.
+  /// @par Cancellation
+  /// None: the release always runs to its outcome.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// The rw_mutex may be destroyed meanwhile; the release goes on.
   template <class CompletionToken = detail::default_token>
   auto async_unlock(CompletionToken&& token = {}) {
     return start(std::forward<CompletionToken>(token), write_, op::unlock);
   }
 
   /// Waits until this caller holds the lock shared: no writer holds it or queued before it.
-  /// Handler: void(error_code). Errors, cancellation: as mutex::async_lock.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// As mutex::async_lock.
+  /// @par Cancellation
+  /// Terminal, partial, total, as mutex::async_lock.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// As async_lock.
   template <class CompletionToken = detail::default_token>
   auto async_lock_shared(CompletionToken&& token = {}) {
     return start(std::forward<CompletionToken>(token), read_, op::lock);
   }
   /// Takes the lock shared if no writer holds it or waits for it, without waiting.
-  /// Handler: void(error_code): error::locked otherwise (a key the try made is deleted in the
-  /// background).
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// error::locked otherwise; a key the try made is deleted again, as for async_try_lock.
+  /// Other errors as mutex::async_lock.
+  /// @par Cancellation
+  /// Terminal, partial, total, as mutex::async_lock.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// As async_lock.
   template <class CompletionToken = detail::default_token>
   auto async_try_lock_shared(CompletionToken&& token = {}) {
     return start(std::forward<CompletionToken>(token), read_, op::try_lock);
   }
   /// Releases one shared hold of this object. When it was the session's last reader, the read
-  /// key is deleted and the handler runs after the delete's outcome. Handler: void(error_code).
-  /// Errors: error::not_locked (this object holds it shared no more), error::session_lost,
-  /// transport errors (the delete is then retried in the background, as mutex::async_unlock).
+  /// key is deleted and the handler runs after the delete's outcome.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// error::not_locked (this object holds it shared no more), error::session_lost,
+  /// error::client_closed, the @ref request_errors "request errors" of the delete (which is
+  /// then retried in the background, as mutex::async_unlock's).
+  /// @par Cancellation
+  /// None: the release always runs to its outcome.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// The rw_mutex may be destroyed meanwhile; the release goes on.
   template <class CompletionToken = detail::default_token>
   auto async_unlock_shared(CompletionToken&& token = {}) {
     return start(std::forward<CompletionToken>(token), read_, op::unlock);
   }
 
   /// Completes when the session is lost (or closed): holds cannot be trusted from then on.
-  /// Handler: void(error_code why).
+  ///
+  /// @par Handler signature
+  /// `void(error_code why)`
+  /// @par Errors
+  /// As session::async_wait_lost.
+  /// @par Cancellation
+  /// Terminal, partial, total abandon the wait (asio::error::operation_aborted).
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// The rw_mutex may be destroyed meanwhile; the wait goes on, as session::async_wait_lost's.
   template <class CompletionToken = detail::default_token>
   auto async_wait_lost(CompletionToken&& token = {}) {
     return start(std::forward<CompletionToken>(token), write_, op::wait_lost);
   }
 
+  /// The type of get_executor().
   using executor_type = asio::any_io_executor;
+  /// The client's executor, on which handlers run by default (empty for an empty object).
   executor_type get_executor() const noexcept;
-  /// The lock's name, e.g. "config".
+  /// The lock's name ("config", say).
   const std::string& name() const noexcept;
-  /// Our keys: name + "/write/" + hex(lease) and name + "/read/" + hex(lease).
+  /// Our write key: name + "/write/" + hex(lease).
   const std::string& write_key() const noexcept;
+  /// Our read key: name + "/read/" + hex(lease).
   const std::string& read_key() const noexcept;
   /// Held exclusively through this object.
   bool held() const noexcept;

@@ -1,3 +1,4 @@
+// coetcd::semaphore: a distributed counting semaphore whose permits are held under a lease.
 #pragma once
 
 #include <coetcd/session.hpp>
@@ -46,48 +47,103 @@ struct semaphore_state;
 /// Threads: as coetcd::mutex.
 class semaphore {
  public:
-  /// Throws boost::system::system_error: error::empty_key for an empty name,
-  /// error::invalid_argument for `permits` < 1.
+  /// A semaphore named `name` with `permits` permits, under session `s`. Throws
+  /// boost::system::system_error: error::empty_key for an empty name,
+  /// error::invalid_argument for `permits` < 1, error::session_lost for an empty session.
   semaphore(session& s, std::string_view name, std::int64_t permits);
+  /// Takes over the other object; `other` is left empty: only destroy it.
   semaphore(semaphore&&) noexcept = default;
+  /// Gives the permits held through this object back in the background. A pending acquisition
+  /// is not cancelled: it completes with asio::error::operation_aborted when it would have been
+  /// granted, and its key is removed.
   ~semaphore();
 
-  /// Waits until this caller holds `n` permits. Handler: void(error_code).
-  /// Errors: error::invalid_argument (n < 1 or n > permits(); no key is made),
+  /// Waits until this caller holds `n` permits.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// error::invalid_argument (n < 1 or n > permits(); no key is made),
   /// error::permits_mismatch, error::foreign_key (see the class; our key is removed),
-  /// error::session_lost, transport errors of the acquiring txn.
-  /// Cancellation: terminal, partial, total; a cancelled acquisition leaves no key (a txn still on
-  /// the wire is cleaned up when it completes) and never holds permits.
+  /// error::session_lost, error::client_closed, the @ref request_errors "request errors" of the
+  /// acquiring txn, the refusals of the name's watch; asio::error::operation_aborted when
+  /// cancelled.
+  /// @par Cancellation
+  /// Terminal, partial, total; a cancelled acquisition leaves no key (a txn still on the wire is
+  /// cleaned up when it completes) and never holds permits: permits that the cancellation meets
+  /// before the handler runs are given back.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// The session must outlive the semaphore. On destruction of the semaphore, see ~semaphore().
   template <class CompletionToken = detail::default_token>
   auto async_acquire(std::int64_t n = 1, CompletionToken&& token = {}) {
     return start(std::forward<CompletionToken>(token), op::acquire, n);
   }
   /// Takes `n` permits if they are free and nobody waits before us, without waiting.
-  /// Handler: void(error_code): error::locked otherwise (no key is left behind); other errors
-  /// as async_acquire.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// error::locked otherwise; the handler runs once the key the try made is deleted again (no
+  /// key is left behind). Other errors as async_acquire.
+  /// @par Cancellation
+  /// Terminal, partial, total, as async_acquire.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// As async_acquire.
   template <class CompletionToken = detail::default_token>
   auto async_try_acquire(std::int64_t n = 1, CompletionToken&& token = {}) {
     return start(std::forward<CompletionToken>(token), op::try_acquire, n);
   }
   /// Gives back `n` permits taken by one acquisition of `n` through this object (the oldest
-  /// such). Handler: void(error_code). Errors: error::not_locked (this object holds no
-  /// acquisition of `n`), error::session_lost (the permits were gone already: the session
-  /// ended), transport errors (the delete is then retried in the background while the session
-  /// lives; the permits are no longer ours either way).
+  /// such).
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// error::not_locked (this object holds no acquisition of `n`), error::session_lost (the
+  /// permits were gone already: the session ended), the @ref request_errors "request errors"
+  /// of the delete (which is then retried in the background while the session lives; the
+  /// permits are no longer ours either way).
+  /// @par Cancellation
+  /// Terminal only (partial and total are ignored), and only before the release has started on
+  /// the client's strand: then nothing is released and the handler gets
+  /// asio::error::operation_aborted. Once started, the release runs to its outcome.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// The semaphore may be destroyed meanwhile; the release goes on.
   template <class CompletionToken = detail::default_token>
   auto async_release(std::int64_t n = 1, CompletionToken&& token = {}) {
     return start(std::forward<CompletionToken>(token), op::release, n);
   }
   /// Completes when the session is lost (or closed): held permits cannot be trusted from then
-  /// on. Handler: void(error_code why).
+  /// on.
+  ///
+  /// @par Handler signature
+  /// `void(error_code why)`
+  /// @par Errors
+  /// As session::async_wait_lost.
+  /// @par Cancellation
+  /// Terminal, partial, total abandon the wait (asio::error::operation_aborted).
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// The semaphore may be destroyed meanwhile; the wait goes on, as session::async_wait_lost's.
   template <class CompletionToken = detail::default_token>
   auto async_wait_lost(CompletionToken&& token = {}) {
     return start(std::forward<CompletionToken>(token), op::wait_lost, 0);
   }
 
+  /// The type of get_executor().
   using executor_type = asio::any_io_executor;
+  /// The client's executor, on which handlers run by default (empty for an empty object).
   executor_type get_executor() const noexcept;
+  /// The semaphore's name.
   const std::string& name() const noexcept;
+  /// The number of permits, as given to the constructor.
   std::int64_t permits() const noexcept;
   /// Permits held through this object (the sum over its acquisitions not yet released).
   std::int64_t held() const noexcept;

@@ -1,3 +1,4 @@
+// coetcd::session: a lease kept alive in the background; locks and leaderships are held under it.
 #pragma once
 
 #include <coetcd/client.hpp>
@@ -10,6 +11,7 @@
 
 namespace coetcd {
 
+/// Options of session::async_create.
 struct session_options {
   std::chrono::seconds ttl{60};  ///< lease TTL; etcd raises anything below 2 s to 2 s
   std::int64_t lease = 0;        ///< adopt this existing lease instead of granting a new one
@@ -32,13 +34,28 @@ struct session_state;
 /// not from another thread while the io_context runs on several.
 class session {
  public:
-  /// Grants a lease (or adopts options.lease) and starts keeping it alive.
-  /// Handler: void(error_code, session). Errors: error::invalid_argument (ttl <= 0 or above etcd's 9e9 s),
-  /// error::lease_not_found (adopted lease does not exist), error::lease_in_use (a live session of
-  /// this client keeps that lease: its locks queue their callers locally behind one key per
-  /// name, so a second session on the lease would queue apart and hold beside it), transport
-  /// errors. As with Go's sessions, a lease adopted by another client or process is the same
-  /// holder as far as etcd can tell: locks of one name under it do not exclude each other.
+  /// Grants a lease (or adopts options.lease) and starts keeping it alive. As with Go's
+  /// sessions, a lease adopted by another client or process is the same holder as far as etcd
+  /// can tell: locks of one name under it do not exclude each other.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, session)`
+  /// @par Errors
+  /// error::invalid_argument (ttl <= 0 or above etcd's 9e9 s), error::lease_not_found (adopted
+  /// lease does not exist), error::lease_in_use (a live session of this client keeps that
+  /// lease: its locks queue their callers locally behind one key per name, so a second session
+  /// on the lease would queue apart and hold beside it); the
+  /// @ref request_errors "request errors" of the LeaseGrant (or LeaseTimeToLive) it sends.
+  /// @par Cancellation
+  /// Terminal only (partial and total are ignored): the request in flight is cancelled and the
+  /// handler gets asio::error::operation_aborted. A lease granted all the same expires after
+  /// its TTL.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  /// @par Lifetimes
+  /// `c` must be alive when the operation is initiated (with a deferred token: when it is
+  /// launched); after that the operation holds the client's state, and a client closed or
+  /// destroyed meanwhile gives error::client_closed.
   template <class CompletionToken = detail::default_token>
   static auto async_create(client& c, session_options options = {}, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, session)>(
@@ -46,39 +63,81 @@ class session {
           start_create(c, o, std::move(h));
         }, options);
   }
+  /// async_create(c, session_options{}, token).
   template <asio::completion_token_for<void(error_code, session)> CompletionToken>
   static auto async_create(client& c, CompletionToken&& token) {
     return async_create(c, session_options{}, std::forward<CompletionToken>(token));
   }
 
+  /// An empty session: lost() is true, lease() 0; the constructors of mutex, rw_mutex, semaphore
+  /// and election throw error::session_lost for it.
   session() = default;
+  /// Takes over the other session; `other` is left empty.
   session(session&&) noexcept = default;
+  /// Ends this session as the destructor does, then takes over `other`'s.
   session& operator=(session&&) noexcept;
+  /// Unless closed or orphaned: ends the session (pending async_wait_lost complete with
+  /// asio::error::operation_aborted, locks waiting under it with error::session_lost) and
+  /// revokes its lease in the background.
   ~session();
 
-  /// The client's executor, on which handlers run by default (empty for an empty object).
+  /// The type of get_executor().
   using executor_type = asio::any_io_executor;
+  /// The client's executor, on which handlers run by default (empty for an empty object).
   executor_type get_executor() const noexcept;
+  /// The lease's ID (0 for an empty session).
   std::int64_t lease() const noexcept;
+  /// The TTL the lease was granted with (0 for an empty session).
   std::chrono::seconds ttl() const noexcept;
+  /// The client the session was made from (after a move of the client, the new object). Not for
+  /// an empty session, nor once the client object is destroyed.
   client& get_client() const noexcept;
   /// True once the lease is known to be gone (revoked, expired, not renewed in time, closed).
   bool lost() const noexcept;
 
-  /// Completes when the session is lost. Handler: void(error_code why): error::lease_not_found
-  /// (revoked or expired on the server), error::lease_expired (not renewed before its deadline),
-  /// error::client_closed; asio::error::operation_aborted after close()/orphan(). Completes at
-  /// once (posted) when already lost. Any number may be pending. Cancellation: terminal, partial,
-  /// total abandon the wait.
+  /// Completes when the session is lost; at once (posted) when it is already. Any number may be
+  /// pending.
+  ///
+  /// @par Handler signature
+  /// `void(error_code why)`
+  /// @par Errors
+  /// error::lease_not_found (revoked or expired on the server), error::lease_expired (not renewed
+  /// before its deadline), error::client_closed, the keepalive stream's refusals
+  /// (error::auth_failed, error::auth_required, error::auth_not_enabled,
+  /// error::permission_denied); asio::error::operation_aborted after async_close(), orphan() or
+  /// the destructor. An empty session: error::session_lost.
+  /// @par Cancellation
+  /// Terminal, partial, total abandon the wait (asio::error::operation_aborted).
+  /// @par Executor
+  /// The handler's associated executor (default: the client's; for an empty session, which has
+  /// none, the handler's own, or asio::system_executor); never inside this call.
+  /// @par Lifetimes
+  /// The session may be destroyed meanwhile: the wait completes with
+  /// asio::error::operation_aborted.
   template <class CompletionToken = detail::default_token>
   auto async_wait_lost(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
         std::forward<CompletionToken>(token), [s = state_](asio::any_completion_handler<void(error_code)> h) { start_wait_lost(s, std::move(h)); });
   }
 
-  /// Stops the keepalive and revokes the lease (its keys are deleted).
-  /// Handler: void(error_code). A lease that was already gone is not an error. Errors: transport
-  /// errors (the lease then expires after its TTL).
+  /// Stops the keepalive and revokes the lease (its keys are deleted). A lease that was already
+  /// gone is not an error.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// The @ref request_errors "request errors" of the LeaseRevoke (the lease then expires after
+  /// its TTL). An empty session: error::session_lost.
+  /// @par Cancellation
+  /// Terminal only (partial and total are ignored), with asio::error::operation_aborted. Before
+  /// the close has started on the client's strand, nothing is done; after, the session is ended
+  /// and the revoke request is cancelled (the lease then expires after its TTL), unless its
+  /// reply was in already.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's; for an empty session, which has
+  /// none, the handler's own, or asio::system_executor); never inside this call.
+  /// @par Lifetimes
+  /// The session may be destroyed meanwhile; the close goes on.
   template <class CompletionToken = detail::default_token>
   auto async_close(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code)>(
@@ -89,16 +148,18 @@ class session {
   void orphan();
 
   /// A cancellation slot that emits terminal cancellation when the session is lost (or closed or
-  /// orphaned): bind an operation to it to stop that operation with the session, e.g.
+  /// orphaned): bind an operation to it to stop that operation with the session, for example
   /// `sock.async_read_some(buf, asio::bind_cancellation_slot(s.loss_slot(), use_awaitable))`.
   /// Like any Asio slot it holds one handler: binding another operation replaces the first. For
   /// several operations, race them against async_wait_lost() (`||`) or use with_lock. Use it from
   /// the client's executor; the session must outlive the bound operation.
   asio::cancellation_slot loss_slot() const noexcept;
 
+  /// @cond INTERNAL
   /// Internal.
   const std::shared_ptr<detail::session_state>& state() const noexcept { return state_; }
   explicit session(std::shared_ptr<detail::session_state> s) noexcept : state_(std::move(s)) {}
+  /// @endcond
 
  private:
   static void start_create(client&, session_options, asio::any_completion_handler<void(error_code, session)>);

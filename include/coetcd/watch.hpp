@@ -12,7 +12,8 @@
 
 namespace coetcd {
 
-/// Trivially destructible, like the KV option structs (see kv.hpp).
+/// Options of a watch (client::async_watch). Trivially destructible, like the KV option
+/// structs (see kv.hpp).
 struct watch_options {
   std::string_view range_end;           ///< watch [key, range_end); ignored when `prefix` or `from_key` is set
   bool prefix = false;              ///< watch every key starting with the key
@@ -26,9 +27,15 @@ struct watch_options {
 
 static_assert(std::is_trivially_destructible_v<watch_options>);
 
+/// One change of a key.
 struct watch_event {
+  /// Whether the key was put or deleted.
   enum class kind { put, del };
-  kind type = kind::put;
+  /// @var kind::put
+  /// The key was put (created or modified).
+  /// @var kind::del
+  /// The key was deleted.
+  kind type = kind::put;            ///< what happened
   key_value kv;                     ///< for a delete: the key and the deletion's mod_revision
   std::optional<key_value> prev_kv; ///< when watch_options::prev_kv was set and there was one
 };
@@ -36,8 +43,8 @@ struct watch_event {
 /// What one async_next delivers: the events of one or more revisions, in revision order.
 /// An empty `events` is a progress notification: everything up to header.revision was reported.
 struct watch_batch {
-  response_header header;
-  std::vector<watch_event> events;
+  response_header header;           ///< the response's header
+  std::vector<watch_event> events;  ///< in revision order; empty for a progress notification
   /// Set with error::compacted: the oldest revision still available. Re-read state, re-watch from it.
   std::int64_t compact_revision = 0;
 };

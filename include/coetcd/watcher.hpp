@@ -1,3 +1,4 @@
+// coetcd::watcher: one watch of a key, prefix or range, made by client::async_watch.
 #pragma once
 
 #include <coetcd/detail/config.hpp>
@@ -17,21 +18,37 @@ namespace coetcd {
 /// they hand their work to the client's strand.
 class watcher {
  public:
+  /// An empty watcher: watches nothing.
   watcher() = default;
+  /// Takes over the other object's watch; `other` is left empty.
   watcher(watcher&&) noexcept = default;
+  /// Cancels this object's watch (see cancel()), then takes over `other`'s.
   watcher& operator=(watcher&& other) noexcept;
+  /// Cancels the watch (see cancel()).
   ~watcher();
 
-  /// Waits for the next batch of events.
+  /// Waits for the next batch of events. Batches that arrived before the call are delivered
+  /// without waiting (but never inline), also after the watch has ended: its error comes after
+  /// them. Only one async_next may be pending at a time.
   ///
-  /// Handler signature: void(error_code, watch_batch). Batches that arrived before the call are
-  /// delivered without waiting (but never inline). Errors: error::compacted (the start revision
-  /// is gone; batch.compact_revision says from where to resume; the watch is over),
-  /// error::watch_canceled (cancel() or the server cancelled it), error::client_closed,
-  /// error::permission_denied. Only one async_next may be pending at a time.
-  ///
-  /// Cancellation: terminal, partial and total. Cancelling abandons only this wait
+  /// @par Handler signature
+  /// `void(error_code, watch_batch)`
+  /// @par Errors
+  /// error::compacted (the start revision is gone; batch.compact_revision says from where to
+  /// resume; the watch is over), error::watch_canceled (cancel(), destruction, or the server
+  /// cancelled it; also for an empty watcher), error::client_closed, the stream's refusals
+  /// (error::permission_denied, error::auth_failed, error::auth_required,
+  /// error::auth_not_enabled, error::invalid_auth_token); asio::error::already_started when
+  /// another async_next is pending.
+  /// @par Cancellation
+  /// Terminal, partial and total. Cancelling abandons only this wait
   /// (asio::error::operation_aborted); the watch stays active and keeps queueing events.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's; for an empty watcher, which has
+  /// none, the handler's own, or asio::system_executor); never inside this call.
+  /// @par Lifetimes
+  /// The watcher may be destroyed or assigned to meanwhile: the watch is cancelled and the wait
+  /// completes with error::watch_canceled. So may the client: error::client_closed.
   template <class CompletionToken = detail::default_token>
   auto async_next(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, watch_batch)>(
@@ -41,15 +58,19 @@ class watcher {
   /// Stops the watch on the server. A pending async_next completes with error::watch_canceled.
   void cancel();
 
-  /// The client-assigned watch id (stable across reconnects), 0 for an empty watcher.
-  /// The client's executor, on which handlers run by default (empty for an empty object).
+  /// The type of get_executor().
   using executor_type = asio::any_io_executor;
+  /// The client's executor, on which handlers run by default (empty for an empty object).
   executor_type get_executor() const noexcept;
+  /// The client-assigned watch id (stable across reconnects), 0 for an empty watcher.
   std::int64_t id() const noexcept;
+  /// Whether the object has a watch (is not empty); says nothing of the watch's state.
   explicit operator bool() const noexcept { return state_ != nullptr; }
 
+  /// @cond INTERNAL
   /// Internal: used by client::async_watch.
   explicit watcher(std::shared_ptr<detail::watcher_state> s) noexcept : state_(std::move(s)) {}
+  /// @endcond
 
  private:
   static void start_next(const std::shared_ptr<detail::watcher_state>&, detail::handler<watch_batch>);

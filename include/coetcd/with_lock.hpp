@@ -1,3 +1,4 @@
+// with_lock, with_shared_lock, with_permits: run a coroutine body while a lock is held.
 #pragma once
 
 #include <coetcd/multi_lock.hpp>
@@ -21,6 +22,7 @@
 
 namespace coetcd {
 
+/// Options of with_lock, with_shared_lock and with_permits.
 struct with_lock_options {
   /// Longest the body may hold the lock; zero: no limit. Past it the body is cancelled.
   std::chrono::steady_clock::duration max_hold{};
@@ -114,6 +116,9 @@ auto with_hold(Hold m, Body body, with_lock_options options) -> std::invoke_resu
 /// error::session_lost or error::max_hold_exceeded. The lock is released on every way out —
 /// normal return, exception from the body, cancellation of with_lock itself — before with_lock
 /// completes. Errors of async_lock are thrown as system_error.
+///
+/// `m` (and its session) must outlive the returned awaitable; the body runs on the awaiting
+/// coroutine's executor.
 ///
 /// g++ 12: a lambda with by-value captures written inside the `co_await with_lock(...)` expression
 /// is destroyed twice by the compiler; name it first and pass it with std::move (see docs/how-it-works.md).

@@ -1,3 +1,4 @@
+// Asio glue shared by the public headers (the asio alias, default token, initiation); not API.
 #pragma once
 
 #include <boost/asio/any_completion_handler.hpp>
