@@ -33,8 +33,8 @@ class election {
   election(session& s, std::string_view name);
   /// Takes over the other object; `other` is left empty: only destroy it.
   election(election&&) noexcept = default;
-  /// Resigns in the background if leading. A pending campaign is not cancelled: it completes
-  /// with asio::error::operation_aborted when its turn comes, and gives its proposal up.
+  /// Resigns in the background if leading. A pending campaign completes at once with
+  /// asio::error::operation_aborted, as a cancelled one does (its proposal is deleted).
   ~election();
 
   /// Becomes leader with `value` as proposal, waiting as long as others lead before us. When our

@@ -66,9 +66,10 @@ class mutex {
   mutex(session& s, std::string_view name, mutex_options options = {});
   /// Takes over the other object; `other` is left empty: only destroy it.
   mutex(mutex&&) noexcept = default;
-  /// Releases a lock held through this object in the background. Pending operations are not
-  /// cancelled: a pending lock completes with asio::error::operation_aborted when its turn
-  /// comes, and passes the lock on.
+  /// Releases a lock held through this object in the background. Pending locks complete at once
+  /// with asio::error::operation_aborted, as an Asio object's operations do when it is destroyed;
+  /// the session's waiting key is deleted at once when they could be cancelled (a handler with a
+  /// cancellation slot, as a coroutine's), else when its turn comes.
   ~mutex();
 
   /// Waits until this caller holds the lock.

@@ -36,9 +36,8 @@ class rw_mutex {
   rw_mutex(session& s, std::string_view name, mutex_options options = {});
   /// Takes over the other object; `other` is left empty: only destroy it.
   rw_mutex(rw_mutex&&) noexcept = default;
-  /// Releases the holds of this object (exclusive and shared) in the background. Pending
-  /// operations are not cancelled: a pending lock completes with asio::error::operation_aborted
-  /// when its turn comes, and passes the lock on.
+  /// Releases the holds of this object (exclusive and shared) in the background. Pending locks
+  /// complete at once with asio::error::operation_aborted, as for ~mutex().
   ~rw_mutex();
 
   /// Waits until this caller holds the lock exclusively.

@@ -53,9 +53,9 @@ class semaphore {
   semaphore(session& s, std::string_view name, std::int64_t permits);
   /// Takes over the other object; `other` is left empty: only destroy it.
   semaphore(semaphore&&) noexcept = default;
-  /// Gives the permits held through this object back in the background. A pending acquisition
-  /// is not cancelled: it completes with asio::error::operation_aborted when it would have been
-  /// granted, and its key is removed.
+  /// Gives the permits held through this object back in the background. Pending acquisitions
+  /// complete at once with asio::error::operation_aborted, as a cancelled one does (its key is
+  /// removed).
   ~semaphore();
 
   /// Waits until this caller holds `n` permits.
