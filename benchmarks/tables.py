@@ -301,6 +301,35 @@ def cluster():
     return "\n".join(out)
 
 
+# ---- benchmarks/results/versions.jsonl: BENCH_SET=versions --------------------------------------
+
+def versions():
+    """The main contention rows on etcd 3.4 and 3.5, both in every round (versions.jsonl)."""
+    L = load("versions.jsonl")
+    vs = sorted({r["etcd"] for r in L}, key=lambda v: [int(p) for p in v.split(".")])
+    if len(vs) != 2:
+        return "(no run on two etcd versions in `benchmarks/results/versions.jsonl`)"
+    old, new = vs
+    at = lambda v: [r for r in L if r["etcd"] == v]
+    out = [f"| waiters on one lock | coetcd {old} | coetcd {new} | {new} / {old} | Go {old} | Go {new} | {new} / {old} "
+           f"| coetcd / Go on {old} | coetcd / Go on {new} | violations |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    rows = [(f"{w}", dict(mode="mutex", workers=w), dict(mode="mutex", workers=w)) for w in (1, 10, 100, 1000)]
+    rows.append(("100, one session (async server)", dict(mode="mutex", workers=100, share_session=True),
+                 dict(mode="mutex", workers=100, share_session=True, pass_local=True)))
+    rows.append(("floor: delete chain", dict(mode="delete_chain"), dict(mode="delete_chain")))
+    for label, cf, gf in rows:
+        c0, c1 = cell(at(old), "coetcd", **cf), cell(at(new), "coetcd", **cf)
+        g0, g1 = cell(at(old), "go", **gf), cell(at(new), "go", **gf)
+        out.append(f"| {label} | {tput(c0)} | {tput(c1)} | {x(ratio(c1, c0))} | {tput(g0)} | {tput(g1)} | {x(ratio(g1, g0))} "
+                   f"| {x(ratio(c0, g0))} | {x(ratio(c1, g1))} | {viol(c0 + c1, g0 + g1)} |")
+    out += ["", f"Acquisitions/s (deletes/s for the floor), one member of each version started afresh for each "
+            f"round, the two versions in turn first; violations coetcd / Go over both. Go's peer is the same "
+            f"binary on both (Debian 12's 3.4 client packages). {rounds_note(L)}; from "
+            "`benchmarks/results/versions.jsonl`."]
+    return "\n".join(out)
+
+
 # ---- README ------------------------------------------------------------------------------------
 
 def readme_performance():
@@ -483,6 +512,7 @@ TABLES = {
     "family": family,
     "kv": kv,
     "cluster": cluster,
+    "versions": versions,
     "readme-performance": readme_performance,
     "readme-comparison": readme_comparison,
     "compare-contention": compare_contention,

@@ -112,6 +112,20 @@ BOOST_AUTO_TEST_CASE(coetcd_lock_and_etcdctl_lock_exclude_each_other) {
   BOOST_TEST(keys_under("cli-x/") == 0);
 }
 
+// `lock NAME CMD` and a failing command, side by side (docs/etcd-versions.md): coetcd passes
+// the command's exit code on, as etcdctl 3.5 does; etcdctl 3.4 exits 1 whatever the code was.
+// Both release the lock.
+BOOST_AUTO_TEST_CASE(lock_exit_codes_beside_etcdctl_of_this_version) {
+  auto ours = run_command(cli("lock cli-exit -- sh -c 'exit 3'"));
+  BOOST_TEST(ours.exit_code == 3, ours.output);
+  auto theirs = run_command("ETCDCTL_API=3 " + etcdctl_binary() + " --endpoints=" + server().endpoint() +
+                            " lock cli-exit -- sh -c 'exit 3'");
+  BOOST_TEST_MESSAGE("etcdctl " << etcd_version() / 100 << "." << etcd_version() % 100 << " exits "
+                                << theirs.exit_code << ": " << theirs.output);
+  BOOST_TEST(theirs.exit_code == (etcd_version() >= 305 ? 3 : 1), theirs.output);
+  BOOST_TEST(keys_under("cli-exit/") == 0);
+}
+
 // rlock holders share, wlock waits for them (--try exits 3, --timeout 4) and runs once they are
 // gone; rlock --try is refused while a wlock holds.
 BOOST_AUTO_TEST_CASE(rlock_holders_share_and_wlock_waits_for_them) {

@@ -417,6 +417,43 @@ BOOST_AUTO_TEST_CASE(checker_proves_exclusion_under_leader_kill_holder_kill_and_
   run_command(COETCD_LOCKCHECK_PATH " clean " + eps + " fault-check");
 }
 
+// Leases across a leader change, the same on 3.4 and 3.5 (docs/etcd-versions.md). Lease
+// checkpointing is off by default in both, so a new leader gives every lease its whole TTL
+// again: a lease nobody renews (a crashed client's) outlives a leader change by up to its TTL.
+// LeaseTimeToLive may answer "leader changed" (3.5.14 and later) or "no leader" during the
+// election; the client sends the read again, so no call fails.
+BOOST_AUTO_TEST_CASE(a_leader_change_gives_every_lease_its_whole_ttl_again) {
+  restore_cluster restore;
+  asio::io_context ioc;
+  client c(ioc, cluster_options());
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto g = co_await c.async_lease_grant(10, use_awaitable);
+    co_await sleep_for(5s);
+    auto before = co_await c.async_lease_time_to_live(g.id, use_awaitable);
+    BOOST_TEST(before.ttl <= 5);
+    const int l = cluster().wait_for_leader();
+    cluster().member(l).kill();
+    int asked = 0, failed = 0;
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (cluster().leader() < 0 && std::chrono::steady_clock::now() < until) {
+      auto [ec, t] = co_await c.async_lease_time_to_live(g.id, asio::as_tuple(use_awaitable));
+      ++asked;
+      if (ec) {
+        ++failed;
+        BOOST_TEST_MESSAGE("LeaseTimeToLive during the election: " << ec.message());
+      }
+      co_await sleep_for(100ms);
+    }
+    BOOST_TEST_REQUIRE(cluster().leader() >= 0, "no new leader within 20 s");
+    auto after = co_await c.async_lease_time_to_live(g.id, use_awaitable);
+    BOOST_TEST_MESSAGE("TTL " << before.ttl << " s before the leader change, " << after.ttl << " s after; "
+                              << asked << " reads during the election, " << failed << " failed");
+    BOOST_TEST(failed == 0);
+    BOOST_TEST(after.ttl >= 8, "the new leader did not renew the lease (checkpointing on by default?)");
+    co_await c.async_lease_revoke(g.id, use_awaitable);
+  }(c), 60s);
+}
+
 // The checker itself: `lockcheck verify` must fail on records that show two callers holding at
 // once, whatever else about them looks right. Records are written here by hand, in lockcheck's
 // layout (see test/lockcheck.cpp), one scenario per name; a clean pair must pass, so a verify

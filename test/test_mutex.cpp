@@ -877,3 +877,35 @@ BOOST_AUTO_TEST_CASE(objects_left_behind_a_stopped_loop_are_freed_at_shutdown) {
   BOOST_TEST(frames.use_count() == 1);
   BOOST_TEST(impl.expired());
 }
+
+// A waiter whose key is deleted while it waits (an operator's `etcdctl del`, say) fails with
+// error::session_lost at once and never reports the lock: the key that held its place is gone, so
+// its turn means nothing. Go's Mutex.Lock reads its own key again after waiting for the same
+// reason since 3.5 (docs/etcd-versions.md); coetcd's view sees the delete, on either server.
+BOOST_AUTO_TEST_CASE(a_waiter_whose_key_is_deleted_fails_instead_of_acquiring) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto hs = co_await session::async_create(c, use_awaitable);
+    auto ws = co_await session::async_create(c, use_awaitable);
+    mutex held(hs, "/m/deleted"), waiting(ws, "/m/deleted");
+    co_await held.async_lock(use_awaitable);
+    char key[64];
+    std::snprintf(key, sizeof key, "/m/deleted/%llx", static_cast<unsigned long long>(ws.lease()));
+    auto ex = co_await asio::this_coro::executor;
+    asio::co_spawn(ex, [](client& c, std::string key) -> asio::awaitable<void> {
+      co_await sleep_for(500ms);  // the waiter's key is on the server by then
+      auto d = co_await c.async_delete(key, use_awaitable);
+      BOOST_TEST(d.deleted == 1, "no waiting key " << key);
+    }(c, key), asio::detached);
+    auto r = co_await (waiting.async_lock(asio::as_tuple(use_awaitable)) || sleep_for(5s));
+    BOOST_TEST_REQUIRE(r.index() == 0u, "the waiter was still waiting 4.5 s after its key was deleted");
+    auto [ec] = std::get<0>(r);
+    BOOST_TEST(ec == error::session_lost, ec.message());
+    BOOST_TEST(!waiting.held());
+    BOOST_TEST(held.held());
+    co_await held.async_unlock(use_awaitable);
+    co_await hs.async_close(use_awaitable);
+    co_await ws.async_close(asio::as_tuple(use_awaitable));
+  }(c));
+}

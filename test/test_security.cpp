@@ -215,3 +215,91 @@ BOOST_AUTO_TEST_CASE(streams_outlive_an_expired_auth_token) {
   }(c, other), 60s);
   etcdctl(etcd, "--user root:rootpw auth disable");
 }
+
+// Auth switched off under a client that still holds a token, then on again (docs/etcd-versions.md:
+// 3.5 ignores a token once auth is off; 3.4 may refuse it). The client's requests, watches, locks
+// and session go on throughout: a refused token is dropped and the request sent again; an
+// Authenticate answered "authentication is not enabled" means requests go without a token (as
+// Go's client sends them) until one is refused for want of a user, when auth is back.
+BOOST_AUTO_TEST_CASE(a_client_keeps_working_when_auth_is_switched_off_under_it) {
+  etcd_process etcd;
+  auto run = [&](const std::string& a) {
+    auto r = etcdctl(etcd, a);
+    BOOST_TEST_REQUIRE(r.exit_code == 0, a << ": " << r.output);
+  };
+  run("user add root:rootpw");
+  run("auth enable");
+  asio::io_context ioc;
+  auto root = options_for(etcd);
+  root.user = "root";
+  root.password = "rootpw";
+  client c(ioc, root);
+  run_for(ioc, [](client& c, const etcd_process& etcd) -> asio::awaitable<void> {
+    using namespace boost::asio::experimental::awaitable_operators;
+    auto s = co_await session::async_create(c, session_options{.ttl = 5s}, use_awaitable);
+    auto w = co_await c.async_watch("/authoff/k", use_awaitable);
+    co_await c.async_put("/authoff/k", "v1", use_awaitable);
+    auto r = etcdctl(etcd, "--user root:rootpw auth disable");
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+    const double auths = etcd.grpc_handled("Authenticate");
+    auto [ec, p] = co_await c.async_put("/authoff/k", "v2", asio::as_tuple(use_awaitable));
+    BOOST_TEST(!ec, "a put after auth was disabled: " << ec.message());
+    // 3.4 refused the old token, and the client asked for a new one (answered "authentication is
+    // not enabled"); 3.5 took the request as it was.
+    BOOST_TEST(etcd.grpc_handled("Authenticate") - auths == (etcd_version() >= 305 ? 0.0 : 1.0));
+    auto [eg, g] = co_await c.async_get("/authoff/k", asio::as_tuple(use_awaitable));
+    BOOST_TEST(!eg, eg.message());
+    if (!eg) BOOST_TEST(g.kvs.at(0).value == "v2");
+    for (auto want : {"v1", "v2"}) {
+      auto b = co_await (w.async_next(asio::as_tuple(use_awaitable)) || sleep_for(5s));
+      BOOST_TEST_REQUIRE(b.index() == 0u, "no event for " << want);
+      auto& [ew, batch] = std::get<0>(b);
+      BOOST_TEST_REQUIRE(!ew, ew.message());
+      BOOST_TEST(batch.events.at(0).kv.value == want);
+    }
+    mutex m(s, "/authoff/lock");
+    auto [el] = co_await m.async_lock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(!el, "a lock after auth was disabled: " << el.message());
+    if (!el) co_await m.async_unlock(use_awaitable);
+    co_await sleep_for(6s);  // past the TTL: the renewals went on without auth
+    BOOST_TEST(!s.lost(), "the session was lost after auth was disabled");
+
+    // A client that starts while auth is off sends no token at all (its watch stream opens
+    // without one), and so does `c` on 3.4.
+    client late(c.get_executor(), c.options());
+    auto lw = co_await late.async_watch("/authoff/k", use_awaitable);
+    co_await late.async_put("/authoff/late", "v", use_awaitable);
+
+    // And on again: whatever was sent without a token is refused for want of a user; each
+    // request, and each watch created on a stream opened without a token, authenticates and goes
+    // again, several in flight at once included.
+    r = etcdctl(etcd, "auth enable");
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+    for (client* k : {&c, &late}) {
+      const char* who = k == &c ? "the first client" : "the client started while auth was off";
+      std::vector<std::optional<error_code>> puts(5);
+      for (std::size_t i = 0; i < puts.size(); ++i)
+        k->async_put("/authoff/k" + std::to_string(i), "v3", [&puts, i](error_code ec, put_result) { puts[i] = ec; });
+      auto [e3, p3] = co_await k->async_put("/authoff/k", "v3", asio::as_tuple(use_awaitable));
+      BOOST_TEST(!e3, who << ": a put after auth was enabled again: " << e3.message());
+      co_await sleep_for(500ms);
+      for (auto& p : puts) BOOST_TEST((p && !*p), who << ": " << (p ? p->message() : "no answer"));
+      auto [ew2, w2] = co_await k->async_watch("/authoff/k2", asio::as_tuple(use_awaitable));
+      BOOST_TEST(!ew2, who << ": a watch after auth was enabled again: " << ew2.message());
+      if (!ew2) {
+        co_await k->async_put("/authoff/k2", "v", use_awaitable);
+        auto b = co_await (w2.async_next(asio::as_tuple(use_awaitable)) || sleep_for(5s));
+        BOOST_TEST_REQUIRE(b.index() == 0u, who << ": no event on the watch created after auth was enabled again");
+        BOOST_TEST(!std::get<0>(std::get<0>(b)), std::get<0>(std::get<0>(b)).message());
+      }
+    }
+    late.close();
+    auto [el2] = co_await m.async_lock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(!el2, "a lock after auth was enabled again: " << el2.message());
+    if (!el2) co_await m.async_unlock(use_awaitable);
+    BOOST_TEST(!s.lost(), "the session was lost after auth was enabled again");
+    co_await s.async_close(asio::as_tuple(use_awaitable));
+    co_await c.async_delete("/authoff/", delete_options{.prefix = true}, use_awaitable);
+  }(c, etcd), 60s);
+  etcdctl(etcd, "--user root:rootpw auth disable");
+}

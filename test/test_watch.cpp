@@ -217,3 +217,31 @@ BOOST_AUTO_TEST_CASE(watch_resumes_across_a_server_restart_without_loss_or_dupli
     BOOST_TEST(last.events.at(0).kv.key == "/w/restart/zz");
   }(c, own), 60s);
 }
+
+// Server-sent progress notifications (watch_options::progress_notify), on 3.4 and 3.5
+// (docs/etcd-versions.md): an idle watch gets empty batches whose revision is the store's, so a
+// watcher knows it has missed nothing up to there; a watch without the option gets none. The
+// server sends them every --experimental-watch-progress-notify-interval (10 min by default).
+BOOST_AUTO_TEST_CASE(an_idle_watch_asking_for_progress_gets_empty_batches_at_the_store_revision) {
+  etcd_config cfg;
+  cfg.extra_flags = {"--experimental-watch-progress-notify-interval=500ms"};
+  etcd_process etcd(cfg);
+  asio::io_context ioc;
+  client c(ioc, options_for(etcd));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto p = co_await c.async_put("/w/progress-other", "v", use_awaitable);
+    auto quiet = co_await c.async_watch("/w/progress-quiet", use_awaitable);
+    auto w = co_await c.async_watch("/w/progress", watch_options{.progress_notify = true}, use_awaitable);
+    for (int i = 0; i < 2; ++i) {
+      auto b = co_await (w.async_next(asio::as_tuple(use_awaitable)) || sleep_for(5s));
+      BOOST_TEST_REQUIRE(b.index() == 0u, "no progress notification within 5 s");
+      auto& [ec, batch] = std::get<0>(b);
+      BOOST_TEST_REQUIRE(!ec, ec.message());
+      BOOST_TEST(batch.events.empty());
+      BOOST_TEST(batch.header.revision >= p.header.revision);
+    }
+    auto none = co_await (quiet.async_next(asio::as_tuple(use_awaitable)) || sleep_for(1500ms));
+    BOOST_TEST(none.index() == 1u, "a watch that did not ask for progress notifications got a batch");
+    co_await c.async_delete("/w/progress-other", use_awaitable);
+  }(c), 30s);
+}

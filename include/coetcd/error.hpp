@@ -29,7 +29,7 @@ enum class error {
   auth_failed,            ///< wrong user name or password
   auth_required,          ///< the server has authentication on and no user was given
   invalid_auth_token,     ///< the server rejected our token (re-authentication also failed)
-  auth_not_enabled,       ///< credentials were given but the server has authentication off
+  auth_not_enabled,       ///< the server has authentication off (the client then sends no token: not returned by it)
   permission_denied,      ///< the authenticated user may not do this
   // server conditions
   lease_not_found,        ///< the lease does not exist (expired or revoked)

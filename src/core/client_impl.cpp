@@ -365,7 +365,7 @@ void client_impl::note_outcome(grpc::ClientContext* ctx, error_code ec) {
 
 void client_impl::with_token(std::function<void(error_code)> then) {
   if (closed_) return then(error::client_closed);
-  if (!uses_auth() || !token_.empty()) return then({});
+  if (!uses_auth() || !token_.empty() || server_auth_off_) return then({});
   token_waiters_.push_back(std::move(then));
   if (!authenticating_) authenticate();
 }
@@ -381,6 +381,12 @@ void client_impl::authenticate() {
   req.set_password(options_.password);
   auto done = [self = shared_from_this()](error_code ec, pb::AuthenticateResponse& r) {
     self->authenticating_ = false;
+    // Credentials for a server with auth off: go on without a token (Go's client does too), so a
+    // client keeps working when auth is switched off under it.
+    if (ec == error::auth_not_enabled) {
+      self->server_auth_off_ = true;
+      ec = {};
+    }
     if (!ec) self->token_ = r.token();
     for (auto& w : std::exchange(self->token_waiters_, {})) w(ec);
   };

@@ -169,10 +169,14 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   error_code map_status(const grpc::Status& s) const;
   sys_time request_deadline() const { return std::chrono::system_clock::now() + options_.request_timeout; }
 
-  /// Runs `then` once a token is available (at once when auth is off). On strand.
+  /// Runs `then` once a token is available (at once when auth is off, here or on the server).
+  /// On strand.
   void with_token(std::function<void(error_code)> then);
   /// The server rejected `bad`: forget it so the next with_token authenticates again.
   void invalidate_token(const std::string& bad);
+  /// A call or stream sent without a token (the server had auth off) was refused for want of a
+  /// user: auth is on again, so with_token authenticates from now on.
+  void note_auth_on() noexcept { server_auth_off_ = false; }
   const std::string& token() const noexcept { return token_; }
   bool uses_auth() const noexcept { return !options_.user.empty(); }
 
@@ -274,6 +278,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::unordered_set<call_base*> calls_;
   std::string token_;
   bool authenticating_ = false;
+  // The server answered Authenticate with "authentication is not enabled": requests go without
+  // a token, as Go's client sends them, until one is refused for want of a user.
+  bool server_auth_off_ = false;
   std::size_t unary_in_flight_ = 0;
   std::deque<std::function<void()>> unary_queue_;
   std::vector<std::function<void(error_code)>> token_waiters_;
@@ -452,7 +459,12 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     }
     error_code ec = client_->map_status(status_);
     client_->note_outcome(ctx_.get(), ec);
-    if (ec == error::invalid_auth_token && opts_.needs_token && client_->uses_auth() && !auth_retried_) {
+    // A token refused (expired, or auth switched off under it on 3.4), or none sent to a server
+    // that has auth on again: authenticate anew and send once more. etcd checks the token before
+    // the request is looked at, so nothing was applied.
+    const bool sent_none = ec == error::auth_required && sent_token_.empty();
+    if (sent_none && client_->uses_auth()) client_->note_auth_on();
+    if ((ec == error::invalid_auth_token || sent_none) && opts_.needs_token && client_->uses_auth() && !auth_retried_) {
       auth_retried_ = true;
       client_->invalidate_token(sent_token_);
       return begin();

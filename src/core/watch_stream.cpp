@@ -150,7 +150,11 @@ void watch_stream::on_message(const pb::WatchResponse& r) {
       // The stream keeps the token it was opened with, which expires on the server after
       // --auth-token-ttl without use: open a new stream with a fresh token and ask again.
       // Twice refused with fresh tokens, it is not the token.
-      if (why == error::invalid_auth_token && client_->uses_auth() && w.auth_refusals++ < 2) {
+      // A stream opened without a token while the server had auth off is refused once auth is
+      // back ("user name is empty"): the same.
+      const bool sent_none = why == error::auth_required && stream_ && stream_->token().empty();
+      if (sent_none && client_->uses_auth()) client_->note_auth_on();
+      if ((why == error::invalid_auth_token || sent_none) && client_->uses_auth() && w.auth_refusals++ < 2) {
         if (stream_) {
           client_->invalidate_token(stream_->token());
           stream_->cancel();

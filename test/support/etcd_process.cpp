@@ -70,6 +70,20 @@ std::string etcdctl_binary() {
   return v && *v ? v : "/usr/bin/etcdctl";
 }
 
+int etcd_version() {
+  static const int version = [] {
+    // "etcd Version: 3.5.16" on the first line.
+    auto r = run_command("'" + etcd_binary() + "' --version", std::chrono::seconds(30));
+    auto at = r.output.find("etcd Version: ");
+    int major = 0, minor = 0;
+    if (r.exit_code != 0 || at == std::string::npos ||
+        std::sscanf(r.output.c_str() + at + 14, "%d.%d", &major, &minor) != 2)
+      throw std::runtime_error("cannot read the version of " + etcd_binary() + ": " + r.output);
+    return major * 100 + minor;
+  }();
+  return version;
+}
+
 command_result run_command(const std::string& cmd, std::chrono::seconds limit) {
   // posix_spawn, not popen: the command gets a process group of its own so a deadline can kill
   // all of it, and a command that never ends fails its test instead of hanging it (a lockcheck
@@ -210,6 +224,7 @@ void etcd_process::launch() {
     }
   }
   if (cfg_.auth_token_ttl > 0) args.push_back("--auth-token-ttl=" + std::to_string(cfg_.auth_token_ttl));
+  args.insert(args.end(), cfg_.extra_flags.begin(), cfg_.extra_flags.end());
   std::string log = (dir_ / "etcd.log").string();
   pid_t parent = getpid();
   std::fflush(nullptr);  // or the child's freopen writes our buffered output a second time

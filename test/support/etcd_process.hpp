@@ -26,6 +26,7 @@ struct etcd_config {
   bool client_cert_auth = false;
   tls_files certs;
   int auth_token_ttl = 0;       // seconds; 0: etcd's default
+  std::vector<std::string> extra_flags;  // passed as they are ("--experimental-...=1s")
   // Membership, set by etcd_cluster. Defaults: a single-member cluster of its own on free ports.
   std::string name = "m0";
   std::string initial_cluster;  // "name=peer-url,..."; empty: this member alone
@@ -129,6 +130,9 @@ command_result run_command(const std::string& cmd, std::chrono::seconds limit = 
 std::string etcd_binary();
 /// The etcdctl binary the tests run: $COETCD_ETCDCTL, else /usr/bin/etcdctl.
 std::string etcdctl_binary();
+/// The version etcd_binary() reports, as major * 100 + minor (304 for 3.4.23, 305 for 3.5.16):
+/// for the cases whose expectation differs by version (docs/etcd-versions.md).
+int etcd_version();
 /// Runs `etcdctl` (API v3) against the server with the given extra flags.
 command_result etcdctl(const etcd_process& etcd, const std::string& args);
 
