@@ -7,25 +7,23 @@ namespace coetcd::detail {
 watch_stream::watch_stream(std::shared_ptr<client_impl> c)
     : client_(std::move(c)), reopen_timer_(client_->strand_) {}
 
-void watch_stream::add(std::shared_ptr<watcher_state> w, handler<watcher> h) {
+void watch_stream::add(std::shared_ptr<watcher_state> w, handler<watcher> h, std::shared_ptr<early_cancel> cancel) {
   if (closed_) return fail(client_, std::move(h), error::client_closed);
+  // The slot was taken in the initiating function (early_cancel): a cancellation emitted before
+  // we got here is not lost, and none is assigned from the strand's thread.
+  bool cancelled = cancel->registered([weak = std::weak_ptr<watcher_state>(w)] {
+    auto w = weak.lock();
+    if (!w || !w->create_waiter) return;
+    auto h = std::move(*w->create_waiter);
+    w->create_waiter.reset();
+    w->create_work = {};
+    w->stream->cancel(w);
+    w->stream->client().complete(std::move(h), asio::error::operation_aborted, watcher{});
+  });
+  if (cancelled) return client_->complete(std::move(h), asio::error::operation_aborted, watcher{});
   w->id = next_id_++;
-  auto slot = asio::get_associated_cancellation_slot(h);
   w->create_waiter.emplace(std::move(h));
   w->create_work = asio::prefer(client_->io_ex_, asio::execution::outstanding_work.tracked);
-  if (slot.is_connected()) {
-    slot.assign([weak = std::weak_ptr<watcher_state>(w), s = client_->strand_](asio::cancellation_type) {
-      asio::dispatch(s, [weak] {
-        auto w = weak.lock();
-        if (!w || !w->create_waiter) return;
-        auto h = std::move(*w->create_waiter);
-        w->create_waiter.reset();
-        w->create_work = {};
-        w->stream->cancel(w);
-        w->stream->client().complete(std::move(h), asio::error::operation_aborted, watcher{});
-      });
-    });
-  }
   watchers_.emplace(w->id, w);
   count_watchers();
   if (stream_ && stream_->ready()) send_create(*w);
@@ -268,11 +266,12 @@ void start_watch(const std::shared_ptr<client_impl>& c, std::string key, std::st
   auto w = std::make_shared<watcher_state>();
   w->request = to_pb(key, end, o);
   w->next_rev = o.start_revision;  // 0: learnt from the creation answer
-  asio::dispatch(c->strand_, [c, w, h = std::move(h)]() mutable {
+  auto cancel = early_cancel::take(asio::get_associated_cancellation_slot(h), c->strand_);
+  asio::dispatch(c->strand_, [c, w, cancel, h = std::move(h)]() mutable {
     if (c->closed()) return fail(c, std::move(h), error::client_closed);
     auto& ws = c->watches();
     w->stream = ws.shared_from_this();
-    ws.add(w, std::move(h));
+    ws.add(w, std::move(h), std::move(cancel));
   });
 }
 

@@ -34,7 +34,7 @@ class watch_stream final : public std::enable_shared_from_this<watch_stream> {
   explicit watch_stream(std::shared_ptr<client_impl> c);
 
   // All on the strand.
-  void add(std::shared_ptr<watcher_state> w, handler<watcher> h);
+  void add(std::shared_ptr<watcher_state> w, handler<watcher> h, std::shared_ptr<early_cancel> cancel);
   void next(const std::shared_ptr<watcher_state>& w, handler<watch_batch> h, std::shared_ptr<early_cancel> cancel);
   void cancel(const std::shared_ptr<watcher_state>& w);
   void close();

@@ -158,6 +158,11 @@ class observer_core : public std::enable_shared_from_this<observer_core> {
   void stop() {
     if (view_) view_->core().unlisten(listener_);
     view_.reset();
+    // The observer is gone: a pending next completes now, as a destroyed Asio object's
+    // operations do, instead of never.
+    final_ = asio::error::operation_aborted;
+    ready_.clear();
+    deliver();
   }
   void next(asio::any_completion_handler<void(error_code, std::optional<key_value>)> h,
             std::shared_ptr<early_cancel> cancel);

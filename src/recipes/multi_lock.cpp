@@ -14,6 +14,8 @@ struct multi_lock_state {
   std::vector<std::shared_ptr<mutex_state>> parts;  // in the order taken
   std::shared_ptr<client_impl> impl;                // of the first part: where the operations run
   bool held = false;
+  bool orphaned = false;  // the object is gone: parts taken now are released at once
+  pending_ops pending;    // locks in flight, aborted when the object goes
 };
 
 namespace {
@@ -35,8 +37,10 @@ asio::awaitable<error_code> unlock_part(const std::shared_ptr<mutex_state>& m) {
 
 /// Unlocks the first `n` parts in reverse order; the first error, every part released anyway.
 asio::awaitable<error_code> unlock_first(std::shared_ptr<multi_lock_state> ms, std::size_t n) {
-  // Releases run to their end even when the operation that asks for them was cancelled.
-  co_await asio::this_coro::reset_cancellation_state();
+  // Releases run to their end even when the operation that asks for them was cancelled, or is
+  // cancelled meanwhile (a terminal cancel must not make the next co_await throw).
+  co_await asio::this_coro::reset_cancellation_state(asio::disable_cancellation());
+  co_await asio::this_coro::throw_if_cancelled(false);
   error_code first;
   while (n > 0) {
     auto ec = co_await unlock_part(ms->parts[--n]);
@@ -60,6 +64,7 @@ asio::awaitable<error_code> lock_all(std::shared_ptr<multi_lock_state> ms, bool 
       break;
     }
   }
+  if (!ec && ms->orphaned) ec = asio::error::operation_aborted;  // nobody is left to unlock it
   if (ec) {
     co_await unlock_first(ms, taken);
     co_return ec;
@@ -164,6 +169,8 @@ multi_lock::~multi_lock() {
   if (!state_) return;
   auto impl = state_->impl;
   asio::dispatch(impl->strand_, [impl, s = std::move(state_)]() mutable {
+    s->orphaned = true;
+    s->pending.abort_all();
     if (s->held) asio::co_spawn(impl->strand_, detail::release_in_background(std::move(s)), asio::detached);
   });
 }
@@ -177,7 +184,8 @@ void multi_lock::run(const std::shared_ptr<detail::multi_lock_state>& s, op o,
       auto give_back = [s] {
         if (s->held) asio::co_spawn(s->impl->strand_, detail::release_in_background(s), asio::detached);
       };
-      return detail::spawn_grant_op(s->impl, detail::lock_all(s, o == op::try_lock), std::move(h), std::move(give_back));
+      return detail::spawn_grant_op(s->impl, detail::lock_all(s, o == op::try_lock), std::move(h), std::move(give_back),
+                                    std::shared_ptr<detail::pending_ops>(s, &s->pending));
     }
     case op::unlock: return detail::spawn_op(s->impl, detail::unlock_all(s), std::move(h));
     case op::wait_lost: return detail::wait_any_lost(s, std::move(h));
