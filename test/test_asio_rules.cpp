@@ -228,3 +228,133 @@ BOOST_AUTO_TEST_CASE(destroying_a_mutex_aborts_its_pending_locks_at_once) {
     }
   }(c));
 }
+
+// The cancellation types each initiating function documents, checked one by one against a paused
+// server, so every request stays on the wire: a type it honours completes it at once with
+// operation_aborted; a type it does not honour leaves it running, and it completes with its own
+// outcome once the server resumes. Writes honour terminal and partial only (a write cancelled on
+// the wire may have been applied, which total cancellation rules out); reads honour all three;
+// lock_status runs as a coroutine and honours terminal only.
+BOOST_AUTO_TEST_CASE(each_operation_honours_the_cancellation_types_it_documents) {
+  etcd_process etcd;
+  asio::io_context ioc;
+  auto o = options_for(etcd);
+  o.request_timeout = 20s;
+  client c(ioc, o);
+  auto run_until = [&](const std::function<bool()>& done, std::chrono::milliseconds limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (!done() && std::chrono::steady_clock::now() < until) {
+      if (ioc.stopped()) ioc.restart();
+      ioc.run_one_for(20ms);
+    }
+  };
+  std::optional<error_code> warmed;
+  c.async_put("/cx/k", "v", [&](error_code ec, put_result) { warmed = ec; });  // connected first
+  run_until([&] { return warmed.has_value(); }, 10s);
+  BOOST_TEST_REQUIRE((warmed && !*warmed));
+
+  using done_fn = std::function<void(error_code)>;
+  auto cb = [](asio::cancellation_slot slot, done_fn done) {
+    return asio::bind_cancellation_slot(slot, [done](error_code ec, auto&&...) { done(ec); });
+  };
+  struct row {
+    const char* what;
+    std::function<void(asio::cancellation_slot, done_fn)> start;
+    bool terminal, partial, total;
+  };
+  const std::vector<row> rows = {
+      {"get", [&](auto slot, done_fn d) { c.async_get("/cx/k", cb(slot, d)); }, true, true, true},
+      {"lease_time_to_live", [&](auto slot, done_fn d) { c.async_lease_time_to_live(1, cb(slot, d)); }, true, true, true},
+      {"lease_leases", [&](auto slot, done_fn d) { c.async_lease_leases(cb(slot, d)); }, true, true, true},
+      {"watch", [&](auto slot, done_fn d) { c.async_watch("/cx/w", cb(slot, d)); }, true, true, true},
+      {"put", [&](auto slot, done_fn d) { c.async_put("/cx/k", "v", cb(slot, d)); }, true, true, false},
+      {"delete", [&](auto slot, done_fn d) { c.async_delete("/cx/gone", cb(slot, d)); }, true, true, false},
+      {"txn", [&](auto slot, done_fn d) { c.async_txn(txn().then(txn_op::put("/cx/t", "v")), cb(slot, d)); }, true, true, false},
+      {"lease_grant", [&](auto slot, done_fn d) { c.async_lease_grant(60, cb(slot, d)); }, true, true, false},
+      {"lease_revoke", [&](auto slot, done_fn d) { c.async_lease_revoke(1, cb(slot, d)); }, true, true, false},
+      {"lock_status", [&](auto slot, done_fn d) { async_lock_status(c, "/cx/lock", cb(slot, d)); }, true, false, false},
+  };
+  using ct = asio::cancellation_type;
+  for (const auto& r : rows) {
+    for (auto [type, name, honours] : {std::tuple{ct::terminal, "terminal", r.terminal},
+                                       std::tuple{ct::partial, "partial", r.partial},
+                                       std::tuple{ct::total, "total", r.total}}) {
+      BOOST_TEST_CONTEXT(r.what << ", " << name << " cancellation") {
+        etcd.pause();
+        std::optional<error_code> result;
+        asio::cancellation_signal signal;
+        r.start(signal.slot(), [&result](error_code ec) { result = ec; });
+        run_until([&] { return result.has_value(); }, 200ms);
+        BOOST_TEST_REQUIRE(!result, "completed on a paused server: " << result->message());
+        signal.emit(type);
+        run_until([&] { return result.has_value(); }, 500ms);
+        if (honours) {
+          BOOST_TEST((result && *result == asio::error::operation_aborted),
+                     (result ? result->message() : std::string("still pending")));
+          etcd.resume();
+        } else {
+          BOOST_TEST(!result, "cancelled by a type it does not honour: " << (result ? result->message() : ""));
+          etcd.resume();
+          run_until([&] { return result.has_value(); }, 10s);
+          BOOST_TEST((result && *result != asio::error::operation_aborted),
+                     (result ? result->message() : std::string("no outcome after the server resumed")));
+        }
+        run_until([] { return false; }, 100ms);  // what the server answers now goes nowhere
+      }
+    }
+  }
+  c.close();
+}
+
+// A moved-from object is empty, not broken: accessors give empty values, operations complete
+// with asio::error::bad_descriptor (as an Asio object's on a closed one), posted. Move assignment
+// gives up what the target held, as its destructor would, and takes the other's state.
+BOOST_AUTO_TEST_CASE(moved_from_objects_are_empty_and_move_assignment_releases) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    mutex a(s, "/rules/moved-a"), b(s, "/rules/moved-b");
+    rw_mutex rw(s, "/rules/moved-rw");
+    semaphore sem(s, "/rules/moved-sem", 1);
+    election e(s, "/rules/moved-e");
+    election_observer obs(c, "/rules/moved-e");
+    mutex a2(std::move(a));
+    rw_mutex rw2(std::move(rw));
+    semaphore sem2(std::move(sem));
+    election e2(std::move(e));
+    election_observer obs2(std::move(obs));
+    BOOST_TEST(a.name().empty());
+    BOOST_TEST(a.key().empty());
+    BOOST_TEST(!a.held());
+    BOOST_TEST(a.fencing_token() == 0);
+    BOOST_TEST((a.get_executor() == nullptr));
+    BOOST_TEST(rw.name().empty());
+    BOOST_TEST(sem.name().empty());
+    BOOST_TEST(e.name().empty());
+    BOOST_TEST(!e.is_leader());
+    BOOST_CHECK_THROW(a.is_owner(), boost::system::system_error);
+    auto no_throw = asio::as_tuple(use_awaitable);
+    auto [e1] = co_await a.async_lock(no_throw);
+    BOOST_TEST(e1 == asio::error::bad_descriptor, e1.message());
+    auto [e2] = co_await rw.async_lock_shared(no_throw);
+    BOOST_TEST(e2 == asio::error::bad_descriptor, e2.message());
+    auto [e3] = co_await sem.async_acquire(1, no_throw);
+    BOOST_TEST(e3 == asio::error::bad_descriptor, e3.message());
+    auto [e4] = co_await e.async_campaign("v", no_throw);
+    BOOST_TEST(e4 == asio::error::bad_descriptor, e4.message());
+    auto [e5, v5] = co_await obs.async_next(no_throw);
+    BOOST_TEST(e5 == asio::error::bad_descriptor, e5.message());
+
+    // Move assignment onto a mutex that holds: its lock goes, as on destruction.
+    co_await a2.async_lock(use_awaitable);
+    BOOST_TEST(a2.held());
+    a2 = std::move(b);
+    BOOST_TEST(a2.name() == "/rules/moved-b");
+    BOOST_TEST(!a2.held());
+    co_await sleep_for(300ms);
+    auto keys = co_await c.async_get("/rules/moved-a/", get_options{.prefix = true, .keys_only = true}, use_awaitable);
+    BOOST_TEST(keys.kvs.empty(), "the assigned-over mutex's lock was not released");
+    co_await s.async_close(use_awaitable);
+  }(c));
+}

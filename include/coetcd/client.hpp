@@ -162,8 +162,10 @@ class client {
   /// error::empty_key; error::lease_not_found (options.lease); the
   /// @ref request_errors "request errors" (after which the put may still have been applied).
   /// @par Cancellation
-  /// Terminal, partial, total: the RPC is cancelled and the handler gets
-  /// asio::error::operation_aborted (or the reply, if it was in already).
+  /// Terminal and partial: the RPC is cancelled and the handler gets
+  /// asio::error::operation_aborted (or the reply, if it was in already); the write may have
+  /// been applied all the same. Total is not honoured (a write on the wire cannot promise to
+  /// have had no effect): a request for total cancellation alone is ignored.
   /// @par Executor
   /// The handler's associated executor (default: the client's); never inside this call.
   /// @par Lifetimes
@@ -191,8 +193,10 @@ class client {
   /// error::empty_key; the @ref request_errors "request errors" (after which the delete may
   /// still have been applied).
   /// @par Cancellation
-  /// Terminal, partial, total: the RPC is cancelled and the handler gets
-  /// asio::error::operation_aborted (or the reply, if it was in already).
+  /// Terminal and partial: the RPC is cancelled and the handler gets
+  /// asio::error::operation_aborted (or the reply, if it was in already); the write may have
+  /// been applied all the same. Total is not honoured (a write on the wire cannot promise to
+  /// have had no effect): a request for total cancellation alone is ignored.
   /// @par Executor
   /// The handler's associated executor (default: the client's); never inside this call.
   /// @par Lifetimes
@@ -221,8 +225,10 @@ class client {
   /// revision); the @ref request_errors "request errors". Writes are not retried on transport
   /// errors: a failed txn may still have been applied.
   /// @par Cancellation
-  /// Terminal, partial, total: the RPC is cancelled and the handler gets
-  /// asio::error::operation_aborted (or the reply, if it was in already).
+  /// Terminal and partial: the RPC is cancelled and the handler gets
+  /// asio::error::operation_aborted (or the reply, if it was in already); the write may have
+  /// been applied all the same. Total is not honoured (a write on the wire cannot promise to
+  /// have had no effect): a request for total cancellation alone is ignored.
   /// @par Executor
   /// The handler's associated executor (default: the client's); never inside this call.
   /// @par Lifetimes
@@ -243,8 +249,10 @@ class client {
   /// error::invalid_argument (revision <= 0); error::compacted (already compacted there),
   /// error::future_revision; the @ref request_errors "request errors".
   /// @par Cancellation
-  /// Terminal, partial, total: the RPC is cancelled and the handler gets
-  /// asio::error::operation_aborted (or the reply, if it was in already).
+  /// Terminal and partial: the RPC is cancelled and the handler gets
+  /// asio::error::operation_aborted (or the reply, if it was in already); the write may have
+  /// been applied all the same. Total is not honoured (a write on the wire cannot promise to
+  /// have had no effect): a request for total cancellation alone is ignored.
   /// @par Executor
   /// The handler's associated executor (default: the client's); never inside this call.
   /// @par Lifetimes
@@ -273,8 +281,10 @@ class client {
   /// error::invalid_argument (ttl <= 0, id < 0, or a TTL above the server's maximum); the
   /// @ref request_errors "request errors".
   /// @par Cancellation
-  /// Terminal, partial, total: the RPC is cancelled and the handler gets
-  /// asio::error::operation_aborted (or the reply, if it was in already).
+  /// Terminal and partial: the RPC is cancelled and the handler gets
+  /// asio::error::operation_aborted (or the reply, if it was in already); the write may have
+  /// been applied all the same. Total is not honoured (a write on the wire cannot promise to
+  /// have had no effect): a request for total cancellation alone is ignored.
   /// @par Executor
   /// The handler's associated executor (default: the client's); never inside this call.
   /// @par Lifetimes
@@ -300,8 +310,10 @@ class client {
   /// @par Errors
   /// error::lease_not_found; the @ref request_errors "request errors".
   /// @par Cancellation
-  /// Terminal, partial, total: the RPC is cancelled and the handler gets
-  /// asio::error::operation_aborted (or the reply, if it was in already).
+  /// Terminal and partial: the RPC is cancelled and the handler gets
+  /// asio::error::operation_aborted (or the reply, if it was in already); the write may have
+  /// been applied all the same. Total is not honoured (a write on the wire cannot promise to
+  /// have had no effect): a request for total cancellation alone is ignored.
   /// @par Executor
   /// The handler's associated executor (default: the client's); never inside this call.
   /// @par Lifetimes
@@ -386,8 +398,7 @@ class client {
   /// refuses the creation for it, here.
   /// @par Cancellation
   /// Terminal, partial, total abandon the creation (the watch is cancelled on the server;
-  /// asio::error::operation_aborted). The slot is connected on the client's strand: a
-  /// cancellation emitted before the request got there is not seen.
+  /// asio::error::operation_aborted), from the moment this call returns.
   /// @par Executor
   /// The handler's associated executor (default: the client's); never inside this call.
   /// @par Lifetimes

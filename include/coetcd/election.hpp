@@ -31,8 +31,12 @@ class election {
   /// An election named `name` under session `s`. Throws boost::system::system_error:
   /// error::empty_key for an empty name, error::session_lost for an empty session.
   election(session& s, std::string_view name);
-  /// Takes over the other object; `other` is left empty: only destroy it.
+  /// Takes over the other object; `other` is left empty: its accessors return empty values and
+  /// its operations complete with asio::error::bad_descriptor.
   election(election&&) noexcept = default;
+  /// Gives up what this object holds and aborts its pending operations, as the destructor does,
+  /// then takes over `other`, which is left empty.
+  election& operator=(election&& other) noexcept;
   /// Resigns in the background if leading. A pending campaign completes at once with
   /// asio::error::operation_aborted, as a cancelled one does (its proposal is deleted).
   ~election();
@@ -150,6 +154,7 @@ class election {
   const response_header& header() const noexcept;
 
  private:
+  void orphan() noexcept;  // the destructor's work, also done by move assignment
   static void start_campaign(const std::shared_ptr<detail::election_state>&, std::string,
                              asio::any_completion_handler<void(error_code)>);
   static void start_proclaim(const std::shared_ptr<detail::election_state>&, std::string,

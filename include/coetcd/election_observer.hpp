@@ -25,8 +25,12 @@ class election_observer {
   /// Starts observing election `name` of client `c`. Throws
   /// boost::system::system_error(error::empty_key) for an empty name.
   election_observer(client& c, std::string_view name);
-  /// Takes over the other object; `other` is left empty: only destroy it.
+  /// Takes over the other object; `other` is left empty: its accessors return empty values and
+  /// its operations complete with asio::error::bad_descriptor.
   election_observer(election_observer&&) noexcept = default;
+  /// Gives up what this object holds and aborts its pending operations, as the destructor does,
+  /// then takes over `other`, which is left empty.
+  election_observer& operator=(election_observer&& other) noexcept;
   /// Stops observing. A pending async_next is not completed: its handler is destroyed without
   /// being called (a coroutine awaiting it is destroyed with it).
   ~election_observer();
@@ -63,6 +67,7 @@ class election_observer {
   executor_type get_executor() const noexcept;
 
  private:
+  void orphan() noexcept;  // the destructor's work, also done by move assignment
   static void start_next(const std::shared_ptr<detail::observer_core>&,
                          asio::any_completion_handler<void(error_code, std::optional<key_value>)>);
   std::shared_ptr<detail::observer_core> core_;

@@ -50,8 +50,12 @@ class multi_lock {
   /// Throws boost::system::system_error(error::invalid_argument) for an empty list, two parts
   /// of one name, or a part of a moved-from lock.
   explicit multi_lock(std::vector<part> parts);
-  /// Takes over the other object; `other` is left empty: only destroy it.
+  /// Takes over the other object; `other` is left empty: its accessors return empty values and
+  /// its operations complete with asio::error::bad_descriptor.
   multi_lock(multi_lock&&) noexcept = default;
+  /// Gives up what this object holds and aborts its pending operations, as the destructor does,
+  /// then takes over `other`, which is left empty.
+  multi_lock& operator=(multi_lock&& other) noexcept;
   /// Releases the parts in the background if the multi_lock still holds them. A lock still
   /// pending is not cancelled: if it then succeeds, nothing releases its parts until their own
   /// objects are destroyed.
@@ -148,6 +152,7 @@ class multi_lock {
   bool held() const noexcept;
 
  private:
+  void orphan() noexcept;  // the destructor's work, also done by move assignment
   enum class op { lock, try_lock, unlock, wait_lost };
   template <class CompletionToken>
   auto start(CompletionToken&& token, op o) {

@@ -64,8 +64,12 @@ class mutex {
   /// A mutex named `name` under session `s`. Throws boost::system::system_error:
   /// error::empty_key for an empty name, error::session_lost for an empty session.
   mutex(session& s, std::string_view name, mutex_options options = {});
-  /// Takes over the other object; `other` is left empty: only destroy it.
+  /// Takes over the other object; `other` is left empty: its accessors return empty values and
+  /// its operations complete with asio::error::bad_descriptor (is_owner() throws it).
   mutex(mutex&&) noexcept = default;
+  /// Gives up what this object holds and aborts its pending operations, as the destructor does,
+  /// then takes over `other`, which is left empty.
+  mutex& operator=(mutex&& other) noexcept;
   /// Releases a lock held through this object in the background. Pending locks complete at once
   /// with asio::error::operation_aborted, as an Asio object's operations do when it is destroyed;
   /// the session's waiting key is deleted at once when they could be cancelled (a handler with a

@@ -34,8 +34,12 @@ class rw_mutex {
   /// An rw_mutex named `name` under session `s`. Throws boost::system::system_error:
   /// error::empty_key for an empty name, error::session_lost for an empty session.
   rw_mutex(session& s, std::string_view name, mutex_options options = {});
-  /// Takes over the other object; `other` is left empty: only destroy it.
+  /// Takes over the other object; `other` is left empty: its accessors return empty values and
+  /// its operations complete with asio::error::bad_descriptor (is_owner() throws it).
   rw_mutex(rw_mutex&&) noexcept = default;
+  /// Gives up what this object holds and aborts its pending operations, as the destructor does,
+  /// then takes over `other`, which is left empty.
+  rw_mutex& operator=(rw_mutex&& other) noexcept;
   /// Releases the holds of this object (exclusive and shared) in the background. Pending locks
   /// complete at once with asio::error::operation_aborted, as for ~mutex().
   ~rw_mutex();

@@ -51,8 +51,12 @@ class semaphore {
   /// boost::system::system_error: error::empty_key for an empty name,
   /// error::invalid_argument for `permits` < 1, error::session_lost for an empty session.
   semaphore(session& s, std::string_view name, std::int64_t permits);
-  /// Takes over the other object; `other` is left empty: only destroy it.
+  /// Takes over the other object; `other` is left empty: its accessors return empty values and
+  /// its operations complete with asio::error::bad_descriptor.
   semaphore(semaphore&&) noexcept = default;
+  /// Gives up what this object holds and aborts its pending operations, as the destructor does,
+  /// then takes over `other`, which is left empty.
+  semaphore& operator=(semaphore&& other) noexcept;
   /// Gives the permits held through this object back in the background. Pending acquisitions
   /// complete at once with asio::error::operation_aborted, as a cancelled one does (its key is
   /// removed).
@@ -149,6 +153,7 @@ class semaphore {
   std::int64_t held() const noexcept;
 
  private:
+  void orphan() noexcept;  // the destructor's work, also done by move assignment
   enum class op { acquire, try_acquire, release, wait_lost };
   template <class CompletionToken>
   auto start(CompletionToken&& token, op o, std::int64_t n) {

@@ -335,10 +335,20 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
         tag_(client_->strand_), retry_timer_(client_->strand_), resend_timer_(client_->strand_),
         work_(asio::prefer(client_->io_ex_, asio::execution::outstanding_work.tracked)) {}
 
+  /// Reads: a cancelled one changed nothing, so every cancellation type is honoured.
+  static constexpr bool reads_only() {
+    return std::is_same_v<Req, pb::RangeRequest> || std::is_same_v<Req, pb::LeaseTimeToLiveRequest> ||
+           std::is_same_v<Req, pb::LeaseLeasesRequest> || std::is_same_v<Req, pb::AuthenticateRequest>;
+  }
+
   void start(asio::cancellation_slot slot) {
     deadline_ = client_->request_deadline();
     if (slot.is_connected()) {
-      slot.assign([w = this->weak_from_this(), s = client_->strand_](asio::cancellation_type) {
+      slot.assign([w = this->weak_from_this(), s = client_->strand_](asio::cancellation_type type) {
+        // A write cancelled on the wire may still be applied: partial cancellation in Asio's
+        // terms, never total (no side effects). A write ignores a request for total only.
+        constexpr auto terminal_or_partial = asio::cancellation_type::terminal | asio::cancellation_type::partial;
+        if (!reads_only() && (type & terminal_or_partial) == asio::cancellation_type::none) return;
         asio::dispatch(s, [w] {
           if (auto self = w.lock()) self->user_cancel();
         });

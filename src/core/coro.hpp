@@ -67,6 +67,26 @@ inline void spawn_op(const std::shared_ptr<client_impl>& c, asio::awaitable<erro
                  }));
 }
 
+/// An operation on an empty (moved-from) object: asio::error::bad_descriptor, as Asio's objects
+/// answer an operation on a closed one, posted to the handler's executor (it has none of its
+/// own), never inline.
+template <class... Args>
+void fail_empty(asio::any_completion_handler<void(error_code, Args...)> h) {
+  asio::post(asio::append(std::move(h), make_error_code(asio::error::bad_descriptor), Args{}...));
+}
+/// What an empty object's accessors return by reference.
+inline const std::string& empty_string() {
+  static const std::string s;
+  return s;
+}
+inline const response_header& empty_header() {
+  static const response_header h;
+  return h;
+}
+[[noreturn]] inline void throw_empty(const char* what) {
+  throw boost::system::system_error(make_error_code(asio::error::bad_descriptor), what);
+}
+
 /// The pending grant operations of one object (semaphore, election, multi_lock), so that
 /// destroying it aborts them at once with operation_aborted, as destroying an Asio object does,
 /// instead of when their turn comes. On the strand only.

@@ -249,7 +249,17 @@ election::election(session& s, std::string_view name) : state_(std::make_shared<
   state_->key = state_->prefix + detail::lease_hex(s.lease());
 }
 
-election::~election() {
+election::~election() { orphan(); }
+
+election& election::operator=(election&& other) noexcept {
+  if (this != &other) {
+    orphan();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+void election::orphan() noexcept {
   if (!state_) return;  // moved from
   // As a mutex unlocks and a semaphore gives its permits back: a leadership nobody can resign
   // would block the name, and its key's count would make the session's next election or mutex
@@ -265,6 +275,7 @@ election::~election() {
 
 void election::start_campaign(const std::shared_ptr<detail::election_state>& e, std::string v,
                               asio::any_completion_handler<void(error_code)> h) {
+  if (!e) return detail::fail_empty(std::move(h));
   // Leadership won for a caller that has moved on is resigned, or nobody would ever resign it.
   auto give_back = [e] {
     if (!e->led_before_campaign) detail::resign_later(e);
@@ -275,16 +286,19 @@ void election::start_campaign(const std::shared_ptr<detail::election_state>& e, 
 
 void election::start_proclaim(const std::shared_ptr<detail::election_state>& e, std::string v,
                               asio::any_completion_handler<void(error_code)> h) {
+  if (!e) return detail::fail_empty(std::move(h));
   detail::spawn_op(e->session->impl, detail::proclaim(e, std::move(v)), std::move(h));
 }
 
 void election::start_resign(const std::shared_ptr<detail::election_state>& e,
                             asio::any_completion_handler<void(error_code)> h) {
+  if (!e) return detail::fail_empty(std::move(h));
   detail::spawn_op(e->session->impl, detail::resign(e), std::move(h));
 }
 
 void election::start_leader(const std::shared_ptr<detail::election_state>& e,
                             asio::any_completion_handler<void(error_code, key_value)> h) {
+  if (!e) return detail::fail_empty(std::move(h));
   auto impl = e->session->impl;
   auto slot = asio::get_associated_cancellation_slot(h);
   asio::co_spawn(
@@ -305,11 +319,11 @@ void election::start_leader(const std::shared_ptr<detail::election_state>& e,
 election::executor_type election::get_executor() const noexcept {
   return state_ ? state_->session->impl->io_ex_ : executor_type();
 }
-const std::string& election::name() const noexcept { return state_->name; }
-const std::string& election::key() const noexcept { return state_->key; }
-bool election::is_leader() const noexcept { return state_->leader; }
-std::int64_t election::revision() const noexcept { return state_->leader ? state_->rev : 0; }
-const response_header& election::header() const noexcept { return state_->header; }
+const std::string& election::name() const noexcept { return state_ ? state_->name : detail::empty_string(); }
+const std::string& election::key() const noexcept { return state_ ? state_->key : detail::empty_string(); }
+bool election::is_leader() const noexcept { return state_ && state_->leader; }
+std::int64_t election::revision() const noexcept { return state_ && state_->leader ? state_->rev : 0; }
+const response_header& election::header() const noexcept { return state_ ? state_->header : detail::empty_header(); }
 
 election_observer::election_observer(client& c, std::string_view name) {
   if (name.empty()) throw boost::system::system_error(make_error_code(error::empty_key), "coetcd: election name");
@@ -322,14 +336,25 @@ election_observer::executor_type election_observer::get_executor() const noexcep
   return core_ ? core_->io_executor() : executor_type();
 }
 
-election_observer::~election_observer() {
+election_observer::~election_observer() { orphan(); }
+
+election_observer& election_observer::operator=(election_observer&& other) noexcept {
+  if (this != &other) {
+    orphan();
+    core_ = std::move(other.core_);
+  }
+  return *this;
+}
+
+void election_observer::orphan() noexcept {
   if (!core_) return;
-  auto core = core_;
+  auto core = std::move(core_);
   asio::dispatch(core->strand(), [core] { core->stop(); });
 }
 
 void election_observer::start_next(const std::shared_ptr<detail::observer_core>& c,
                                    asio::any_completion_handler<void(error_code, std::optional<key_value>)> h) {
+  if (!c) return detail::fail_empty(std::move(h));
   auto cancel = detail::early_cancel::take(asio::get_associated_cancellation_slot(h), c->strand());
   asio::dispatch(c->strand(), [c, cancel, h = std::move(h)]() mutable { c->next(std::move(h), std::move(cancel)); });
 }

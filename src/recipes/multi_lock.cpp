@@ -165,7 +165,17 @@ multi_lock::multi_lock(std::vector<part> parts) : state_(std::make_shared<detail
   state_->impl = v.front()->session->impl;
 }
 
-multi_lock::~multi_lock() {
+multi_lock::~multi_lock() { orphan(); }
+
+multi_lock& multi_lock::operator=(multi_lock&& other) noexcept {
+  if (this != &other) {
+    orphan();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+void multi_lock::orphan() noexcept {
   if (!state_) return;
   auto impl = state_->impl;
   asio::dispatch(impl->strand_, [impl, s = std::move(state_)]() mutable {
@@ -177,6 +187,7 @@ multi_lock::~multi_lock() {
 
 void multi_lock::run(const std::shared_ptr<detail::multi_lock_state>& s, op o,
                      asio::any_completion_handler<void(error_code)> h) {
+  if (!s) return detail::fail_empty(std::move(h));
   switch (o) {
     case op::lock:
     case op::try_lock: {
@@ -198,10 +209,11 @@ multi_lock::executor_type multi_lock::get_executor() const noexcept {
 
 std::vector<std::string> multi_lock::names() const {
   std::vector<std::string> out;
+  if (!state_) return out;
   for (const auto& m : state_->parts) out.push_back(m->name);
   return out;
 }
 
-bool multi_lock::held() const noexcept { return state_->held; }
+bool multi_lock::held() const noexcept { return state_ && state_->held; }
 
 }  // namespace coetcd

@@ -66,34 +66,46 @@ mutex::~mutex() {
   if (state_) detail::orphan(std::move(state_));
 }
 
+mutex& mutex::operator=(mutex&& other) noexcept {
+  if (this != &other) {
+    if (state_) detail::orphan(std::move(state_));
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
 void mutex::start_lock(const std::shared_ptr<detail::mutex_state>& m, bool try_only,
                        asio::any_completion_handler<void(error_code)> h) {
+  if (!m) return detail::fail_empty(std::move(h));
   detail::start_lock(m, try_only, std::move(h));
 }
 
 void mutex::start_unlock(const std::shared_ptr<detail::mutex_state>& m, asio::any_completion_handler<void(error_code)> h) {
+  if (!m) return detail::fail_empty(std::move(h));
   detail::start_unlock(m, std::move(h));
 }
 
 void mutex::start_wait_lost(const std::shared_ptr<detail::mutex_state>& m,
                             asio::any_completion_handler<void(error_code)> h) {
+  if (!m) return detail::fail_empty(std::move(h));
   detail::wait_session_lost(m->session, std::move(h));
 }
 
 mutex::executor_type mutex::get_executor() const noexcept {
   return state_ ? state_->session->impl->io_ex_ : executor_type();
 }
-const std::string& mutex::name() const noexcept { return state_->name; }
-const std::string& mutex::key() const noexcept { return state_->key; }
-bool mutex::held() const noexcept { return state_->held; }
+const std::string& mutex::name() const noexcept { return state_ ? state_->name : detail::empty_string(); }
+const std::string& mutex::key() const noexcept { return state_ ? state_->key : detail::empty_string(); }
+bool mutex::held() const noexcept { return state_ && state_->held; }
 std::int64_t mutex::fencing_token() const noexcept {
-  if (!state_->held) return 0;
+  if (!state_ || !state_->held) return 0;
   state_->fence_asked = true;
   return state_->fence;
 }
-std::uint64_t mutex::local_sequence() const noexcept { return state_->held ? state_->sequence : 0; }
-const response_header& mutex::header() const noexcept { return state_->header; }
+std::uint64_t mutex::local_sequence() const noexcept { return state_ && state_->held ? state_->sequence : 0; }
+const response_header& mutex::header() const noexcept { return state_ ? state_->header : detail::empty_header(); }
 compare mutex::is_owner() const {
+  if (!state_) detail::throw_empty("coetcd: is_owner() of a moved-from mutex");
   // The mod revision names one holder: a fenced hand-off puts the key again before the next
   // holder of this session holds. Not held: a revision no key can have (an absent key is 0).
   if (!state_->held) return compare::mod_revision(state_->key) == -1;

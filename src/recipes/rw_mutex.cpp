@@ -38,7 +38,18 @@ rw_mutex::~rw_mutex() {
   if (read_) detail::orphan(std::move(read_));
 }
 
+rw_mutex& rw_mutex::operator=(rw_mutex&& other) noexcept {
+  if (this != &other) {
+    if (write_) detail::orphan(std::move(write_));
+    if (read_) detail::orphan(std::move(read_));
+    write_ = std::move(other.write_);
+    read_ = std::move(other.read_);
+  }
+  return *this;
+}
+
 void rw_mutex::run(const std::shared_ptr<detail::mutex_state>& m, op o, asio::any_completion_handler<void(error_code)> h) {
+  if (!m) return detail::fail_empty(std::move(h));
   switch (o) {
     case op::lock: return detail::start_lock(m, false, std::move(h));
     case op::try_lock: return detail::start_lock(m, true, std::move(h));
@@ -50,12 +61,13 @@ void rw_mutex::run(const std::shared_ptr<detail::mutex_state>& m, op o, asio::an
 rw_mutex::executor_type rw_mutex::get_executor() const noexcept {
   return write_ ? write_->session->impl->io_ex_ : executor_type();
 }
-const std::string& rw_mutex::name() const noexcept { return write_->name; }
-const std::string& rw_mutex::write_key() const noexcept { return write_->key; }
-const std::string& rw_mutex::read_key() const noexcept { return read_->key; }
-bool rw_mutex::held() const noexcept { return write_->held; }
-int rw_mutex::shared_holds() const noexcept { return read_->shared_holds; }
+const std::string& rw_mutex::name() const noexcept { return write_ ? write_->name : detail::empty_string(); }
+const std::string& rw_mutex::write_key() const noexcept { return write_ ? write_->key : detail::empty_string(); }
+const std::string& rw_mutex::read_key() const noexcept { return read_ ? read_->key : detail::empty_string(); }
+bool rw_mutex::held() const noexcept { return write_ && write_->held; }
+int rw_mutex::shared_holds() const noexcept { return read_ ? read_->shared_holds : 0; }
 std::int64_t rw_mutex::fencing_token() const noexcept {
+  if (!write_) return 0;
   if (write_->held) {
     write_->fence_asked = true;
     return write_->fence;
@@ -63,6 +75,7 @@ std::int64_t rw_mutex::fencing_token() const noexcept {
   return read_->shared_holds > 0 ? read_->fence : 0;
 }
 compare rw_mutex::is_owner() const {
+  if (!write_) detail::throw_empty("coetcd: is_owner() of a moved-from rw_mutex");
   // The write side's fenced hand-off releases the key and queues again (Go's recipe orders by
   // mod revision, so the key is never put again): its create revision names one holder.
   if (write_->held) {

@@ -194,7 +194,17 @@ semaphore::semaphore(session& s, std::string_view name, std::int64_t permits)
   state_->counters = state_->session->impl->telemetry_.lock(state_->name);
 }
 
-semaphore::~semaphore() {
+semaphore::~semaphore() { orphan(); }
+
+semaphore& semaphore::operator=(semaphore&& other) noexcept {
+  if (this != &other) {
+    orphan();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+void semaphore::orphan() noexcept {
   if (!state_) return;
   // Permits still held go back in the background; a grant still on its way, as soon as it lands.
   auto m = std::move(state_);
@@ -211,6 +221,7 @@ semaphore::~semaphore() {
 
 void semaphore::run(const std::shared_ptr<detail::semaphore_state>& m, op o, std::int64_t n,
                     asio::any_completion_handler<void(error_code)> h) {
+  if (!m) return detail::fail_empty(std::move(h));
   const auto& impl = m->session->impl;
   switch (o) {
     case op::acquire:
@@ -232,8 +243,8 @@ void semaphore::run(const std::shared_ptr<detail::semaphore_state>& m, op o, std
 semaphore::executor_type semaphore::get_executor() const noexcept {
   return state_ ? state_->session->impl->io_ex_ : executor_type();
 }
-const std::string& semaphore::name() const noexcept { return state_->name; }
-std::int64_t semaphore::permits() const noexcept { return state_->permits; }
-std::int64_t semaphore::held() const noexcept { return state_->held; }
+const std::string& semaphore::name() const noexcept { return state_ ? state_->name : detail::empty_string(); }
+std::int64_t semaphore::permits() const noexcept { return state_ ? state_->permits : 0; }
+std::int64_t semaphore::held() const noexcept { return state_ ? state_->held : 0; }
 
 }  // namespace coetcd
