@@ -233,8 +233,9 @@ BOOST_AUTO_TEST_CASE(destroying_a_mutex_aborts_its_pending_locks_at_once) {
 // server, so every request stays on the wire: a type it honours completes it at once with
 // operation_aborted; a type it does not honour leaves it running, and it completes with its own
 // outcome once the server resumes. Writes honour terminal and partial only (a write cancelled on
-// the wire may have been applied, which total cancellation rules out); reads honour all three;
-// lock_status runs as a coroutine and honours terminal only.
+// the wire may have been applied, which total cancellation rules out); reads, locks,
+// acquisitions and campaigns all three; lock_status and session creation run as one coroutine
+// and honour terminal only.
 BOOST_AUTO_TEST_CASE(each_operation_honours_the_cancellation_types_it_documents) {
   etcd_process etcd;
   asio::io_context ioc;
@@ -252,6 +253,18 @@ BOOST_AUTO_TEST_CASE(each_operation_honours_the_cancellation_types_it_documents)
   c.async_put("/cx/k", "v", [&](error_code ec, put_result) { warmed = ec; });  // connected first
   run_until([&] { return warmed.has_value(); }, 10s);
   BOOST_TEST_REQUIRE((warmed && !*warmed));
+  session s;
+  session::async_create(c, session_options{.ttl = 60s}, [&](error_code ec, session made) {
+    BOOST_TEST(!ec, ec.message());
+    s = std::move(made);
+  });
+  run_until([&] { return static_cast<bool>(s); }, 10s);
+  BOOST_TEST_REQUIRE(static_cast<bool>(s));
+  // A fresh object per call: each cell's lock or campaign is the only one on its name.
+  std::vector<std::unique_ptr<mutex>> mutexes;
+  std::vector<std::unique_ptr<semaphore>> semaphores;
+  std::vector<std::unique_ptr<election>> elections;
+  auto fresh = [n = 0]() mutable { return "/cx/r" + std::to_string(n++); };
 
   using done_fn = std::function<void(error_code)>;
   auto cb = [](asio::cancellation_slot slot, done_fn done) {
@@ -273,6 +286,19 @@ BOOST_AUTO_TEST_CASE(each_operation_honours_the_cancellation_types_it_documents)
       {"lease_grant", [&](auto slot, done_fn d) { c.async_lease_grant(60, cb(slot, d)); }, true, true, false},
       {"lease_revoke", [&](auto slot, done_fn d) { c.async_lease_revoke(1, cb(slot, d)); }, true, true, false},
       {"lock_status", [&](auto slot, done_fn d) { async_lock_status(c, "/cx/lock", cb(slot, d)); }, true, false, false},
+      {"session create", [&](auto slot, done_fn d) { session::async_create(c, cb(slot, d)); }, true, false, false},
+      {"mutex lock", [&](auto slot, done_fn d) {
+         mutexes.push_back(std::make_unique<mutex>(s, fresh()));
+         mutexes.back()->async_lock(cb(slot, d));
+       }, true, true, true},
+      {"semaphore acquire", [&](auto slot, done_fn d) {
+         semaphores.push_back(std::make_unique<semaphore>(s, fresh(), 1));
+         semaphores.back()->async_acquire(1, cb(slot, d));
+       }, true, true, true},
+      {"campaign", [&](auto slot, done_fn d) {
+         elections.push_back(std::make_unique<election>(s, fresh()));
+         elections.back()->async_campaign("v", cb(slot, d));
+       }, true, true, true},
   };
   using ct = asio::cancellation_type;
   for (const auto& r : rows) {
@@ -303,6 +329,10 @@ BOOST_AUTO_TEST_CASE(each_operation_honours_the_cancellation_types_it_documents)
       }
     }
   }
+  elections.clear();
+  semaphores.clear();
+  mutexes.clear();
+  s = session();  // (its lease expires on the throwaway server)
   c.close();
 }
 
