@@ -2,6 +2,8 @@
 #define BOOST_TEST_MODULE coetcd_kv
 #include "support/fixture.hpp"
 
+#include <boost/asio/deferred.hpp>
+
 #include <ctime>
 
 using namespace coetcd;

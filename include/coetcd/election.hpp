@@ -154,7 +154,7 @@ class election {
   const response_header& header() const noexcept;
 
  private:
-  void orphan() noexcept;  // the destructor's work, also done by move assignment
+  void abandon() noexcept;  // the destructor's work, also done by move assignment
   static void start_campaign(const std::shared_ptr<detail::election_state>&, std::string,
                              asio::any_completion_handler<void(error_code)>);
   static void start_proclaim(const std::shared_ptr<detail::election_state>&, std::string,

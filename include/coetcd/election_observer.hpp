@@ -67,7 +67,7 @@ class election_observer {
   executor_type get_executor() const noexcept;
 
  private:
-  void orphan() noexcept;  // the destructor's work, also done by move assignment
+  void abandon() noexcept;  // the destructor's work, also done by move assignment
   static void start_next(const std::shared_ptr<detail::observer_core>&,
                          asio::any_completion_handler<void(error_code, std::optional<key_value>)>);
   std::shared_ptr<detail::observer_core> core_;

@@ -152,7 +152,7 @@ class multi_lock {
   bool held() const noexcept;
 
  private:
-  void orphan() noexcept;  // the destructor's work, also done by move assignment
+  void abandon() noexcept;  // the destructor's work, also done by move assignment
   enum class op { lock, try_lock, unlock, wait_lost };
   template <class CompletionToken>
   auto start(CompletionToken&& token, op o) {

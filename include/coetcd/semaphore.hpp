@@ -153,7 +153,7 @@ class semaphore {
   std::int64_t held() const noexcept;
 
  private:
-  void orphan() noexcept;  // the destructor's work, also done by move assignment
+  void abandon() noexcept;  // the destructor's work, also done by move assignment
   enum class op { acquire, try_acquire, release, wait_lost };
   template <class CompletionToken>
   auto start(CompletionToken&& token, op o, std::int64_t n) {

@@ -8,6 +8,7 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/system_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -68,11 +69,11 @@ inline void spawn_op(const std::shared_ptr<client_impl>& c, asio::awaitable<erro
 }
 
 /// An operation on an empty (moved-from) object: asio::error::bad_descriptor, as Asio's objects
-/// answer an operation on a closed one, posted to the handler's executor (it has none of its
-/// own), never inline.
+/// answer an operation on a closed one; never inline. The object has no executor any more: the
+/// handler runs on its associated executor, or on Asio's system executor when it has none.
 template <class... Args>
 void fail_empty(asio::any_completion_handler<void(error_code, Args...)> h) {
-  asio::post(asio::append(std::move(h), make_error_code(asio::error::bad_descriptor), Args{}...));
+  asio::post(asio::system_executor(), asio::append(std::move(h), make_error_code(asio::error::bad_descriptor), Args{}...));
 }
 /// What an empty object's accessors return by reference.
 inline const std::string& empty_string() {
@@ -93,16 +94,20 @@ inline const response_header& empty_header() {
 class pending_ops {
  public:
   void add(const std::shared_ptr<asio::cancellation_signal>& s) {
+    // An operation launched after the object went (a deferred one) is aborted at once.
+    if (aborted_) return s->emit(asio::cancellation_type::terminal);
     std::erase_if(ops_, [](const auto& w) { return w.expired(); });
     ops_.push_back(s);
   }
   void abort_all() {
+    aborted_ = true;
     for (auto& w : std::exchange(ops_, {}))
       if (auto s = w.lock()) s->emit(asio::cancellation_type::terminal);
   }
 
  private:
   std::vector<std::weak_ptr<asio::cancellation_signal>> ops_;
+  bool aborted_ = false;
 };
 
 /// spawn_op for an operation whose success grants something the caller must give back (a

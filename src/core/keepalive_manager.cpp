@@ -262,7 +262,7 @@ void lease_keepalive::start_wait(const std::shared_ptr<detail::kept_lease>& s,
                                  asio::any_completion_handler<void(error_code)> h) {
   if (!s) {
     // An empty handle has no executor of its own: post to the handler's (never inline).
-    asio::post(asio::append(std::move(h), make_error_code(error::lease_not_found)));
+    asio::post(asio::system_executor(), asio::append(std::move(h), make_error_code(error::lease_not_found)));
     return;
   }
   auto cancel = detail::early_cancel::take(asio::get_associated_cancellation_slot(h), s->client->strand_);

@@ -102,7 +102,7 @@ namespace coetcd::detail {
 
 void wait_session_lost(const std::shared_ptr<session_state>& s, asio::any_completion_handler<void(error_code)> h) {
   if (!s) {
-    asio::post(asio::append(std::move(h), make_error_code(error::session_lost)));  // never inline
+    asio::post(asio::system_executor(), asio::append(std::move(h), make_error_code(error::session_lost)));  // never inline
     return;
   }
   auto cancel = early_cancel::take(asio::get_associated_cancellation_slot(h), s->impl->strand_);
@@ -177,7 +177,7 @@ void session::start_wait_lost(const std::shared_ptr<detail::session_state>& s,
 void session::start_close(const std::shared_ptr<detail::session_state>& s,
                           asio::any_completion_handler<void(error_code)> h) {
   if (!s) {
-    asio::post(asio::append(std::move(h), make_error_code(error::session_lost)));  // never inline
+    asio::post(asio::system_executor(), asio::append(std::move(h), make_error_code(error::session_lost)));  // never inline
     return;
   }
   detail::spawn_op(s->impl, [](std::shared_ptr<detail::session_state> s) -> asio::awaitable<error_code> {

@@ -304,7 +304,7 @@ std::int64_t watcher::id() const noexcept { return state_ ? state_->id : 0; }
 void watcher::start_next(const std::shared_ptr<detail::watcher_state>& s, detail::handler<watch_batch> h) {
   if (!s) {
     // An empty watcher has no executor of its own: post to the handler's (never inline).
-    asio::post(asio::append(std::move(h), make_error_code(error::watch_canceled), watch_batch{}));
+    asio::post(asio::system_executor(), asio::append(std::move(h), make_error_code(error::watch_canceled), watch_batch{}));
     return;
   }
   auto cancel = detail::early_cancel::take(asio::get_associated_cancellation_slot(h), s->stream->client().strand_);

@@ -249,17 +249,17 @@ election::election(session& s, std::string_view name) : state_(std::make_shared<
   state_->key = state_->prefix + detail::lease_hex(s.lease());
 }
 
-election::~election() { orphan(); }
+election::~election() { abandon(); }
 
 election& election::operator=(election&& other) noexcept {
   if (this != &other) {
-    orphan();
+    abandon();
     state_ = std::move(other.state_);
   }
   return *this;
 }
 
-void election::orphan() noexcept {
+void election::abandon() noexcept {
   if (!state_) return;  // moved from
   // As a mutex unlocks and a semaphore gives its permits back: a leadership nobody can resign
   // would block the name, and its key's count would make the session's next election or mutex
@@ -336,17 +336,17 @@ election_observer::executor_type election_observer::get_executor() const noexcep
   return core_ ? core_->io_executor() : executor_type();
 }
 
-election_observer::~election_observer() { orphan(); }
+election_observer::~election_observer() { abandon(); }
 
 election_observer& election_observer::operator=(election_observer&& other) noexcept {
   if (this != &other) {
-    orphan();
+    abandon();
     core_ = std::move(other.core_);
   }
   return *this;
 }
 
-void election_observer::orphan() noexcept {
+void election_observer::abandon() noexcept {
   if (!core_) return;
   auto core = std::move(core_);
   asio::dispatch(core->strand(), [core] { core->stop(); });

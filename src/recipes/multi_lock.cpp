@@ -165,17 +165,17 @@ multi_lock::multi_lock(std::vector<part> parts) : state_(std::make_shared<detail
   state_->impl = v.front()->session->impl;
 }
 
-multi_lock::~multi_lock() { orphan(); }
+multi_lock::~multi_lock() { abandon(); }
 
 multi_lock& multi_lock::operator=(multi_lock&& other) noexcept {
   if (this != &other) {
-    orphan();
+    abandon();
     state_ = std::move(other.state_);
   }
   return *this;
 }
 
-void multi_lock::orphan() noexcept {
+void multi_lock::abandon() noexcept {
   if (!state_) return;
   auto impl = state_->impl;
   asio::dispatch(impl->strand_, [impl, s = std::move(state_)]() mutable {

@@ -48,6 +48,8 @@ void mutex_queue::lock(std::shared_ptr<mutex_state> by, bool try_only, bool canc
   auto& impl = *session->impl;
   if (impl.closed()) return impl.complete(std::move(h), error::client_closed);
   if (session->lost) return impl.complete(std::move(h), error::session_lost);
+  // A deferred lock launched after its mutex was destroyed.
+  if (by->orphaned) return impl.complete(std::move(h), asio::error::operation_aborted);
   if (try_only && shared && !(waiters.empty() && (state == key_state::none || may_join())))
     return impl.complete(std::move(h), error::locked);
   if (try_only && !shared &&

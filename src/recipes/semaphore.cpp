@@ -194,17 +194,17 @@ semaphore::semaphore(session& s, std::string_view name, std::int64_t permits)
   state_->counters = state_->session->impl->telemetry_.lock(state_->name);
 }
 
-semaphore::~semaphore() { orphan(); }
+semaphore::~semaphore() { abandon(); }
 
 semaphore& semaphore::operator=(semaphore&& other) noexcept {
   if (this != &other) {
-    orphan();
+    abandon();
     state_ = std::move(other.state_);
   }
   return *this;
 }
 
-void semaphore::orphan() noexcept {
+void semaphore::abandon() noexcept {
   if (!state_) return;
   // Permits still held go back in the background; a grant still on its way, as soon as it lands.
   auto m = std::move(state_);

@@ -55,8 +55,8 @@ struct work_tracking_handler {
 };
 
 /// Wraps a token-generic initiation so the operation body (compiled in src/) receives a
-/// type-erased handler. Keeps templates in headers thin. The token is forwarded, so a move-only
-/// handler is moved, never copied.
+/// type-erased handler. Keeps templates in headers thin. Callers forward the token, so `Token`
+/// is the token's own type for an rvalue and Asio moves a move-only handler, never copies it.
 template <class Signature, class Token, class Start, class... Args>
 auto initiate(Token&& token, Start start, Args&&... args) {
   return asio::async_initiate<Token, Signature>(
@@ -64,7 +64,7 @@ auto initiate(Token&& token, Start start, Args&&... args) {
         start(asio::any_completion_handler<Signature>(work_tracking_handler<decltype(h)>(std::move(h))),
               std::forward<decltype(a)>(a)...);
       },
-      std::forward<Token>(token), std::forward<Args>(args)...);
+      token, std::forward<Args>(args)...);  // an lvalue: Asio moves from it when Token is no reference
 }
 }  // namespace detail
 }  // namespace coetcd
