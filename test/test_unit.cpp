@@ -85,6 +85,20 @@ BOOST_AUTO_TEST_CASE(error_codes_have_readable_messages) {
   BOOST_TEST(g.message() == "gRPC UNAVAILABLE");
 }
 
+// condition::transient: what a caller may retry, whatever the error's category.
+BOOST_AUTO_TEST_CASE(transient_errors_match_the_transient_condition) {
+  for (auto e : {error::endpoints_unreachable, error::request_timeout, error::cluster_no_leader})
+    BOOST_TEST((make_error_code(e) == condition::transient), make_error_code(e).message());
+  BOOST_TEST((error_code(14, grpc_category()) == condition::transient));  // UNAVAILABLE
+  BOOST_TEST((error_code(4, grpc_category()) == condition::transient));   // DEADLINE_EXCEEDED
+  for (auto e : {error::session_lost, error::client_closed, error::compacted, error::permission_denied,
+                 error::auth_failed, error::locked})
+    BOOST_TEST((make_error_code(e) != condition::transient), make_error_code(e).message());
+  BOOST_TEST((error_code(3, grpc_category()) != condition::transient));  // INVALID_ARGUMENT
+  BOOST_TEST((error_code() != condition::transient));
+  BOOST_TEST(make_error_condition(condition::transient).message().find("transient") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(compare_builder_records_target_op_and_operand) {
   auto c = compare::version("k") == 0;
   BOOST_TEST((c.what() == compare::target::version));

@@ -22,10 +22,8 @@ struct election_state;
 /// Destroying an election that leads resigns in the background (as a destroyed mutex unlocks);
 /// a campaign still pending then gives its proposal up instead of leading.
 ///
-/// Threads: initiating functions (async_*) and the destructor may be called from any thread;
-/// they hand their work to the client's strand. The accessors (is_leader(), revision(), …) read what the strand
-/// last wrote: call them where the object's completions run (the coroutine that awaits them),
-/// not from another thread while the io_context runs on several.
+/// Threads: as coetcd::mutex. Initiating functions, the destructor and the accessors
+/// (is_leader(), revision(), header(), …) may be called from any thread.
 class election {
  public:
   /// An election named `name` under session `s`. Throws boost::system::system_error:
@@ -150,8 +148,9 @@ class election {
   bool is_leader() const noexcept;
   /// Our key's create revision while leader (a fencing token, as for the mutex).
   std::int64_t revision() const noexcept;
-  /// Header of the response to our last successful campaign, proclaim or resign.
-  const response_header& header() const noexcept;
+  /// Header of the response to our last successful campaign, proclaim or resign (a copy: safe
+  /// to read from any thread).
+  response_header header() const noexcept;
 
  private:
   void abandon() noexcept;  // the destructor's work, also done by move assignment

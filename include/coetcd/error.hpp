@@ -66,6 +66,20 @@ const boost::system::error_category& server_category() noexcept;
 /// The gRPC status of an error of grpc_category() or server_category(); -1 for any other.
 int grpc_status(const error_code& ec) noexcept;
 
+/// Kinds of error to test a result against, whatever its category: `ec == condition::transient`.
+enum class condition {
+  /// The cluster could not answer now and may soon: no member reachable, no leader, the
+  /// request's deadline passed, gRPC UNAVAILABLE or DEADLINE_EXCEEDED. A read may be sent
+  /// again; a write may have been applied (look before sending it again).
+  transient = 1,
+};
+/// The category of coetcd::condition (named "coetcd-condition").
+const boost::system::error_category& condition_category() noexcept;
+/// `c` as an error_condition of condition_category().
+inline boost::system::error_condition make_error_condition(condition c) noexcept {
+  return {static_cast<int>(c), condition_category()};
+}
+
 /// `e` as an error_code of etcd_category().
 inline error_code make_error_code(error e) noexcept {
   return {static_cast<int>(e), etcd_category()};
@@ -79,4 +93,6 @@ std::ostream& operator<<(std::ostream& os, error e);
 /// @cond INTERNAL
 template <>
 struct boost::system::is_error_code_enum<coetcd::error> : std::true_type {};
+template <>
+struct boost::system::is_error_condition_enum<coetcd::condition> : std::true_type {};
 /// @endcond

@@ -56,9 +56,10 @@ struct mutex_options {
 /// std::mutex is shared between threads). The session must outlive the mutex.
 ///
 /// Threads: initiating functions (async_*) and the destructor may be called from any thread;
-/// they hand their work to the client's strand. The accessors (held(), fencing_token(), is_owner(), …) read what the strand
-/// last wrote: call them where the object's completions run (the coroutine that awaits them),
-/// not from another thread while the io_context runs on several.
+/// they hand their work to the client's strand. The accessors (held(), fencing_token(),
+/// is_owner(), header(), …) may be called from any thread too: they read atomics the strand
+/// writes, so a handler or a with_lock body on any thread of a pool sees the hold as it is now
+/// (moving or assigning the object itself is not thread-safe, as for any Asio object).
 class mutex {
  public:
   /// A mutex named `name` under session `s`. Throws boost::system::system_error:
@@ -196,8 +197,8 @@ class mutex {
   /// While held: the number of holds of this name by this session so far (1, 2, ...): strictly
   /// increasing across the session's local holders. 0 when not held.
   std::uint64_t local_sequence() const noexcept;
-  /// Header of the response that made us owner.
-  const response_header& header() const noexcept;
+  /// Header of the response that made us owner (a copy: safe to read from any thread).
+  response_header header() const noexcept;
   /// A compare that holds only while this hold lasts: the key's mod revision as this hold began.
   /// Put it in a txn's when() so the txn's writes fail once the lock was lost or passed on, to
   /// another session or to the next caller of this one (building it makes the hand-off after this

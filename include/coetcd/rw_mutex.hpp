@@ -26,8 +26,8 @@ namespace coetcd {
 /// (or the reverse) waits for ever, as with Go's recipe and std::shared_mutex.
 ///
 /// Like coetcd::mutex: any number of operations may be pending on one object; the session
-/// must outlive it; initiating functions and the destructor may be called from any thread;
-/// accessors read what the strand last wrote. An object may hold the lock shared several times
+/// must outlive it; initiating functions, the destructor and the accessors may be called from
+/// any thread. An object may hold the lock shared several times
 /// (each async_lock_shared needs its async_unlock_shared).
 class rw_mutex {
  public:

@@ -28,10 +28,9 @@ struct session_state;
 /// background, so keys held under it (lock keys, election proposals) vanish at once instead of
 /// after the TTL. The client must outlive its sessions.
 ///
-/// Threads: initiating functions (async_*) and the destructor may be called from any thread;
-/// they hand their work to the client's strand. The accessors (lost(), lease(), …) read what the strand
-/// last wrote: call them where the object's completions run (the coroutine that awaits them),
-/// not from another thread while the io_context runs on several.
+/// Threads: initiating functions (async_*), the destructor and the accessors (lost(), lease(),
+/// ttl()) may be called from any thread; the work goes to the client's strand, and lost() reads
+/// an atomic it writes.
 class session {
  public:
   /// Grants a lease (or adopts options.lease) and starts keeping it alive. As with Go's

@@ -80,10 +80,6 @@ inline const std::string& empty_string() {
   static const std::string s;
   return s;
 }
-inline const response_header& empty_header() {
-  static const response_header h;
-  return h;
-}
 [[noreturn]] inline void throw_empty(const char* what) {
   throw boost::system::system_error(make_error_code(asio::error::bad_descriptor), what);
 }

@@ -110,7 +110,28 @@ class server_category_impl final : public boost::system::error_category {
   }
 };
 
+class condition_category_impl final : public boost::system::error_category {
+ public:
+  const char* name() const noexcept override { return "coetcd-condition"; }
+  std::string message(int ev) const override {
+    if (ev == static_cast<int>(condition::transient)) return "transient: the cluster may answer if asked again";
+    return "unknown coetcd condition " + std::to_string(ev);
+  }
+  bool equivalent(const error_code& code, int cond) const noexcept override {
+    if (cond != static_cast<int>(condition::transient)) return false;
+    if (code == error::endpoints_unreachable || code == error::request_timeout || code == error::cluster_no_leader)
+      return true;
+    const int status = grpc_status(code);
+    return status == 14 || status == 4;  // UNAVAILABLE, DEADLINE_EXCEEDED
+  }
+};
+
 }  // namespace
+
+const boost::system::error_category& condition_category() noexcept {
+  static const condition_category_impl c;
+  return c;
+}
 
 const boost::system::error_category& server_category() noexcept {
   static const server_category_impl c;

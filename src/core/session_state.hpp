@@ -1,9 +1,11 @@
 #pragma once
 
 #include "coro.hpp"
+#include "published.hpp"
 
 #include <coetcd/session.hpp>
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <utility>
@@ -17,7 +19,7 @@ struct session_state : std::enable_shared_from_this<session_state> {
   std::int64_t lease = 0;
   std::chrono::seconds ttl{0};
   lease_keepalive keep;
-  bool lost = false;   // the lease is gone (or the session was closed/orphaned)
+  std::atomic<bool> lost{false};  // the lease is gone (or closed/orphaned); read by lost() anywhere
   bool ended = false;  // closed or orphaned by the user
   error_code why;
   std::map<std::uint64_t, asio::any_completion_handler<void(error_code)>> waiters;

@@ -12,12 +12,13 @@ struct election_state {
   std::string name;
   std::string prefix;  // name + "/"
   std::string key;     // prefix + hex(lease)
-  bool leader = false;
+  // Read by the accessors from any thread: atomics, and a seqlock for the header.
+  std::atomic<bool> leader{false};
   bool led_before_campaign = false;  // a campaign of a sitting leader only proclaims
   bool orphaned = false;  // the election object is gone: a leadership won now is given up at once
   pending_ops pending;    // campaigns in flight, aborted when the object goes
-  std::int64_t rev = 0;
-  response_header header;
+  std::atomic<std::int64_t> rev{0};
+  published_header header;
   std::shared_ptr<lock_view> view;
 };
 
@@ -39,7 +40,7 @@ void step_down(election_state& e) {
 /// Puts `value` on our key while it is still the one we campaigned with.
 asio::awaitable<error_code> put_value(election_state& e, const std::string& value) {
   auto t = txn()
-               .when(compare::create_revision(e.key) == e.rev)
+               .when(compare::create_revision(e.key) == e.rev.load())
                .then(txn_op::put(e.key, value, put_options{.lease = e.session->lease}));
   auto [ec, r] = co_await batched_txn(e.session->impl, std::move(t), {});
   if (ec) co_return ec;
@@ -119,7 +120,7 @@ asio::awaitable<error_code> resign(std::shared_ptr<election_state> ep) {
     step_down(e);
     co_return error_code{};
   }
-  auto t = txn().when(compare::create_revision(e.key) == e.rev).then(txn_op::del(e.key));
+  auto t = txn().when(compare::create_revision(e.key) == e.rev.load()).then(txn_op::del(e.key));
   delete_in_flight deleting(*e.session, e.key);
   write_queue guarded;  // a copy applied late cannot remove a newer key: resent when slow too
   guarded.late_copy_safe = true;
@@ -137,7 +138,7 @@ void resign_later(const std::shared_ptr<election_state>& e) {
   auto resign = [](std::shared_ptr<election_state> e, std::int64_t rev) -> asio::awaitable<void> {
     co_await release_key(*e->session, e->key, rev);
   };
-  asio::co_spawn(e->session->impl->strand_, resign(e, std::exchange(e->rev, 0)), asio::detached);
+  asio::co_spawn(e->session->impl->strand_, resign(e, e->rev.exchange(0)), asio::detached);
 }
 
 }  // namespace
@@ -322,8 +323,8 @@ election::executor_type election::get_executor() const noexcept {
 const std::string& election::name() const noexcept { return state_ ? state_->name : detail::empty_string(); }
 const std::string& election::key() const noexcept { return state_ ? state_->key : detail::empty_string(); }
 bool election::is_leader() const noexcept { return state_ && state_->leader; }
-std::int64_t election::revision() const noexcept { return state_ && state_->leader ? state_->rev : 0; }
-const response_header& election::header() const noexcept { return state_ ? state_->header : detail::empty_header(); }
+std::int64_t election::revision() const noexcept { return state_ && state_->leader ? state_->rev.load() : 0; }
+response_header election::header() const noexcept { return state_ ? state_->header.load() : response_header{}; }
 
 election_observer::election_observer(client& c, std::string_view name) {
   if (name.empty()) throw boost::system::system_error(make_error_code(error::empty_key), "coetcd: election name");

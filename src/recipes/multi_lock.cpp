@@ -13,7 +13,7 @@ namespace coetcd::detail {
 struct multi_lock_state {
   std::vector<std::shared_ptr<mutex_state>> parts;  // in the order taken
   std::shared_ptr<client_impl> impl;                // of the first part: where the operations run
-  bool held = false;
+  std::atomic<bool> held{false};  // read by held() from any thread
   bool orphaned = false;  // the object is gone: parts taken now are released at once
   pending_ops pending;    // locks in flight, aborted when the object goes
 };

@@ -43,7 +43,7 @@ void orphan(std::shared_ptr<mutex_state> m) {
     if (!m->queue) return;
     m->queue->abort_waiters_of(*m);
     if (m->held) m->queue->unlock(m, [](error_code) {});
-    for (auto n = m->shared_holds; n > 0; --n) m->queue->unlock(m, [](error_code) {});
+    for (int n = m->shared_holds; n > 0; --n) m->queue->unlock(m, [](error_code) {});
   });
 }
 
@@ -102,15 +102,15 @@ std::int64_t mutex::fencing_token() const noexcept {
   state_->fence_asked = true;
   return state_->fence;
 }
-std::uint64_t mutex::local_sequence() const noexcept { return state_ && state_->held ? state_->sequence : 0; }
-const response_header& mutex::header() const noexcept { return state_ ? state_->header : detail::empty_header(); }
+std::uint64_t mutex::local_sequence() const noexcept { return state_ && state_->held ? state_->sequence.load() : 0; }
+response_header mutex::header() const noexcept { return state_ ? state_->header.load() : response_header{}; }
 compare mutex::is_owner() const {
   if (!state_) detail::throw_empty("coetcd: is_owner() of a moved-from mutex");
   // The mod revision names one holder: a fenced hand-off puts the key again before the next
   // holder of this session holds. Not held: a revision no key can have (an absent key is 0).
   if (!state_->held) return compare::mod_revision(state_->key) == -1;
   state_->fence_asked = true;
-  return compare::mod_revision(state_->key) == state_->mod_rev;
+  return compare::mod_revision(state_->key) == state_->mod_rev.load();
 }
 
 }  // namespace coetcd

@@ -339,7 +339,7 @@ void key_rewritten(session_state& s, const std::string& prefix, const std::strin
   if (!q) return;
   // Also while queueing: acquired() keeps the newer of this and its txn's read.
   q->mod_rev = std::max(q->mod_rev, mod_rev);
-  if (auto h = q->holder.lock()) h->mod_rev = std::max(h->mod_rev, mod_rev);
+  if (auto h = q->holder.lock()) h->mod_rev = std::max(h->mod_rev.load(), mod_rev);
 }
 
 }  // namespace coetcd::detail

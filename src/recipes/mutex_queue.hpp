@@ -3,6 +3,7 @@
 #pragma once
 
 #include "queue_ops.hpp"
+#include "core/published.hpp"
 
 #include <coetcd/mutex.hpp>
 
@@ -28,20 +29,22 @@ struct mutex_state {
   /// served in the order they asked with this side's (see mutex_queue::readers_first).
   std::string readers;
   std::shared_ptr<mutex_queue> queue;  // set on the strand at first use
-  bool held = false;
-  int shared_holds = 0;  // shared: holds through this object not yet unlocked
+  // Atomics (and a seqlock for the header): written on the strand, read by the accessors from
+  // any thread, e.g. a handler or a with_lock body on another thread of a pool.
+  std::atomic<bool> held{false};
+  std::atomic<int> shared_holds{0};  // shared: holds through this object not yet unlocked
   bool orphaned = false;  // the mutex object is gone: a lock granted now is released at once
-  std::int64_t rev = 0;
+  std::atomic<std::int64_t> rev{0};
   /// The key's mod revision when this hold began: is_owner() compares it, so a compare built by
   /// one holder fails once a fenced hand-off has put the key again for the next (see
   /// mutex_queue::start_refence).
-  std::int64_t mod_rev = 0;
-  std::int64_t fence = 0;  // fencing_token() of this hold
+  std::atomic<std::int64_t> mod_rev{0};
+  std::atomic<std::int64_t> fence{0};  // fencing_token() of this hold
   /// This hold read fencing_token() or built is_owner(): its hand-off to another local caller
   /// must move the fence first. Set by the accessors (the user's thread), read on the strand.
   std::atomic<bool> fence_asked{false};
-  std::uint64_t sequence = 0;
-  response_header header;
+  std::atomic<std::uint64_t> sequence{0};
+  published_header header;
 };
 
 struct mutex_queue : std::enable_shared_from_this<mutex_queue> {

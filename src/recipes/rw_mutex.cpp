@@ -65,14 +65,14 @@ const std::string& rw_mutex::name() const noexcept { return write_ ? write_->nam
 const std::string& rw_mutex::write_key() const noexcept { return write_ ? write_->key : detail::empty_string(); }
 const std::string& rw_mutex::read_key() const noexcept { return read_ ? read_->key : detail::empty_string(); }
 bool rw_mutex::held() const noexcept { return write_ && write_->held; }
-int rw_mutex::shared_holds() const noexcept { return read_ ? read_->shared_holds : 0; }
+int rw_mutex::shared_holds() const noexcept { return read_ ? read_->shared_holds.load() : 0; }
 std::int64_t rw_mutex::fencing_token() const noexcept {
   if (!write_) return 0;
   if (write_->held) {
     write_->fence_asked = true;
     return write_->fence;
   }
-  return read_->shared_holds > 0 ? read_->fence : 0;
+  return read_->shared_holds > 0 ? read_->fence.load() : 0;
 }
 compare rw_mutex::is_owner() const {
   if (!write_) detail::throw_empty("coetcd: is_owner() of a moved-from rw_mutex");
@@ -80,9 +80,9 @@ compare rw_mutex::is_owner() const {
   // mod revision, so the key is never put again): its create revision names one holder.
   if (write_->held) {
     write_->fence_asked = true;
-    return compare::create_revision(write_->key) == write_->rev;
+    return compare::create_revision(write_->key) == write_->rev.load();
   }
-  if (read_->shared_holds > 0) return compare::create_revision(read_->key) == read_->rev;
+  if (read_->shared_holds > 0) return compare::create_revision(read_->key) == read_->rev.load();
   return compare::create_revision(write_->key) == -1;  // no key has it: never holds
 }
 

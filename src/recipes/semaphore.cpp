@@ -25,7 +25,7 @@ struct semaphore_state {
   std::string prefix;  // name + "/"
   std::int64_t permits = 0;
   std::list<permit_hold> holds;  // oldest first
-  std::int64_t held = 0;
+  std::atomic<std::int64_t> held{0};  // read by held() from any thread
   bool orphaned = false;  // the object is gone: a grant now is given back at once
   pending_ops pending;    // acquisitions in flight, aborted when the object goes
   std::shared_ptr<lock_view> view;  // once a wait needed it, kept for the next acquisitions
@@ -245,6 +245,6 @@ semaphore::executor_type semaphore::get_executor() const noexcept {
 }
 const std::string& semaphore::name() const noexcept { return state_ ? state_->name : detail::empty_string(); }
 std::int64_t semaphore::permits() const noexcept { return state_ ? state_->permits : 0; }
-std::int64_t semaphore::held() const noexcept { return state_ ? state_->held : 0; }
+std::int64_t semaphore::held() const noexcept { return state_ ? state_->held.load() : 0; }
 
 }  // namespace coetcd
