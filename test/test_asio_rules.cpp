@@ -471,3 +471,24 @@ BOOST_AUTO_TEST_CASE(callers_on_a_thread_pool_read_the_accessors_safely) {
   ioc.stop();
   for (auto& t : pool) t.join();
 }
+
+// session::get_client() once the client object is gone, or of an empty session: a clear error,
+// not a dangling reference.
+BOOST_AUTO_TEST_CASE(get_client_of_a_session_whose_client_is_gone_throws) {
+  asio::io_context ioc;
+  session s;
+  BOOST_CHECK_THROW(s.get_client(), boost::system::system_error);
+  {
+    client c(ioc, options_for(server()));
+    run_for(ioc, [](client& c, session& s) -> asio::awaitable<void> {
+      s = co_await session::async_create(c, use_awaitable);
+      BOOST_TEST(&s.get_client() == &c);
+    }(c, s));
+  }
+  try {
+    s.get_client();
+    BOOST_TEST(false, "no error for a gone client");
+  } catch (const boost::system::system_error& e) {
+    BOOST_TEST(e.code() == error::client_closed, e.code().message());
+  }
+}

@@ -118,8 +118,10 @@ class client {
   /// Cancels every pending request, watch and keepalive (their handlers complete with
   /// error::client_closed), then stops the completion-queue thread. Never blocks on the network.
   /// Idempotent; later operations fail with error::client_closed. May be called from any thread:
-  /// the work is done on the client's strand (at once when called there). If the execution
-  /// context is shut down before that has run, the context's shutdown closes the client.
+  /// the work is done on the client's strand (at once when called there). There it joins the
+  /// completion-queue thread, which only drains the operations it has just cancelled: the one
+  /// wait coetcd makes on the event loop's thread, and a short one. If the execution context is
+  /// shut down before that has run, the context's shutdown closes the client.
   void close();
 
   // ---- KV ----

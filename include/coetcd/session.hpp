@@ -88,9 +88,10 @@ class session {
   std::int64_t lease() const noexcept;
   /// The TTL the lease was granted with (0 for an empty session).
   std::chrono::seconds ttl() const noexcept;
-  /// The client the session was made from (after a move of the client, the new object). Not for
-  /// an empty session, nor once the client object is destroyed.
-  client& get_client() const noexcept;
+  /// The client the session was made from (after a move of the client, the new object). Throws
+  /// boost::system::system_error: asio::error::bad_descriptor for an empty session,
+  /// error::client_closed once the client object is destroyed.
+  client& get_client() const;
   /// True once the lease is known to be gone (revoked, expired, not renewed in time, closed).
   bool lost() const noexcept;
 

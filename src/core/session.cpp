@@ -163,7 +163,13 @@ session::executor_type session::get_executor() const noexcept {
 }
 std::int64_t session::lease() const noexcept { return state_ ? state_->lease : 0; }
 std::chrono::seconds session::ttl() const noexcept { return state_ ? state_->ttl : std::chrono::seconds(0); }
-client& session::get_client() const noexcept { return *state_->impl->user_; }
+client& session::get_client() const {
+  if (!state_) throw boost::system::system_error(make_error_code(asio::error::bad_descriptor), "coetcd: empty session");
+  // user_ is touched only by the user's calls (client's constructor, moves, destructor).
+  if (!state_->impl->user_)
+    throw boost::system::system_error(make_error_code(error::client_closed), "coetcd: the session's client is gone");
+  return *state_->impl->user_;
+}
 bool session::lost() const noexcept { return !state_ || state_->lost; }
 asio::cancellation_slot session::loss_slot() const noexcept {
   return state_ ? state_->loss_signal.slot() : asio::cancellation_slot();
