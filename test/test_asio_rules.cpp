@@ -492,3 +492,97 @@ BOOST_AUTO_TEST_CASE(get_client_of_a_session_whose_client_is_gone_throws) {
     BOOST_TEST(e.code() == error::client_closed, e.code().message());
   }
 }
+
+// with_lock with a completion token, started from code that is no coroutine: a callback gets the
+// body's value, a future rethrows the body's exception, a cancelled callback gets
+// operation_aborted once the body has stopped; the body runs under the lock and the lock is
+// released each time.
+BOOST_AUTO_TEST_CASE(with_lock_takes_a_completion_token) {
+  static_assert(std::is_same_v<decltype(with_lock(std::declval<mutex&>(), [] { return asio::awaitable<int>(); }, {},
+                                                  asio::use_future)),
+                               std::future<int>>);
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  auto guard = asio::make_work_guard(ioc);
+  std::thread loop([&] { ioc.run(); });
+  auto s = session::async_create(c, asio::use_future).get();
+  mutex m(s, "/rules/with-lock");
+
+  std::promise<std::pair<std::exception_ptr, int>> called;
+  auto body = [&m]() -> asio::awaitable<int> { co_return m.held() ? 42 : -1; };
+  with_lock(m, std::move(body), {}, [&called](std::exception_ptr e, int v) { called.set_value({e, v}); });
+  auto result = called.get_future();
+  BOOST_TEST_REQUIRE((result.wait_for(10s) == std::future_status::ready));
+  auto [e, v] = result.get();
+  BOOST_TEST(!e);
+  BOOST_TEST(v == 42, "the body did not run under the lock");
+
+  auto failing = []() -> asio::awaitable<void> {
+    throw std::runtime_error("body failed");
+    co_return;
+  };
+  auto thrown = with_lock(m, std::move(failing), {}, asio::use_future);
+  BOOST_TEST_REQUIRE((thrown.wait_for(10s) == std::future_status::ready));
+  BOOST_CHECK_THROW(thrown.get(), std::runtime_error);
+
+  asio::cancellation_signal stop;
+  std::promise<std::exception_ptr> cancelled;
+  auto sleeper = []() -> asio::awaitable<void> { co_await sleep_for(30s); };
+  const auto t0 = std::chrono::steady_clock::now();
+  with_lock(m, std::move(sleeper), {},
+            asio::bind_cancellation_slot(stop.slot(), [&cancelled](std::exception_ptr e) { cancelled.set_value(e); }));
+  std::this_thread::sleep_for(300ms);
+  asio::post(ioc, [&stop] { stop.emit(asio::cancellation_type::terminal); });
+  auto outcome = cancelled.get_future();
+  BOOST_TEST_REQUIRE((outcome.wait_for(10s) == std::future_status::ready), "a cancelled with_lock did not complete");
+  error_code why;
+  try {
+    if (auto ex = outcome.get()) std::rethrow_exception(ex);
+  } catch (const boost::system::system_error& se) {
+    why = se.code();
+  }
+  BOOST_TEST(why == asio::error::operation_aborted, why.message());
+  BOOST_TEST((std::chrono::steady_clock::now() - t0 < 5s));
+
+  BOOST_TEST(asio::co_spawn(ioc, count_keys(c, "/rules/with-lock/"), asio::use_future).get() == 0);
+  BOOST_TEST(!m.held());
+  s.async_close(asio::use_future).get();
+  c.close();
+  guard.reset();
+  loop.join();
+}
+
+// A release that fails after the body returned is reported through unlock_error, not thrown: the
+// body's value stands. The server is paused as the body ends, so the delete runs out of time;
+// once it resumes the background retry removes the key. A release that succeeds clears it.
+BOOST_AUTO_TEST_CASE(a_failed_release_is_reported_and_the_bodys_value_kept) {
+  etcd_process etcd;
+  asio::io_context ioc;
+  auto o = options_for(etcd);
+  o.request_timeout = 1s;
+  client c(ioc, o);
+  run_for(ioc, [](client& c, etcd_process& etcd) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, session_options{.ttl = 30s}, use_awaitable);
+    mutex m(s, "/rules/release");
+    error_code released = make_error_code(error::locked);
+    auto fine = []() -> asio::awaitable<int> { co_return 1; };
+    BOOST_TEST(co_await with_lock(m, std::move(fine), {.unlock_error = &released}) == 1);
+    BOOST_TEST(!released, "a release that succeeded left " << released.message());
+
+    auto pausing = [&etcd]() -> asio::awaitable<int> {
+      etcd.pause();
+      co_return 7;
+    };
+    int v = 0;
+    try {
+      v = co_await with_lock(m, std::move(pausing), {.unlock_error = &released});
+    } catch (const std::exception& e) {
+      BOOST_TEST(false, "with_lock threw after its body returned: " << e.what());
+    }
+    etcd.resume();
+    BOOST_TEST(v == 7);
+    BOOST_TEST(static_cast<bool>(released), "a release against a paused server reported no error");
+    BOOST_TEST(co_await settled_keys(c, "/rules/release/", 0) == 0, "the background retry did not delete the key");
+    co_await s.async_close(use_awaitable);
+  }(c, etcd));
+}

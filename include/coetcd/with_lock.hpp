@@ -5,6 +5,7 @@
 #include <coetcd/mutex.hpp>
 #include <coetcd/rw_mutex.hpp>
 #include <coetcd/semaphore.hpp>
+#include <coetcd/detail/spawn_body.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -26,6 +27,12 @@ namespace coetcd {
 struct with_lock_options {
   /// Longest the body may hold the lock; zero: no limit. Past it the body is cancelled.
   std::chrono::steady_clock::duration max_hold{};
+  /// When set, receives the release's outcome (cleared when it succeeded), whatever the body did.
+  /// A failed release is not thrown: the body's work is done and its result stands, and a caller
+  /// that saw an exception might run it again. The lock's own release documents what follows a
+  /// failure (mutex::async_unlock retries the delete in the background; any key goes with its
+  /// session at the latest). Must stay valid until with_lock completes.
+  boost::system::error_code* unlock_error = nullptr;
 };
 
 namespace detail {
@@ -96,7 +103,7 @@ auto with_hold(Hold m, Body body, with_lock_options options) -> std::invoke_resu
   co_await asio::this_coro::reset_cancellation_state();
   co_await asio::this_coro::throw_if_cancelled(false);
   auto [unlock_error] = co_await m.unlock();
-  (void)unlock_error;  // after a loss the key is already gone; nothing else to do
+  if (options.unlock_error) *options.unlock_error = unlock_error;
   co_await asio::this_coro::throw_if_cancelled(true);
 
   if (raced.index() == 1) throw boost::system::system_error(make_error_code(error::session_lost), m.what);
@@ -107,6 +114,17 @@ auto with_hold(Hold m, Body body, with_lock_options options) -> std::invoke_resu
   if constexpr (!std::is_void_v<value_type>) co_return std::move(*outcome.value);
 }
 
+template <class Token>
+concept not_options = !std::is_same_v<std::decay_t<Token>, with_lock_options>;
+
+// The token form: with_hold as a coroutine of its own.
+template <class Hold, class Body, class Token>
+auto with_hold_async(Hold hold, asio::any_io_executor fallback, Body body, with_lock_options options,
+                     Token&& token) {
+  return spawn_on_strand<body_value_t<Body>>(
+      std::forward<Token>(token), std::move(fallback),
+      [hold, body = std::move(body), options]() mutable { return with_hold(hold, std::move(body), options); });
+}
 }  // namespace detail
 
 /// Runs `body()` (which returns asio::awaitable<T>) while holding `m`, and returns what it returns.
@@ -115,10 +133,26 @@ auto with_hold(Hold m, Body body, with_lock_options options) -> std::invoke_resu
 /// options.max_hold passes; with_lock then throws boost::system::system_error with
 /// error::session_lost or error::max_hold_exceeded. The lock is released on every way out —
 /// normal return, exception from the body, cancellation of with_lock itself — before with_lock
-/// completes. Errors of async_lock are thrown as system_error.
+/// completes; the release's outcome goes to options.unlock_error. Errors of the lock are thrown
+/// as system_error.
 ///
-/// `m` (and its session) must outlive the returned awaitable; the body runs on the awaiting
-/// coroutine's executor.
+/// Two forms. Without a token, with_lock returns an asio::awaitable<T> to co_await; the body
+/// runs on the awaiting coroutine's executor, which must not run it on two threads at once (a
+/// strand, or an io_context run by one thread). With a completion token, it is an initiating
+/// function usable from any code (callbacks, asio::use_future, asio::deferred, use_awaitable):
+///
+/// @par Handler signature
+/// `void(std::exception_ptr, T)`, or `void(std::exception_ptr)` when T is void: asio::co_spawn's.
+/// The exception is what the awaitable form would throw; T is value-initialised with one.
+/// @par Cancellation
+/// Terminal: the body is cancelled, the lock released, then the handler runs with the
+/// operation_aborted system_error (or the body's own exception).
+/// @par Executor
+/// The body runs on a new strand of the handler's associated executor (default: the lock's);
+/// the handler runs on its associated executor; never inside this call.
+/// @par Lifetimes
+/// `m` (and its session) must outlive the operation in both forms; the body is moved in and
+/// destroyed once it has run.
 ///
 /// g++ 12: a lambda with by-value captures written inside the `co_await with_lock(...)` expression
 /// is destroyed twice by the compiler; name it first and pass it with std::move (see docs/how-it-works.md).
@@ -127,10 +161,24 @@ auto with_lock(mutex& m, Body body, with_lock_options options = {}) {
   return detail::with_hold(detail::exclusive_hold<mutex>{m}, std::move(body), options);
 }
 
+/// with_lock with a completion token (see above).
+template <class Body, detail::not_options CompletionToken>
+auto with_lock(mutex& m, Body body, with_lock_options options, CompletionToken&& token) {
+  return detail::with_hold_async(detail::exclusive_hold<mutex>{m}, m.get_executor(), std::move(body), options,
+                                 std::forward<CompletionToken>(token));
+}
+
 /// with_lock on an rw_mutex held exclusively.
 template <class Body>
 auto with_lock(rw_mutex& m, Body body, with_lock_options options = {}) {
   return detail::with_hold(detail::exclusive_hold<rw_mutex>{m}, std::move(body), options);
+}
+
+/// with_lock on an rw_mutex held exclusively, with a completion token.
+template <class Body, detail::not_options CompletionToken>
+auto with_lock(rw_mutex& m, Body body, with_lock_options options, CompletionToken&& token) {
+  return detail::with_hold_async(detail::exclusive_hold<rw_mutex>{m}, m.get_executor(), std::move(body), options,
+                                 std::forward<CompletionToken>(token));
 }
 
 /// with_lock on every part of a multi_lock: the body runs while all are held, and is cancelled
@@ -140,6 +188,13 @@ auto with_lock(multi_lock& m, Body body, with_lock_options options = {}) {
   return detail::with_hold(detail::exclusive_hold<multi_lock>{m}, std::move(body), options);
 }
 
+/// with_lock on every part of a multi_lock, with a completion token.
+template <class Body, detail::not_options CompletionToken>
+auto with_lock(multi_lock& m, Body body, with_lock_options options, CompletionToken&& token) {
+  return detail::with_hold_async(detail::exclusive_hold<multi_lock>{m}, m.get_executor(), std::move(body), options,
+                                 std::forward<CompletionToken>(token));
+}
+
 /// with_lock on an rw_mutex held shared (async_lock_shared / async_unlock_shared); errors and
 /// release as with_lock.
 template <class Body>
@@ -147,11 +202,25 @@ auto with_shared_lock(rw_mutex& m, Body body, with_lock_options options = {}) {
   return detail::with_hold(detail::shared_hold{m}, std::move(body), options);
 }
 
+/// with_shared_lock with a completion token (as with_lock's).
+template <class Body, detail::not_options CompletionToken>
+auto with_shared_lock(rw_mutex& m, Body body, with_lock_options options, CompletionToken&& token) {
+  return detail::with_hold_async(detail::shared_hold{m}, m.get_executor(), std::move(body), options,
+                                 std::forward<CompletionToken>(token));
+}
+
 /// Runs `body()` while holding `n` permits of `sem` (async_acquire(n) / async_release(n)); errors
 /// and release as with_lock.
 template <class Body>
 auto with_permits(semaphore& sem, std::int64_t n, Body body, with_lock_options options = {}) {
   return detail::with_hold(detail::permits_hold{sem, n}, std::move(body), options);
+}
+
+/// with_permits with a completion token (as with_lock's).
+template <class Body, detail::not_options CompletionToken>
+auto with_permits(semaphore& sem, std::int64_t n, Body body, with_lock_options options, CompletionToken&& token) {
+  return detail::with_hold_async(detail::permits_hold{sem, n}, sem.get_executor(), std::move(body), options,
+                                 std::forward<CompletionToken>(token));
 }
 
 }  // namespace coetcd
