@@ -51,6 +51,10 @@ enum class error {
   permits_mismatch,       ///< semaphore: a holder or waiter of the same name counts other permits
   foreign_key,            ///< semaphore: a key under the name is not an acquisition (a nested name?)
   lease_in_use,           ///< session: a live session of this client already keeps the lease to adopt
+  // transactions beyond locks
+  conflict,               ///< stm: every run of the body conflicted with another writer
+  outcome_unknown,        ///< a write went out and no answer came: it may or may not have been applied
+  not_a_number,           ///< counter: the key's value is not a decimal 64-bit integer
 };
 
 /// The category of coetcd::error (named "etcd").

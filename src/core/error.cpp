@@ -52,6 +52,12 @@ class etcd_category_impl final : public boost::system::error_category {
       case error::lease_in_use:
         return "a live session of this client already keeps this lease: share that session instead of adopting "
                "the lease again (two would queue apart on one lock key, and both would hold)";
+      case error::conflict:
+        return "every run of the transaction conflicted with another writer (stm_options::max_attempts)";
+      case error::outcome_unknown:
+        return "the write went out and no answer came: it may or may not have been applied (not sent again)";
+      case error::not_a_number:
+        return "the key's value is not a decimal 64-bit integer";
     }
     return "unknown etcd error " + std::to_string(ev);
   }
