@@ -527,11 +527,17 @@ BOOST_AUTO_TEST_CASE(with_lock_takes_a_completion_token) {
 
   asio::cancellation_signal stop;
   std::promise<std::exception_ptr> cancelled;
-  auto sleeper = []() -> asio::awaitable<void> { co_await sleep_for(30s); };
+  std::atomic<bool> holding{false};
+  auto sleeper = [&holding]() -> asio::awaitable<void> {
+    holding = true;
+    co_await sleep_for(30s);
+  };
   const auto t0 = std::chrono::steady_clock::now();
   with_lock(m, std::move(sleeper), {},
             asio::bind_cancellation_slot(stop.slot(), [&cancelled](std::exception_ptr e) { cancelled.set_value(e); }));
-  std::this_thread::sleep_for(300ms);
+  // The cancel is for the body, not the lock wait: it goes once the body holds the lock.
+  for (int i = 0; i < 1000 && !holding; ++i) std::this_thread::sleep_for(10ms);
+  BOOST_TEST_REQUIRE(holding.load());
   asio::post(ioc, [&stop] { stop.emit(asio::cancellation_type::terminal); });
   auto outcome = cancelled.get_future();
   BOOST_TEST_REQUIRE((outcome.wait_for(10s) == std::future_status::ready), "a cancelled with_lock did not complete");

@@ -9,6 +9,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -44,15 +45,15 @@ struct body_outcome {
 
 // Asio's || waits for the first operation that succeeds, so a body that throws must not be an
 // operation that fails: its exception travels as a value.
-template <class T>
-asio::awaitable<body_outcome<T>> capture_outcome(asio::awaitable<T> a) {
+template <class Body, class T = typename std::invoke_result_t<Body&>::value_type>
+asio::awaitable<body_outcome<T>> capture_outcome(Body& body) {
   body_outcome<T> out;
   try {
     if constexpr (std::is_void_v<T>) {
-      co_await std::move(a);
+      co_await body();  // called in here: a body that throws before its first await is caught too
       out.value.emplace();
     } else {
-      out.value.emplace(co_await std::move(a));
+      out.value.emplace(co_await body());
     }
   } catch (...) {
     out.error = std::current_exception();
@@ -62,20 +63,23 @@ asio::awaitable<body_outcome<T>> capture_outcome(asio::awaitable<T> a) {
 }  // namespace detail
 
 namespace detail {
+// The release runs to its end whatever is cancelled meanwhile: its handler has no slot.
+inline auto release_token() { return asio::bind_cancellation_slot(asio::cancellation_slot(), asio::as_tuple(asio::use_awaitable)); }
+
 // The three operations with_lock needs, on one side of a lock (held by reference).
 template <class M>
 struct exclusive_hold {
   M& m;
   static constexpr const char* what = "coetcd::with_lock";
   auto lock() { return m.async_lock(asio::use_awaitable); }
-  auto unlock() { return m.async_unlock(asio::as_tuple(asio::use_awaitable)); }
+  auto unlock() { return m.async_unlock(release_token()); }
   auto lost() { return m.async_wait_lost(asio::as_tuple(asio::use_awaitable)); }
 };
 struct shared_hold {
   rw_mutex& m;
   static constexpr const char* what = "coetcd::with_shared_lock";
   auto lock() { return m.async_lock_shared(asio::use_awaitable); }
-  auto unlock() { return m.async_unlock_shared(asio::as_tuple(asio::use_awaitable)); }
+  auto unlock() { return m.async_unlock_shared(release_token()); }
   auto lost() { return m.async_wait_lost(asio::as_tuple(asio::use_awaitable)); }
 };
 struct permits_hold {
@@ -83,7 +87,7 @@ struct permits_hold {
   std::int64_t n;
   static constexpr const char* what = "coetcd::with_permits";
   auto lock() { return m.async_acquire(n, asio::use_awaitable); }
-  auto unlock() { return m.async_release(n, asio::as_tuple(asio::use_awaitable)); }
+  auto unlock() { return m.async_release(n, release_token()); }
   auto lost() { return m.async_wait_lost(asio::as_tuple(asio::use_awaitable)); }
 };
 
@@ -91,15 +95,16 @@ template <class Hold, class Body>
 auto with_hold(Hold m, Body body, with_lock_options options) -> std::invoke_result_t<Body&> {
   using namespace asio::experimental::awaitable_operators;
   using value_type = typename std::invoke_result_t<Body&>::value_type;
+  if (options.unlock_error) *options.unlock_error = {};
   co_await m.lock();
   asio::steady_timer limit(co_await asio::this_coro::executor);
   if (options.max_hold.count() > 0) limit.expires_after(options.max_hold);
   else limit.expires_at(asio::steady_timer::time_point::max());
 
-  auto raced = co_await (detail::capture_outcome(body()) || m.lost() ||
+  auto raced = co_await (detail::capture_outcome(body) || m.lost() ||
                          limit.async_wait(asio::as_tuple(asio::use_awaitable)));
 
-  // Release even if with_lock itself was cancelled: a fresh cancellation state for the unlock.
+  // Release even if with_lock itself was cancelled (and whatever is cancelled next).
   co_await asio::this_coro::reset_cancellation_state();
   co_await asio::this_coro::throw_if_cancelled(false);
   auto [unlock_error] = co_await m.unlock();
@@ -119,10 +124,10 @@ concept not_options = !std::is_same_v<std::decay_t<Token>, with_lock_options>;
 
 // The token form: with_hold as a coroutine of its own.
 template <class Hold, class Body, class Token>
-auto with_hold_async(Hold hold, asio::any_io_executor fallback, Body body, with_lock_options options,
+auto with_hold_async(Hold hold, asio::any_io_executor ex, Body body, with_lock_options options,
                      Token&& token) {
   return spawn_on_strand<body_value_t<Body>>(
-      std::forward<Token>(token), std::move(fallback),
+      std::forward<Token>(token), std::move(ex),
       [hold, body = std::move(body), options]() mutable { return with_hold(hold, std::move(body), options); });
 }
 }  // namespace detail
@@ -148,8 +153,9 @@ auto with_hold_async(Hold hold, asio::any_io_executor fallback, Body body, with_
 /// Terminal: the body is cancelled, the lock released, then the handler runs with the
 /// operation_aborted system_error (or the body's own exception).
 /// @par Executor
-/// The body runs on a new strand of the handler's associated executor (default: the lock's);
-/// the handler runs on its associated executor; never inside this call.
+/// The body runs on a new strand of the lock's executor (the client's); the handler runs on its
+/// associated executor; never inside this call. An empty (moved-from) lock: the handler gets
+/// asio::error::bad_descriptor as a system_error.
 /// @par Lifetimes
 /// `m` (and its session) must outlive the operation in both forms; the body is moved in and
 /// destroyed once it has run.

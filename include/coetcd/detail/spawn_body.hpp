@@ -8,7 +8,10 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/system_executor.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <exception>
 #include <type_traits>
@@ -31,17 +34,27 @@ struct spawn_signature<void> {
 };
 
 /// Starts `make()` (returning asio::awaitable<T>) as a coroutine of its own on a new strand of
-/// the handler's associated executor (default: `fallback`), so that a coroutine using `||` stays
-/// on one strand even when that executor is a thread pool's. Completes as co_spawn does (never
-/// inline; terminal cancellation from the handler's slot).
+/// `ex` (the object's executor: not the handler's, which for asio::use_future is a thread pool of
+/// Asio's), so that a coroutine using `||` stays on one strand even on a thread pool. Completes as
+/// co_spawn does (never inline, on the handler's associated executor; terminal cancellation from
+/// the handler's slot). An empty `ex` (a moved-from object): asio::error::bad_descriptor.
 template <class T, class Token, class Make>
-auto spawn_on_strand(Token&& token, asio::any_io_executor fallback, Make make) {
+auto spawn_on_strand(Token&& token, asio::any_io_executor ex, Make make) {
   return asio::async_initiate<Token, typename spawn_signature<T>::type>(
-      [](auto handler, asio::any_io_executor fallback, Make make) {
-        auto strand = asio::make_strand(asio::get_associated_executor(handler, fallback));
-        asio::co_spawn(std::move(strand), make(), std::move(handler));
+      [](auto handler, asio::any_io_executor ex, Make make) {
+        if (!ex) {
+          auto error = std::make_exception_ptr(
+              boost::system::system_error(make_error_code(asio::error::bad_descriptor), "coetcd: an empty object"));
+          auto to = asio::get_associated_executor(handler, asio::system_executor());
+          if constexpr (std::is_void_v<T>)
+            asio::post(to, [h = std::move(handler), error]() mutable { std::move(h)(error); });
+          else
+            asio::post(to, [h = std::move(handler), error]() mutable { std::move(h)(error, T{}); });
+          return;
+        }
+        asio::co_spawn(asio::make_strand(std::move(ex)), make(), std::move(handler));
       },
-      token, std::move(fallback), std::move(make));
+      token, std::move(ex), std::move(make));
 }
 
 }  // namespace coetcd::detail
