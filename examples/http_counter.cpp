@@ -1,15 +1,19 @@
-// An HTTP counter shared by several server processes: each POST /increment takes a coetcd mutex,
-// reads the counter from etcd, writes it back plus one (guarded by the lock) and answers with
-// the new value. Run two and hit both; no increment is lost.
-//   http_counter ENDPOINT PORT
+// An HTTP counter shared by several server processes: each POST /increment adds one to a counter
+// in etcd and answers with the new value. Run two and hit both; no increment is lost. By default
+// a coetcd::counter makes each increment one optimistic txn; with `lock`, each takes a coetcd
+// mutex, reads, writes back plus one (guarded by the lock) and unlocks: four requests where the
+// counter makes one, and every increment waits for the one before. Run every server in one mode.
+//   http_counter ENDPOINT PORT [counter|lock]
 //   curl -X POST localhost:PORT/increment    curl localhost:PORT/value
 #include <coetcd.hpp>
+#include <coetcd/counter.hpp>
 #include <coetcd/with_lock.hpp>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <functional>
 #include <iostream>
 #include <optional>
 
@@ -21,7 +25,12 @@ using boost::system::error_code;
 
 constexpr std::string_view counter_key = "/http_counter/value";
 
-struct counter {
+// The two operations a server offers, however the counter is kept.
+struct operations {
+  std::function<asio::awaitable<std::int64_t>()> increment, read;
+};
+
+struct locked_counter {
   coetcd::client& etcd;
   // One mutex object shared by every request coroutine, as a std::mutex is shared by threads:
   // it excludes each request from every other one, here and in other processes. Requests of
@@ -47,7 +56,7 @@ struct counter {
   }
 };
 
-asio::awaitable<void> serve(asio::ip::tcp::socket socket, counter& c) {
+asio::awaitable<void> serve(asio::ip::tcp::socket socket, operations& c) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
   for (;;) {
@@ -76,11 +85,21 @@ asio::awaitable<void> serve(asio::ip::tcp::socket socket, counter& c) {
   }
 }
 
-asio::awaitable<void> run(coetcd::client& etcd, unsigned short port, asio::signal_set& stop) {
+asio::awaitable<void> run(coetcd::client& etcd, unsigned short port, bool with_lock, asio::signal_set& stop) {
   auto ex = co_await asio::this_coro::executor;
   auto s = co_await coetcd::session::async_create(etcd, use_awaitable);
   coetcd::mutex lock(s, "/http_counter/lock");
-  counter c{etcd, lock};
+  locked_counter locked{etcd, lock};
+  // One add: `if the key is as last seen, put value + 1, else read it` (again from what it read).
+  coetcd::counter optimistic(etcd, std::string(counter_key));
+  operations c;
+  if (with_lock) {
+    c.increment = [&locked] { return locked.increment(); };
+    c.read = [&locked] { return locked.read(); };
+  } else {
+    c.increment = [&optimistic] { return optimistic.async_add(1, use_awaitable); };
+    c.read = [&optimistic] { return optimistic.async_get(use_awaitable); };
+  }
   asio::ip::tcp::acceptor acceptor(ex, {asio::ip::make_address("127.0.0.1"), port});
   stop.async_wait([&](error_code, int) { acceptor.close(); });
   std::cout << "http_counter listening on 127.0.0.1:" << acceptor.local_endpoint().port() << std::endl;
@@ -93,15 +112,16 @@ asio::awaitable<void> run(coetcd::client& etcd, unsigned short port, asio::signa
 }
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    std::cerr << "usage: http_counter ENDPOINT PORT\n";
+  const std::string mode = argc > 3 ? argv[3] : "counter";
+  if (argc < 3 || (mode != "counter" && mode != "lock")) {
+    std::cerr << "usage: http_counter ENDPOINT PORT [counter|lock]\n";
     return 2;
   }
   asio::io_context ioc;
   coetcd::client etcd(ioc, {.endpoints = {argv[1]}});
   asio::signal_set stop(ioc, SIGINT, SIGTERM);
   int rc = 0;
-  asio::co_spawn(ioc, run(etcd, static_cast<unsigned short>(std::stoi(argv[2])), stop), [&](std::exception_ptr e) {
+  asio::co_spawn(ioc, run(etcd, static_cast<unsigned short>(std::stoi(argv[2])), mode == "lock", stop), [&](std::exception_ptr e) {
     etcd.close();
     ioc.stop();  // connections still open are dropped
     if (!e) return;

@@ -110,33 +110,42 @@ BOOST_AUTO_TEST_CASE(two_transfers_in_opposite_orders_finish_and_lose_nothing) {
 }
 
 BOOST_AUTO_TEST_CASE(two_http_counters_lose_no_increment) {
-  etcdctl(server(), "del /http_counter/value");
-  int ports[2] = {free_port(), free_port()};
-  child_process a("exec " COETCD_EXAMPLES_DIR "/http_counter " + server().endpoint() + " " + std::to_string(ports[0]));
-  child_process b("exec " COETCD_EXAMPLES_DIR "/http_counter " + server().endpoint() + " " + std::to_string(ports[1]));
-  BOOST_TEST_REQUIRE(a.wait_for_output("listening", 10s), a.output());
-  BOOST_TEST_REQUIRE(b.wait_for_output("listening", 10s), b.output());
+  // Each mode with two servers of that mode: a coetcd::counter (one optimistic txn per
+  // increment), then a mutex around a read and a fenced write.
+  for (std::string mode : {"counter", "lock"}) {
+    BOOST_TEST_CONTEXT(mode) {
+      etcdctl(server(), "del /http_counter/value");
+      int ports[2] = {free_port(), free_port()};
+      auto start = [&](int port) {
+        return "exec " COETCD_EXAMPLES_DIR "/http_counter " + server().endpoint() + " " + std::to_string(port) + " " + mode;
+      };
+      child_process a(start(ports[0]));
+      child_process b(start(ports[1]));
+      BOOST_TEST_REQUIRE(a.wait_for_output("listening", 10s), a.output());
+      BOOST_TEST_REQUIRE(b.wait_for_output("listening", 10s), b.output());
 
-  // 4 clients, each 10 increments, alternating between the two servers.
-  std::vector<std::string> answers(40);
-  std::vector<std::thread> clients;
-  for (int t = 0; t < 4; ++t)
-    clients.emplace_back([&, t] {
-      for (int i = 0; i < 10; ++i)
-        answers[t * 10 + i] = http_request(ports[(t + i) % 2], http::verb::post, "/increment");
-    });
-  for (auto& t : clients) t.join();
-  std::set<std::string> distinct(answers.begin(), answers.end());
-  BOOST_TEST(distinct.size() == 40u);   // every increment saw its own value
-  BOOST_TEST(!distinct.count(""));      // and none failed
-  BOOST_TEST(http_request(ports[0], http::verb::get, "/value") == "40\n");
-  BOOST_TEST(http_request(ports[1], http::verb::get, "/value") == "40\n");
-  a.signal(SIGTERM);
-  b.signal(SIGTERM);
-  BOOST_TEST(a.wait(10s).value_or(-1) == 0, a.output());
-  BOOST_TEST(b.wait(10s).value_or(-1) == 0, b.output());
-  BOOST_TEST(etcdctl(server(), "get --prefix --keys-only /http_counter/lock").output.empty());
-  etcdctl(server(), "del /http_counter/value");
+      // 4 clients, each 10 increments, alternating between the two servers.
+      std::vector<std::string> answers(40);
+      std::vector<std::thread> clients;
+      for (int t = 0; t < 4; ++t)
+        clients.emplace_back([&, t] {
+          for (int i = 0; i < 10; ++i)
+            answers[t * 10 + i] = http_request(ports[(t + i) % 2], http::verb::post, "/increment");
+        });
+      for (auto& t : clients) t.join();
+      std::set<std::string> distinct(answers.begin(), answers.end());
+      BOOST_TEST(distinct.size() == 40u);   // every increment saw its own value
+      BOOST_TEST(!distinct.count(""));      // and none failed
+      BOOST_TEST(http_request(ports[0], http::verb::get, "/value") == "40\n");
+      BOOST_TEST(http_request(ports[1], http::verb::get, "/value") == "40\n");
+      a.signal(SIGTERM);
+      b.signal(SIGTERM);
+      BOOST_TEST(a.wait(10s).value_or(-1) == 0, a.output());
+      BOOST_TEST(b.wait(10s).value_or(-1) == 0, b.output());
+      BOOST_TEST(etcdctl(server(), "get --prefix --keys-only /http_counter/lock").output.empty());
+      etcdctl(server(), "del /http_counter/value");
+    }
+  }
 }
 
 // metrics_http serves client::stats() in Prometheus' text format and logs the client's events.

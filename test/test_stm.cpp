@@ -1,9 +1,10 @@
-// coetcd::stm against a real etcd: the cases of etcd's own STM integration tests
+// coetcd::stm and coetcd::counter against a real etcd. stm: the cases of etcd's own STM integration tests
 // (tests/integration/v3_stm_test.go), each isolation level, and what no Go test covers: a bound on
 // runs, a commit whose outcome is unknown, bad input, the completion-token form.
 #define BOOST_TEST_MODULE coetcd_stm
 #include "support/fixture.hpp"
 
+#include <coetcd/counter.hpp>
 #include <coetcd/stm.hpp>
 
 #include <future>
@@ -40,25 +41,27 @@ const char* name_of(isolation l) {
 
 }  // namespace
 
-// TestSTMConflict: five accounts of 100; five clients move random amounts between random pairs
-// at once; the total stays 500. Each level but read committed (which promises nothing here).
+// TestSTMConflict: five accounts of 100; five workers on two clients move random amounts between
+// random pairs at once; the total stays 500. Each level but read committed (which promises
+// nothing here), in commit groups and alone.
 BOOST_AUTO_TEST_CASE(conflict_keeps_the_total_of_concurrent_transfers) {
+  for (bool grouped : {true, false})
   for (auto level : {isolation::serializable_snapshot, isolation::serializable, isolation::repeatable_reads}) {
-    BOOST_TEST_CONTEXT(name_of(level)) {
+    BOOST_TEST_CONTEXT(name_of(level) << (grouped ? ", commit groups" : ", alone")) {
       asio::io_context ioc;
       std::vector<std::unique_ptr<client>> clients;
       for (int i = 0; i < 5; ++i) clients.push_back(std::make_unique<client>(ioc, options_for(server())));
-      const std::string prefix = std::string("/stm/conflict/") + name_of(level) + "/";
+      const std::string prefix = std::string("/stm/conflict/") + name_of(level) + (grouped ? "g/" : "a/");
       int runs = 0;
       run_for(ioc, [](std::vector<std::unique_ptr<client>>& cs, std::string prefix, isolation level,
-                      int& runs) -> asio::awaitable<void> {
+                      int& runs, bool grouped) -> asio::awaitable<void> {
         for (int i = 0; i < 5; ++i) co_await cs[0]->async_put(prefix + std::to_string(i), "100", use_awaitable);
         int done = 0;
         auto ex = co_await asio::this_coro::executor;
         for (int w = 0; w < 5; ++w) {
           asio::co_spawn(
               ex,
-              [](client& c, std::string prefix, isolation level, int seed, int& runs) -> asio::awaitable<void> {
+              [](client& c, std::string prefix, isolation level, int seed, int& runs, bool grouped) -> asio::awaitable<void> {
                 std::mt19937 rng(seed);
                 for (int round = 0; round < 4; ++round) {
                   const int from = rng() % 5, to = (from + 1 + rng() % 4) % 5, amount = 1 + rng() % 10;
@@ -70,9 +73,9 @@ BOOST_AUTO_TEST_CASE(conflict_keeps_the_total_of_concurrent_transfers) {
                     tx.put(a, std::to_string(have - amount));
                     tx.put(b, std::to_string(other + amount));
                   };
-                  co_await stm(c, std::move(transfer), {.level = level});
+                  co_await stm(c, std::move(transfer), {.level = level, .group_commit = grouped});
                 }
-              }(*cs[w], prefix, level, w + 1, runs),
+              }(*cs[w % 2], prefix, level, w + 1, runs, grouped),
               [&done](std::exception_ptr e) {
                 if (e) {
                   try {
@@ -88,8 +91,7 @@ BOOST_AUTO_TEST_CASE(conflict_keeps_the_total_of_concurrent_transfers) {
         int total = 0;
         for (int i = 0; i < 5; ++i) total += std::stoi(co_await value_of(*cs[0], prefix + std::to_string(i)));
         BOOST_TEST(total == 500);
-      }(clients, prefix, level, runs));
-      BOOST_TEST(runs >= 20);  // each of the 20 transfers ran at least once
+      }(clients, prefix, level, runs, grouped));
     }
   }
 }
@@ -411,4 +413,272 @@ BOOST_AUTO_TEST_CASE(stm_takes_a_completion_token) {
   c.close();
   guard.reset();
   loop.join();
+}
+
+// ---- commit groups ----
+
+// 50 runs of one client incrementing one key at once: each sees the one before, so none is
+// lost, and the group's txns are far fewer than the runs.
+BOOST_AUTO_TEST_CASE(a_commit_group_carries_many_runs_in_one_txn) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    const std::string key = "/stm/group/n";
+    co_await c.async_delete(key, use_awaitable);
+    auto txns = [&c] {
+      auto st = c.stats();
+      auto it = st.rpcs.find("Txn");
+      return it == st.rpcs.end() ? std::uint64_t{0} : it->second.sent;
+    };
+    const auto before = txns();
+    int done = 0, failed = 0;
+    std::set<int> seen;
+    auto ex = co_await asio::this_coro::executor;
+    for (int i = 0; i < 50; ++i) {
+      auto incr = [&key, &seen](stm_tx& tx) -> asio::awaitable<int> {
+        int n = as_int(co_await tx.get(key)) + 1;
+        tx.put(key, std::to_string(n));
+        co_return n;
+      };
+      asio::co_spawn(ex, stm(c, std::move(incr)), [&](std::exception_ptr e, int n) {
+        if (e) ++failed;
+        else seen.insert(n);
+        ++done;
+      });
+    }
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return done == 50; }, 20s));
+    BOOST_TEST(failed == 0);
+    BOOST_TEST(seen.size() == 50u, "two runs committed the same value");
+    BOOST_TEST(co_await value_of(c, key) == "50");
+    BOOST_TEST(txns() - before <= 10u, "50 runs took " << txns() - before << " txns");
+  }(c));
+}
+
+// A body that throws in a group writes nothing; the bodies around it commit.
+BOOST_AUTO_TEST_CASE(a_throwing_body_leaves_its_group_without_its_writes) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    int done = 0, thrown = 0;
+    auto ex = co_await asio::this_coro::executor;
+    for (int i = 0; i < 6; ++i) {
+      auto body = [i](stm_tx& tx) -> asio::awaitable<void> {
+        co_await tx.get("/stm/throwing/read");
+        tx.put("/stm/throwing/" + std::to_string(i), "v");
+        if (i % 2) throw std::runtime_error("odd");
+      };
+      asio::co_spawn(ex, stm(c, std::move(body)), [&](std::exception_ptr e) {
+        if (e) ++thrown;
+        ++done;
+      });
+    }
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return done == 6; }, 20s));
+    BOOST_TEST(thrown == 3);
+    for (int i = 0; i < 6; ++i)
+      BOOST_TEST(co_await value_of(c, "/stm/throwing/" + std::to_string(i)) == (i % 2 ? "<none>" : "v"), i);
+  }(c));
+}
+
+// A body that holds its turn (it sleeps, or calls stm() itself) does not stall the client's other
+// runs past the overtime: a run started meanwhile commits alone, and a nested stm() completes.
+BOOST_AUTO_TEST_CASE(a_slow_or_nested_body_does_not_stall_the_group) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    std::optional<std::chrono::steady_clock::time_point> slow_done, quick_done;
+    auto slow = [&c](stm_tx& tx) -> asio::awaitable<void> {
+      tx.put("/stm/slow/outer", "1");
+      // A nested run on the same client: it waits for the outer's turn, then goes alone.
+      auto inner = [](stm_tx& t) -> asio::awaitable<void> {
+        t.put("/stm/slow/inner", "1");
+        co_return;
+      };
+      co_await stm(c, std::move(inner));
+      co_await sleep_for(400ms);
+    };
+    asio::co_spawn(ex, stm(c, std::move(slow)), [&](std::exception_ptr e) {
+      BOOST_TEST(!e);
+      slow_done = std::chrono::steady_clock::now();
+    });
+    co_await sleep_for(20ms);
+    auto quick = [](stm_tx& tx) -> asio::awaitable<void> {
+      tx.put("/stm/slow/quick", "1");
+      co_return;
+    };
+    asio::co_spawn(ex, stm(c, std::move(quick)), [&](std::exception_ptr e) {
+      BOOST_TEST(!e);
+      quick_done = std::chrono::steady_clock::now();
+    });
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return slow_done && quick_done; }, 10s));
+    BOOST_TEST((*quick_done < *slow_done), "the quick run waited for the slow body");
+    for (const char* k : {"/stm/slow/outer", "/stm/slow/inner", "/stm/slow/quick"}) BOOST_TEST(co_await value_of(c, k) == "1", k);
+  }(c));
+}
+
+// ---- coetcd::counter ----
+
+namespace {
+std::uint64_t sent(client& c, const char* method) {
+  auto st = c.stats();
+  auto it = st.rpcs.find(method);
+  return it == st.rpcs.end() ? 0 : it->second.sent;
+}
+}  // namespace
+
+// 3 clients, 60 coroutines (some sharing a counter object, some with their own) add 1 ten times
+// each: the value ends at 600 and every add saw a value of its own. Alone, an add is one txn.
+BOOST_AUTO_TEST_CASE(counter_adds_from_many_clients_lose_nothing) {
+  asio::io_context ioc;
+  std::vector<std::unique_ptr<client>> clients;
+  for (int i = 0; i < 3; ++i) clients.push_back(std::make_unique<client>(ioc, options_for(server())));
+  run_for(ioc, [](std::vector<std::unique_ptr<client>>& cs) -> asio::awaitable<void> {
+    const std::string key = "/counter/many";
+    co_await cs[0]->async_delete(key, use_awaitable);
+    counter shared0(*cs[0], key), shared1(*cs[1], key);
+    std::vector<std::unique_ptr<counter>> own;
+    std::set<std::int64_t> seen;
+    int done = 0, failed = 0;
+    auto ex = co_await asio::this_coro::executor;
+    for (int w = 0; w < 60; ++w) {
+      counter* ctr = w % 3 == 0 ? &shared0 : w % 3 == 1 ? &shared1 : own.emplace_back(std::make_unique<counter>(*cs[2], key)).get();
+      asio::co_spawn(
+          ex,
+          [](counter& ctr, std::set<std::int64_t>& seen) -> asio::awaitable<void> {
+            for (int i = 0; i < 10; ++i) seen.insert(co_await ctr.async_add(1, use_awaitable));
+          }(*ctr, seen),
+          [&](std::exception_ptr e) {
+            if (e) ++failed;
+            ++done;
+          });
+    }
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return done == 60; }, 60s));
+    BOOST_TEST(failed == 0);
+    BOOST_TEST(seen.size() == 600u);
+    BOOST_TEST(co_await shared0.async_get(use_awaitable) == 600);
+    BOOST_TEST(co_await value_of(*cs[0], key) == "600");
+
+    // 50 adds at once through one object: they go in a few txns, each add with its own value.
+    const auto batch_before = sent(*cs[0], "Txn");
+    int batch_done = 0;
+    std::set<std::int64_t> batch_seen;
+    for (int i = 0; i < 50; ++i)
+      shared0.async_add(1, [&](error_code ec, std::int64_t v) {
+        BOOST_TEST(!ec, ec.message());
+        batch_seen.insert(v);
+        ++batch_done;
+      });
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return batch_done == 50; }, 20s));
+    BOOST_TEST(batch_seen.size() == 50u);
+    BOOST_TEST(*batch_seen.rbegin() == 650);
+    BOOST_TEST(sent(*cs[0], "Txn") - batch_before <= 10u);
+
+    // Alone and warmed up, each add is one txn.
+    counter alone(*cs[1], key);
+    co_await alone.async_get(use_awaitable);
+    const auto before = sent(*cs[1], "Txn");
+    for (int i = 0; i < 10; ++i) co_await alone.async_add(5, use_awaitable);
+    BOOST_TEST(sent(*cs[1], "Txn") - before == 10u);
+    BOOST_TEST(co_await alone.async_get(use_awaitable) == 700);
+  }(clients));
+}
+
+// compare_and_set on a missing key (0), on a stale hint (another client changed it: the else
+// branch reads it, no extra round trip), and a swap that holds.
+BOOST_AUTO_TEST_CASE(counter_compare_and_set) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server())), other(ioc, options_for(server()));
+  run_for(ioc, [](client& c, client& other) -> asio::awaitable<void> {
+    const std::string key = "/counter/cas";
+    co_await c.async_delete(key, use_awaitable);
+    counter ctr(c, key);
+    auto [swapped, found] = co_await ctr.async_compare_and_set(0, 5, use_awaitable);
+    BOOST_TEST(swapped);
+    BOOST_TEST(found == 0);
+    std::tie(swapped, found) = co_await ctr.async_compare_and_set(0, 7, use_awaitable);
+    BOOST_TEST(!swapped);
+    BOOST_TEST(found == 5);
+    co_await other.async_put(key, "9", use_awaitable);
+    std::tie(swapped, found) = co_await ctr.async_compare_and_set(5, 1, use_awaitable);
+    BOOST_TEST(!swapped, "swapped on a stale hint");
+    BOOST_TEST(found == 9);
+    const auto before = sent(c, "Txn");
+    std::tie(swapped, found) = co_await ctr.async_compare_and_set(9, 1, use_awaitable);
+    BOOST_TEST(swapped);
+    BOOST_TEST(sent(c, "Txn") - before == 1u);
+    BOOST_TEST(co_await value_of(c, key) == "1");
+  }(c, other));
+}
+
+// A key that holds no number: not_a_number, nothing written; a sum past INT64_MAX:
+// invalid_argument; an empty key: empty_key; parse() takes exactly what the counter writes.
+BOOST_AUTO_TEST_CASE(counter_bad_values_and_input) {
+  BOOST_TEST((counter::parse("-5") == std::optional<std::int64_t>(-5)));
+  BOOST_TEST((counter::parse("9223372036854775807") == std::optional<std::int64_t>(INT64_MAX)));
+  for (const char* bad : {"", "+1", "1a", " 1", "9223372036854775808", "abc"})
+    BOOST_TEST(!counter::parse(bad).has_value(), bad);
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    co_await c.async_put("/counter/text", "abc", use_awaitable);
+    counter text(c, "/counter/text");
+    auto [ec, v] = co_await text.async_add(1, asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == error::not_a_number, ec.message());
+    std::tie(ec, v) = co_await text.async_get(asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == error::not_a_number, ec.message());
+    BOOST_TEST(co_await value_of(c, "/counter/text") == "abc");
+
+    co_await c.async_put("/counter/max", std::to_string(INT64_MAX), use_awaitable);
+    counter full(c, "/counter/max");
+    std::tie(ec, v) = co_await full.async_add(1, asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == error::invalid_argument, ec.message());
+    BOOST_TEST(co_await value_of(c, "/counter/max") == std::to_string(INT64_MAX));
+
+    counter nameless(c, "");
+    std::tie(ec, v) = co_await nameless.async_add(1, asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == error::empty_key, ec.message());
+  }(c));
+}
+
+// An add whose txn goes out to a server that stops answering: outcome_unknown, not sent again;
+// once the server is back the next add reads the key first and goes on from the true value.
+BOOST_AUTO_TEST_CASE(counter_add_without_an_answer_is_unknown_then_recovers) {
+  etcd_process etcd;
+  asio::io_context ioc;
+  auto o = options_for(etcd);
+  o.request_timeout = 1s;
+  client c(ioc, o);
+  run_for(ioc, [](client& c, etcd_process& etcd) -> asio::awaitable<void> {
+    counter ctr(c, "/counter/unknown");
+    BOOST_TEST(co_await ctr.async_add(1, use_awaitable) == 1);
+    const auto before = sent(c, "Txn");
+    etcd.pause();
+    auto [ec, v] = co_await ctr.async_add(1, asio::as_tuple(use_awaitable));
+    etcd.resume();
+    BOOST_TEST(ec == error::outcome_unknown, ec.message());
+    BOOST_TEST(sent(c, "Txn") - before == 1u, "the add was sent again");
+    const auto now = std::stoll(co_await value_of(c, "/counter/unknown"));
+    BOOST_TEST((now == 1 || now == 2));
+    BOOST_TEST(co_await ctr.async_add(1, use_awaitable) == now + 1);
+  }(c, etcd));
+}
+
+// async_watch sees each add's value.
+BOOST_AUTO_TEST_CASE(counter_watch_sees_each_value) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    const std::string key = "/counter/watched";
+    co_await c.async_delete(key, use_awaitable);
+    counter ctr(c, key);
+    auto w = co_await ctr.async_watch(use_awaitable);
+    co_await ctr.async_add(2, use_awaitable);
+    co_await ctr.async_add(3, use_awaitable);
+    std::vector<std::int64_t> values;
+    while (values.size() < 2) {
+      auto batch = co_await w.async_next(use_awaitable);
+      for (auto& e : batch.events) values.push_back(counter::parse(e.kv.value).value_or(-1));
+    }
+    BOOST_TEST((values == std::vector<std::int64_t>{2, 5}));
+  }(c));
 }

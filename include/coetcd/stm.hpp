@@ -7,8 +7,11 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/system/system_error.hpp>
 
+#include <chrono>
 #include <cstdint>
+#include <exception>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -41,6 +44,10 @@ struct stm_options {
   /// Keys read in one request before the first run, at one revision (Go's WithPrefetch). Copied
   /// when stm() is called.
   std::span<const std::string> prefetch{};
+  /// Run in the client's commit group of this level: runs of stm() on one client take turns,
+  /// each seeing the writes of those before it, and commit together in one txn (see stm()).
+  /// false: this call runs and commits alone, concurrently with others, as Go's STM does.
+  bool group_commit = true;
 };
 
 namespace detail {
@@ -54,16 +61,23 @@ struct stm_write {
 };
 }  // namespace detail
 
-/// The transaction an stm body reads and writes through. Reads go to etcd (once per key per run:
-/// later reads are answered from the read set); writes are kept until the commit, and read back
-/// by this body. One body runs on it at a time; not for use outside the body.
+namespace detail {
+class stm_group;
+}
+
+/// The transaction an stm body reads and writes through. Reads go to etcd once per key (later
+/// reads, and reads of keys the commit group knows, are answered locally); writes are kept until
+/// the commit, and read back by this body and by the group's later bodies. Not for use outside
+/// the body.
 class stm_tx {
  public:
-  /// The key's value: what this run wrote, else what it read, else etcd's (at the snapshot for
-  /// the serializable levels). Empty when the key does not exist (or this run deleted it).
-  /// Throws boost::system::system_error on a failed read; stm() then writes nothing.
+  /// The key's value: what this run (or an earlier body of its commit group) wrote, else what
+  /// was read, else etcd's (at the snapshot for the serializable levels). Empty when the key
+  /// does not exist or was deleted. Throws boost::system::system_error on a failed read; stm()
+  /// then writes nothing of this run.
   asio::awaitable<std::optional<std::string>> get(std::string_view key);
-  /// The key's mod revision as read (0 when it does not exist), as Go's STM.Rev.
+  /// The key's mod revision as read (0 when it does not exist), as Go's STM.Rev: a write of
+  /// this run or group does not change it.
   asio::awaitable<std::int64_t> mod_revision(std::string_view key);
   /// Writes `value` at the commit (under `lease`, if not 0).
   void put(std::string_view key, std::string_view value, std::int64_t lease = 0);
@@ -73,56 +87,93 @@ class stm_tx {
   /// The run of the body, from 1.
   int attempt() const noexcept { return attempt_; }
   /// The isolation level.
-  isolation level() const noexcept { return options_.level; }
-  /// The revision of the last commit (0 before one succeeded).
-  std::int64_t committed_revision() const noexcept { return committed_revision_; }
-
-  /// Not for users: stm() makes one (`prefetch`: the keys of options.prefetch).
-  stm_tx(client& c, const stm_options& options, std::vector<std::string> prefetch);
-  /// Not for users: reads the prefetch keys, once.
-  asio::awaitable<void> prefetch();
-  /// Not for users: empties the read and write sets before a run (keeping what a failed commit
-  /// read for the next run).
-  void begin();
-  /// Not for users: one txn that writes the write set if nothing read (or written) changed.
-  /// True when it was applied; false on a conflict. Throws system_error: error::outcome_unknown
-  /// when the txn may or may not have been applied, else the error (nothing applied).
-  asio::awaitable<bool> commit();
+  isolation level() const noexcept { return level_; }
 
  private:
+  friend class detail::stm_group;
+  stm_tx(std::weak_ptr<detail::client_impl> c, isolation level) : client_(std::move(c)), level_(level) {}
   asio::awaitable<const detail::stm_read*> read(std::string_view key);
+  asio::awaitable<void> prefetch(const std::vector<std::string>& keys);
   std::int64_t first_revision() const;
+  asio::awaitable<bool> commit();
+  void carry_over(std::int64_t revision);
 
-  client& client_;
-  stm_options options_;
-  std::vector<std::string> prefetch_keys_;
-  std::map<std::string, detail::stm_read, std::less<>> reads_;
-  std::map<std::string, detail::stm_read, std::less<>> next_reads_;  // from a failed commit
-  std::map<std::string, detail::stm_write, std::less<>> writes_;
+  std::weak_ptr<detail::client_impl> client_;
+  isolation level_;
+  std::map<std::string, detail::stm_read, std::less<>> reads_;       // the group's read set
+  std::map<std::string, detail::stm_write, std::less<>> writes_;     // its earlier bodies' writes
+  std::map<std::string, detail::stm_write, std::less<>> body_writes_;  // this body's
+  // Keys known without a read: what the last commit wrote and validated, or what a failed one
+  // read again; they enter the read set when a body reads them.
+  std::map<std::string, detail::stm_read, std::less<>> known_;
+  std::chrono::steady_clock::time_point known_at_{};
   std::int64_t snapshot_ = 0;  // serializable levels: the revision every read is made at
   int attempt_ = 0;
-  std::int64_t committed_revision_ = 0;
 };
+
+namespace detail {
+/// The commit group of `c` for `level` (made on first use), or, without group_commit, a group of
+/// one for this call.
+std::shared_ptr<stm_group> stm_group_for(client& c, const stm_options& options);
+/// Waits for this run's turn in `g`. True: the turn before it ran too long, and this run goes
+/// ahead alone instead (in a group of its own, stm_group_for with group_commit false).
+asio::awaitable<bool> stm_wait_turn(const std::shared_ptr<stm_group>& g);
+/// The turn is this run's: readies the group's transaction for the body (reading the prefetch
+/// keys, when given) and returns it. Throws as stm_tx::get.
+asio::awaitable<stm_tx*> stm_begin_turn(const std::shared_ptr<stm_group>& g, int attempt,
+                                        const std::vector<std::string>& prefetch);
+/// The body threw: its writes are dropped and the turn passes on.
+void stm_leave(const std::shared_ptr<stm_group>& g);
+/// The body returned: its writes join the group, the turn passes on, and this completes when the
+/// group's txn has: true if it was applied, false on a conflict; throws its error.
+asio::awaitable<bool> stm_finish(const std::shared_ptr<stm_group>& g);
+}  // namespace detail
 
 namespace detail {
 template <class Body>
 auto run_stm(client& c, Body body, stm_options options, std::vector<std::string> prefetch)
     -> asio::awaitable<body_value_t<Body, stm_tx&>> {
   using value_type = body_value_t<Body, stm_tx&>;
-  stm_tx tx(c, options, std::move(prefetch));
-  co_await tx.prefetch();
-  for (;;) {
-    tx.begin();
-    if constexpr (std::is_void_v<value_type>) {
-      co_await body(tx);
-      if (co_await tx.commit()) co_return;
-    } else {
-      auto value = co_await body(tx);
-      if (co_await tx.commit()) co_return value;
+  using stored = std::conditional_t<std::is_void_v<value_type>, bool, value_type>;
+  if (options.max_attempts < 1)
+    throw boost::system::system_error(make_error_code(error::invalid_argument), "coetcd::stm: max_attempts must be at least 1");
+  auto group = stm_group_for(c, options);
+  // Declared outside the loop: g++ 12 destroys a coroutine's loop-scoped objects twice when it
+  // leaves the loop by co_return (a shared_ptr released twice, seen by valgrind).
+  std::shared_ptr<stm_group> joined;
+  std::optional<stored> value;
+  std::exception_ptr failed;
+  for (int attempt = 1;; ++attempt) {
+    joined = group;
+    if (co_await stm_wait_turn(joined)) {
+      stm_options own = options;
+      own.group_commit = false;
+      joined = stm_group_for(c, own);
+      co_await stm_wait_turn(joined);
     }
-    if (tx.attempt() >= options.max_attempts)
+    if (attempt == 2) prefetch.clear();  // named, not a ?: inside the co_await (g++ 12 again)
+    stm_tx* tx = co_await stm_begin_turn(joined, attempt, prefetch);
+    value.reset();
+    try {
+      if constexpr (std::is_void_v<value_type>) {
+        co_await body(*tx);
+        value.emplace(true);
+      } else {
+        value.emplace(co_await body(*tx));
+      }
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    if (failed) {
+      stm_leave(joined);
+      std::rethrow_exception(failed);
+    }
+    const bool applied = co_await stm_finish(joined);
+    if (applied) break;
+    if (attempt >= options.max_attempts)
       throw boost::system::system_error(make_error_code(error::conflict), "coetcd::stm");
   }
+  if constexpr (!std::is_void_v<value_type>) co_return std::move(*value);
 }
 
 template <class Token>
@@ -132,7 +183,17 @@ concept not_stm_options = !std::is_same_v<std::decay_t<Token>, stm_options>;
 /// Runs `body(tx)` (returning asio::awaitable<T>, with `tx` a stm_tx&) and commits what it wrote
 /// in one txn if nothing it read changed meanwhile (see isolation); on a conflict the body runs
 /// again, with what the failed commit read (no extra round trip), up to options.max_attempts
-/// times. Returns what the last run returned. As Go's concurrency.NewSTM.
+/// times. Returns what the last run returned. As Go's concurrency.NewSTM, with one addition:
+///
+/// **Commit groups** (options.group_commit, the default). The runs of stm() on one client at one
+/// isolation level take turns: a body runs while no other body of the group runs, and sees the
+/// writes of the bodies before it as if they were committed. When no body waits for its turn,
+/// the group's writes go to etcd in one txn that compares every key any of them read; each run
+/// then completes with the group's outcome (a conflict runs them all again). Keys the last commit
+/// wrote or read are known without a read for a second after it. So N callers incrementing one
+/// key cost one txn per group instead of N txns, most of which would conflict. The price: the
+/// bodies of a group do not run at once. A body that holds its turn past 50 ms (it waits on
+/// something else, or calls stm() itself) lets the runs waiting behind it go ahead alone.
 ///
 /// A body that throws writes nothing, and its exception comes out of stm(). A commit whose outcome
 /// is unknown (the connection or the deadline went while it was on the wire, or it was
@@ -146,11 +207,11 @@ concept not_stm_options = !std::is_same_v<std::decay_t<Token>, stm_options>;
 /// @par Handler signature
 /// `void(std::exception_ptr, T)` (or `void(std::exception_ptr)` for void), as asio::co_spawn's.
 /// @par Cancellation
-/// Terminal: a read in the body fails with operation_aborted (nothing written); during the
-/// commit, error::outcome_unknown.
+/// Terminal: a read in the body fails with operation_aborted (nothing written). A run whose
+/// writes joined its group waits for the group's txn; cancelled then, it still gets the outcome.
 /// @par Executor
-/// The body runs on a new strand of the handler's associated executor (default: the client's);
-/// never inside this call.
+/// The body runs on a new strand of the client's executor; the handler on its associated
+/// executor; never inside this call.
 /// @par Lifetimes
 /// The client must outlive the operation; options.prefetch is copied.
 ///

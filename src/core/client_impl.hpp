@@ -18,12 +18,14 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -242,6 +244,13 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   /// One view of each contended lock name, shared by this client's mutexes (see lock_view.hpp).
   std::map<std::string, std::weak_ptr<lock_view>> lock_views_;
 
+  /// State a recipe keeps per client (stm's commit groups take slot 0), made by `make` on first
+  /// use. Any thread; after the first call, an atomic load.
+  std::shared_ptr<void> recipe_state(std::size_t slot, const std::function<std::shared_ptr<void>()>& make) {
+    std::call_once(recipe_once_.at(slot), [&] { recipe_state_[slot] = make(); });
+    return recipe_state_[slot];
+  }
+
   /// A session made by this client: it ends in close(), there and then. On strand.
   void adopt(const std::shared_ptr<session_state>& s);
   /// Whether a live session of this client keeps `lease`. On strand.
@@ -287,6 +296,8 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::shared_ptr<watch_stream> watches_;
   std::shared_ptr<keepalive_manager> keepalives_;
   std::shared_ptr<txn_batcher> batcher_;
+  std::array<std::once_flag, 2> recipe_once_;
+  std::array<std::shared_ptr<void>, 2> recipe_state_;
 };
 
 template <class Req>

@@ -41,6 +41,10 @@ inline auto get_on(const std::shared_ptr<client_impl>& c, std::string key, get_o
   return asio::async_initiate<decltype(as_result), void(error_code, get_result)>(init, as_result, std::move(key),
                                                                                std::string(o.range_end), o);
 }
+inline auto txn_on(const std::shared_ptr<client_impl>& c, txn t) {
+  auto init = [c](handler<txn_result> h, txn t) { start_txn(c, std::move(t), std::move(h)); };
+  return asio::async_initiate<decltype(as_result), void(error_code, txn_result)>(init, as_result, std::move(t));
+}
 inline auto watch_on(const std::shared_ptr<client_impl>& c, std::string key, watch_options o) {
   auto init = [c](handler<watcher> h, std::string key, std::string end, watch_options o) {
     start_watch(c, std::move(key), std::move(end), o, std::move(h));

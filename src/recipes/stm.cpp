@@ -1,10 +1,14 @@
-// stm_tx: the read set, write set and commit of coetcd::stm, after Go's concurrency/stm.go.
+// coetcd::stm: the read set, write set and commit of a transaction (after Go's
+// concurrency/stm.go), and the commit groups in which the runs of one client take turns.
 #include <coetcd/stm.hpp>
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/use_awaitable.hpp>
+#include "core/coro.hpp"
+#include "write_outcome.hpp"
+
+#include <boost/asio/steady_timer.hpp>
 
 #include <algorithm>
+#include <deque>
 #include <limits>
 
 namespace coetcd {
@@ -14,91 +18,65 @@ bool is_serializable(isolation level) {
   return level == isolation::serializable_snapshot || level == isolation::serializable;
 }
 
-// Errors that leave no doubt the commit was not applied: refused before it was sent, or by the
-// server's checks of the request itself. Any other (the deadline, a dropped connection, a
-// cancel while it was on the wire, a leader lost mid-proposal) may follow an applied commit.
-bool surely_not_applied(const error_code& ec) {
-  if (ec.category() != etcd_category()) return false;
-  switch (static_cast<error>(ec.value())) {
-    case error::empty_key:
-    case error::invalid_argument:
-    case error::invalid_endpoint:
-    case error::tls_file_unreadable:
-    case error::tls_file_invalid:
-    case error::endpoints_unreachable:
-    case error::auth_failed:
-    case error::auth_required:
-    case error::invalid_auth_token:
-    case error::permission_denied:
-    case error::lease_not_found:
-    case error::too_many_txn_ops:
-    case error::duplicate_key_in_txn:
-    case error::request_too_large:
-      return true;
-    default:
-      return false;
-  }
-}
-
 void check_key(std::string_view key, const char* what) {
   if (key.empty()) throw boost::system::system_error(make_error_code(error::empty_key), what);
 }
 
+std::shared_ptr<detail::client_impl> lock_client(const std::weak_ptr<detail::client_impl>& c) {
+  auto impl = c.lock();
+  if (!impl) throw boost::system::system_error(make_error_code(error::client_closed), "coetcd::stm");
+  return impl;
+}
+
+// How long what the last commit wrote and validated stays known without a read: a group that
+// starts later reads again (its compares would catch a stale value, but read committed has none,
+// and a snapshot that old may be compacted away).
+constexpr auto known_for = std::chrono::seconds(1);
+
 }  // namespace
 
-stm_tx::stm_tx(client& c, const stm_options& options, std::vector<std::string> prefetch)
-    : client_(c), options_(options), prefetch_keys_(std::move(prefetch)) {
-  options_.prefetch = {};
-  if (options_.max_attempts < 1)
-    throw boost::system::system_error(make_error_code(error::invalid_argument),
-                                      "coetcd::stm: max_attempts must be at least 1");
-  for (auto& k : prefetch_keys_) check_key(k, "coetcd::stm: a prefetch key");
-}
-
-asio::awaitable<void> stm_tx::prefetch() {
-  if (prefetch_keys_.empty()) co_return;
-  // One txn of gets: every key at one revision, in one round trip.
-  txn t;
-  for (auto& k : prefetch_keys_) t.then(txn_op::get(k));
-  auto r = co_await client_.async_txn(t, asio::use_awaitable);
-  for (std::size_t i = 0; i < prefetch_keys_.size() && i < r.responses.size(); ++i) {
-    auto& got = r.responses[i].get();
-    next_reads_[prefetch_keys_[i]] = {got.kvs.empty() ? std::nullopt : std::optional(got.kvs.front()), r.header.revision};
-  }
-}
-
-void stm_tx::begin() {
-  ++attempt_;
-  reads_.clear();
-  writes_.clear();
-  snapshot_ = 0;
-}
+// ---- stm_tx ----
 
 asio::awaitable<const detail::stm_read*> stm_tx::read(std::string_view key) {
   check_key(key, "coetcd::stm_tx: a read");
   if (auto it = reads_.find(key); it != reads_.end()) co_return &it->second;
-  const bool serializable = is_serializable(options_.level);
-  // What the failed commit (or the prefetch) read: read now without a round trip. It enters the
-  // read set only when the body asks for it, so keys it no longer reads do not conflict.
-  if (auto it = next_reads_.find(key); it != next_reads_.end()) {
-    auto node = next_reads_.extract(it);
+  const bool serializable = is_serializable(level_);
+  if (auto it = known_.find(key); it != known_.end()) {
+    auto node = known_.extract(it);
     if (serializable && snapshot_ == 0) snapshot_ = node.mapped().revision;
     co_return &reads_.insert(std::move(node)).position->second;
   }
   get_options o;
-  if (!serializable) {
-    o.serializable = true;  // any member: the commit's compares catch a stale read (Go's choice)
-  } else if (snapshot_ != 0) {
-    o.revision = snapshot_;  // the snapshot the first read defined
-    o.serializable = true;
-  }
-  auto r = co_await client_.async_get(key, o, asio::use_awaitable);
+  if (!serializable) o.serializable = true;  // any member: the commit's compares catch a stale read (Go's choice)
+  else o.revision = snapshot_;  // linearizable: a member behind the snapshot waits instead of failing
+  // Arguments named first: g++ 12 mishandles temporaries with destructors inside a co_await.
+  auto c = lock_client(client_);
+  std::string k(key);
+  auto [ec, r] = co_await detail::get_on(c, std::move(k), o);
+  if (ec) throw boost::system::system_error(ec, "coetcd::stm_tx: a read");
   if (serializable && snapshot_ == 0) snapshot_ = r.header.revision;
   detail::stm_read got{r.kvs.empty() ? std::nullopt : std::optional(std::move(r.kvs.front())), r.header.revision};
   co_return &reads_.emplace(std::string(key), std::move(got)).first->second;
 }
 
+asio::awaitable<void> stm_tx::prefetch(const std::vector<std::string>& keys) {
+  for (auto& k : keys) check_key(k, "coetcd::stm: a prefetch key");
+  // Only into an empty group: what it knows is all of one revision, and so stays.
+  if (keys.empty() || !reads_.empty() || !known_.empty()) co_return;
+  txn t;
+  for (auto& k : keys) t.then(txn_op::get(k));  // one txn: every key at one revision
+  auto c = lock_client(client_);
+  auto [ec, r] = co_await detail::txn_on(c, std::move(t));
+  if (ec) throw boost::system::system_error(ec, "coetcd::stm: the prefetch");
+  for (std::size_t i = 0; i < keys.size() && i < r.responses.size(); ++i) {
+    auto& got = r.responses[i].get();
+    known_[keys[i]] = {got.kvs.empty() ? std::nullopt : std::optional(got.kvs.front()), r.header.revision};
+  }
+  known_at_ = std::chrono::steady_clock::now();
+}
+
 asio::awaitable<std::optional<std::string>> stm_tx::get(std::string_view key) {
+  if (auto it = body_writes_.find(key); it != body_writes_.end()) co_return it->second.value;
   if (auto it = writes_.find(key); it != writes_.end()) co_return it->second.value;
   auto r = co_await read(key);
   if (!r->kv) co_return std::nullopt;
@@ -112,60 +90,276 @@ asio::awaitable<std::int64_t> stm_tx::mod_revision(std::string_view key) {
 
 void stm_tx::put(std::string_view key, std::string_view value, std::int64_t lease) {
   check_key(key, "coetcd::stm_tx: a put");
-  writes_.insert_or_assign(std::string(key), detail::stm_write{std::string(value), lease});
+  body_writes_.insert_or_assign(std::string(key), detail::stm_write{std::string(value), lease});
 }
 
 void stm_tx::del(std::string_view key) {
   check_key(key, "coetcd::stm_tx: a delete");
-  writes_.insert_or_assign(std::string(key), detail::stm_write{std::nullopt, 0});
+  body_writes_.insert_or_assign(std::string(key), detail::stm_write{std::nullopt, 0});
 }
 
 std::int64_t stm_tx::first_revision() const {
-  std::int64_t first = std::numeric_limits<std::int64_t>::max();
+  std::int64_t first = std::numeric_limits<std::int64_t>::max() - 1;
   for (auto& [k, r] : reads_) first = std::min(first, r.revision);
   return first;
 }
 
+// One txn: the group's writes if nothing read (or, for serializable_snapshot, written) changed;
+// else the keys read, again, for the next runs. True when applied.
 asio::awaitable<bool> stm_tx::commit() {
-  next_reads_.clear();
-  if (writes_.empty() && (reads_.empty() || options_.level == isolation::read_committed)) co_return true;
+  if (writes_.empty() && (reads_.empty() || level_ == isolation::read_committed)) co_return true;
   txn t;
-  if (options_.level != isolation::read_committed)
+  if (level_ != isolation::read_committed)
     for (auto& [k, r] : reads_) t.when(compare::mod_revision(k) == (r.kv ? r.kv->mod_revision : 0));
-  if (options_.level == isolation::serializable_snapshot && !reads_.empty()) {
-    // A key written must not have changed since the snapshot either (Go: wset.cmps(rset.first()+1)).
-    const auto first = first_revision();
+  if (level_ == isolation::serializable_snapshot && !reads_.empty()) {
+    const auto first = first_revision();  // Go: wset.cmps(rset.first()+1)
     for (auto& [k, w] : writes_) t.when(compare::mod_revision(k) < first + 1);
   }
   for (auto& [k, w] : writes_) {
     if (w.value) t.then(txn_op::put(k, *w.value, put_options{.lease = w.lease}));
     else t.then(txn_op::del(k));
   }
-  // The serializable levels read the keys again in the same txn when it fails: the next run
-  // starts from them without a round trip (Go's prefetch on conflict).
-  const bool refetch = is_serializable(options_.level);
-  if (refetch)
+  if (level_ != isolation::read_committed)
     for (auto& [k, r] : reads_) t.otherwise(txn_op::get(k));
 
-  auto [ec, r] = co_await client_.async_txn(t, asio::as_tuple(asio::use_awaitable));
+  auto c = lock_client(client_);
+  auto [ec, r] = co_await detail::txn_on(c, std::move(t));
+  known_.clear();
   if (ec) {
-    if (surely_not_applied(ec)) throw boost::system::system_error(ec, "coetcd::stm: commit");
-    throw boost::system::system_error(make_error_code(error::outcome_unknown),
-                                      "coetcd::stm: commit (" + ec.message() + ")");
+    if (detail::surely_not_applied(ec)) throw boost::system::system_error(ec, "coetcd::stm: commit");
+    throw boost::system::system_error(make_error_code(error::outcome_unknown), "coetcd::stm: commit (" + ec.message() + ")");
   }
   if (r.succeeded) {
-    committed_revision_ = r.header.revision;
+    if (level_ != isolation::read_committed) carry_over(r.header.revision);
     co_return true;
   }
-  if (refetch) {
-    std::size_t i = 0;
-    for (auto& [k, old] : reads_) {
-      if (i >= r.responses.size()) break;
-      auto& got = r.responses[i++].get();
-      next_reads_[k] = {got.kvs.empty() ? std::nullopt : std::optional(got.kvs.front()), r.header.revision};
-    }
+  std::size_t i = 0;  // the else branch's gets, in the read set's order
+  for (auto& [k, old] : reads_) {
+    if (i >= r.responses.size()) break;
+    auto& got = r.responses[i++].get();
+    known_[k] = {got.kvs.empty() ? std::nullopt : std::optional(got.kvs.front()), r.header.revision};
   }
+  known_at_ = std::chrono::steady_clock::now();
   co_return false;
 }
 
+// After a commit at `revision`: every key read (its compare held) and written is known as of it.
+void stm_tx::carry_over(std::int64_t revision) {
+  for (auto& [k, r] : reads_)
+    if (!writes_.count(k)) known_[k] = {r.kv, revision};
+  for (auto& [k, w] : writes_) {
+    if (!w.value) {
+      known_[k] = {std::nullopt, revision};
+      continue;
+    }
+    key_value kv;
+    kv.key = k;
+    kv.value = *w.value;
+    kv.mod_revision = revision;
+    kv.lease = w.lease;
+    known_[k] = {std::move(kv), revision};
+  }
+  known_at_ = std::chrono::steady_clock::now();
+}
+
+// ---- commit groups ----
+
+namespace detail {
+
+class stm_group : public std::enable_shared_from_this<stm_group> {
+ public:
+  stm_group(const std::shared_ptr<client_impl>& c, isolation level)
+      : io_ex_(c->io_ex_), strand_(asio::make_strand(c->io_ex_)), overtime_(strand_), tx_(c, level) {}
+
+  /// Waits for a turn; true: go alone instead (the turn before ran too long).
+  asio::awaitable<bool> wait_turn();
+  /// The turn is ours: readies the transaction for the body.
+  asio::awaitable<stm_tx*> begin_turn(int attempt, const std::vector<std::string>& prefetch);
+  void leave();
+  asio::awaitable<bool> finish();
+
+ private:
+  using turn_handler = asio::any_completion_handler<void(error_code, bool)>;
+  using outcome_handler = asio::any_completion_handler<void(std::exception_ptr, bool)>;
+
+  // On strand_: give the turn to the next run, or commit when none waits.
+  void pass_turn();
+  void grant(turn_handler h, bool alone = false);
+  asio::awaitable<void> commit_group();
+  void start_body();
+  bool full() const { return members_.size() >= 256 || tx_.reads_.size() + tx_.writes_.size() >= 100; }
+
+  asio::any_io_executor io_ex_;
+  asio::strand<asio::any_io_executor> strand_;
+  asio::steady_timer overtime_;
+  stm_tx tx_;  // touched by the run holding the turn, or by commit_group: never both
+  std::deque<turn_handler> waiting_;
+  std::vector<outcome_handler> members_;
+  bool turn_taken_ = false;
+  bool committing_ = false;
+  std::uint64_t turn_ = 0;  // counts turns, so a late overtime timer knows its turn is over
+  bool overtime_passed_ = false;
+};
+
+void stm_group::grant(turn_handler h, bool alone) {
+  // Posted through the client's executor, run on the handler's (as client_impl::complete does).
+  asio::post(io_ex_, asio::append(std::move(h), error_code{}, alone));
+}
+
+void stm_group::start_body() {
+  turn_taken_ = true;
+  overtime_passed_ = false;
+  const auto turn = ++turn_;
+  // A body holding its turn too long (waiting on something else, or on stm() itself) must not
+  // stall the runs behind it: past 50 ms they go ahead, each in a group of its own.
+  overtime_.expires_after(std::chrono::milliseconds(50));
+  overtime_.async_wait([self = shared_from_this(), turn](error_code ec) {
+    if (ec || self->turn_ != turn || !self->turn_taken_) return;
+    self->overtime_passed_ = true;
+    for (auto& h : std::exchange(self->waiting_, {})) self->grant(std::move(h), true);
+  });
+}
+
+void stm_group::pass_turn() {
+  turn_taken_ = false;
+  overtime_.cancel();
+  if (committing_) return;
+  if (!waiting_.empty() && !full()) {
+    auto h = std::move(waiting_.front());
+    waiting_.pop_front();
+    start_body();
+    return grant(std::move(h));
+  }
+  if (members_.empty()) {
+    // Nothing to commit (every body threw): the next group starts afresh.
+    tx_.reads_.clear();
+    tx_.writes_.clear();
+    tx_.snapshot_ = 0;
+    if (!waiting_.empty()) pass_turn();
+    return;
+  }
+  committing_ = true;
+  asio::co_spawn(strand_, commit_group(), asio::detached);
+}
+
+asio::awaitable<void> stm_group::commit_group() {
+  std::exception_ptr error;
+  bool applied = false;
+  try {
+    applied = co_await tx_.commit();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  tx_.reads_.clear();
+  tx_.writes_.clear();
+  tx_.snapshot_ = 0;
+  for (auto& h : std::exchange(members_, {})) asio::post(io_ex_, asio::append(std::move(h), error, applied));
+  committing_ = false;
+  if (!waiting_.empty()) {
+    auto h = std::move(waiting_.front());
+    waiting_.pop_front();
+    start_body();
+    grant(std::move(h));
+  }
+}
+
+asio::awaitable<bool> stm_group::wait_turn() {
+  // Named, not written inside the co_await: g++ 12 destroys such a closure (and its shared_ptr)
+  // twice, which freed groups under their runs (docs/how-it-works.md).
+  auto start = [self = shared_from_this()](auto h) {
+    asio::dispatch(self->strand_, [self, h = turn_handler(std::move(h))]() mutable {
+      if (self->turn_taken_ && self->overtime_passed_) return self->grant(std::move(h), true);
+      if (self->turn_taken_ || self->committing_) return self->waiting_.push_back(std::move(h));
+      self->start_body();
+      self->grant(std::move(h));
+    });
+  };
+  auto [ec, alone] = co_await asio::async_initiate<decltype(as_result), void(error_code, bool)>(std::move(start), as_result);
+  if (ec) throw boost::system::system_error(ec, "coetcd::stm");
+  co_return alone;
+}
+
+asio::awaitable<stm_tx*> stm_group::begin_turn(int attempt, const std::vector<std::string>& prefetch) {
+  tx_.attempt_ = attempt;
+  tx_.body_writes_.clear();
+  if (tx_.reads_.empty() && tx_.writes_.empty()) {
+    if (std::chrono::steady_clock::now() - tx_.known_at_ > known_for) tx_.known_.clear();
+    // A snapshot is one revision: a group that starts from known keys reads at theirs.
+    if (is_serializable(tx_.level_) && !tx_.known_.empty()) tx_.snapshot_ = tx_.known_.begin()->second.revision;
+  }
+  if (!prefetch.empty()) {
+    std::exception_ptr failed;
+    try {
+      co_await tx_.prefetch(prefetch);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    if (failed) {
+      leave();
+      std::rethrow_exception(failed);
+    }
+  }
+  co_return &tx_;
+}
+
+void stm_group::leave() {
+  tx_.body_writes_.clear();
+  asio::dispatch(strand_, [self = shared_from_this()] { self->pass_turn(); });
+}
+
+asio::awaitable<bool> stm_group::finish() {
+  for (auto& [k, w] : tx_.body_writes_) tx_.writes_.insert_or_assign(k, std::move(w));
+  tx_.body_writes_.clear();
+  // The group's txn is everyone's: a run cancelled now still waits for its outcome.
+  auto uncancellable = asio::bind_cancellation_slot(asio::cancellation_slot(), as_result);
+  auto join = [self = shared_from_this()](auto h) {  // named: see wait_turn
+    asio::dispatch(self->strand_, [self, h = outcome_handler(std::move(h))]() mutable {
+      self->members_.push_back(std::move(h));
+      self->pass_turn();
+    });
+  };
+  auto [error, applied] =
+      co_await asio::async_initiate<decltype(uncancellable), void(std::exception_ptr, bool)>(std::move(join), uncancellable);
+  if (error) std::rethrow_exception(error);
+  co_return applied;
+}
+
+// The groups of one client, one per isolation level, kept in the client's recipe slot 0.
+struct stm_groups {
+  std::array<std::shared_ptr<stm_group>, 4> by_level;
+};
+
+std::shared_ptr<stm_group> stm_group_for(client& c, const stm_options& options) {
+  const auto& impl = c.impl();
+  if (!impl) throw boost::system::system_error(make_error_code(asio::error::bad_descriptor), "coetcd::stm: an empty client");
+  if (!options.group_commit) return std::make_shared<stm_group>(impl, options.level);
+  auto state = impl->recipe_state(0, [&impl] {
+    auto groups = std::make_shared<stm_groups>();
+    for (int l = 0; l < 4; ++l) groups->by_level[l] = std::make_shared<stm_group>(impl, static_cast<isolation>(l));
+    return std::shared_ptr<void>(groups);
+  });
+  return static_cast<stm_groups*>(state.get())->by_level.at(static_cast<std::size_t>(options.level));
+}
+
+asio::awaitable<bool> stm_wait_turn(const std::shared_ptr<stm_group>& g) {
+  const bool alone = co_await g->wait_turn();
+  co_return alone;
+}
+
+asio::awaitable<stm_tx*> stm_begin_turn(const std::shared_ptr<stm_group>& g, int attempt,
+                                        const std::vector<std::string>& prefetch) {
+  stm_tx* tx = co_await g->begin_turn(attempt, prefetch);
+  co_return tx;
+}
+
+void stm_leave(const std::shared_ptr<stm_group>& g) { g->leave(); }
+
+asio::awaitable<bool> stm_finish(const std::shared_ptr<stm_group>& g) {
+  // By reference, and nothing but locals across the co_await: g++ 12 destroys a by-value
+  // shared_ptr argument of a call inside co_await twice (a group freed under its run, valgrind).
+  bool applied = co_await g->finish();
+  co_return applied;
+}
+
+}  // namespace detail
 }  // namespace coetcd
