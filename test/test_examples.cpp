@@ -9,6 +9,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <cstdio>
 #include <regex>
 #include <set>
 #include <thread>
@@ -107,6 +108,23 @@ BOOST_AUTO_TEST_CASE(two_transfers_in_opposite_orders_finish_and_lose_nothing) {
   BOOST_TEST(etcdctl(server(), "get --print-value-only /bank/bob").output == "1010\n");
   BOOST_TEST(etcdctl(server(), "get --prefix --keys-only bank-lock/").output.find("bank-lock/") == std::string::npos);
   etcdctl(server(), "del --prefix /bank/");
+}
+
+// bank_stm: 50 coroutines move money with stm; the total stays 1000, and the commit groups make
+// the txns fewer than the transfers.
+BOOST_AUTO_TEST_CASE(bank_stm_keeps_the_total_in_fewer_txns_than_transfers) {
+  auto r = run_example("bank_stm");
+  BOOST_TEST(r.exit_code == 0, r.output);
+  BOOST_TEST(r.output.find("before: total 1000 in 5 accounts") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("after: total 1000 in 5 accounts") != std::string::npos, r.output);
+  int moved = 0, refused = 0, txns = 0;
+  auto at = r.output.find(" transfers made, ");
+  BOOST_TEST_REQUIRE(at != std::string::npos, r.output);
+  auto line_start = r.output.rfind('\n', at) + 1;
+  BOOST_TEST_REQUIRE(std::sscanf(r.output.c_str() + line_start, "%d transfers made, %d refused for want of money, in %d txns",
+                                 &moved, &refused, &txns) == 3, r.output);
+  BOOST_TEST(moved + refused == 400);  // 50 coroutines, 10 each, 2 of them from an account to itself
+  BOOST_TEST(txns < moved + refused, "no fewer txns than transfers: " << r.output);
 }
 
 BOOST_AUTO_TEST_CASE(two_http_counters_lose_no_increment) {

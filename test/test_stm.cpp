@@ -516,6 +516,121 @@ BOOST_AUTO_TEST_CASE(a_slow_or_nested_body_does_not_stall_the_group) {
   }(c));
 }
 
+// Go's create-if-absent idiom, run by many callers of one client at once: a body that asks the
+// mod revision of a key an earlier body of its group wrote leaves and runs in the next group,
+// so exactly one caller creates the key.
+BOOST_AUTO_TEST_CASE(create_if_absent_in_one_group_creates_once) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    const std::string key = "/stm/create-once";
+    co_await c.async_delete(key, use_awaitable);
+    int done = 0, created = 0;
+    auto ex = co_await asio::this_coro::executor;
+    for (int i = 0; i < 20; ++i) {
+      auto create = [&key, i](stm_tx& tx) -> asio::awaitable<bool> {
+        if (co_await tx.mod_revision(key) != 0) co_return false;
+        tx.put(key, std::to_string(i));
+        co_return true;
+      };
+      asio::co_spawn(ex, stm(c, std::move(create)), [&](std::exception_ptr e, bool made) {
+        BOOST_TEST(!e);
+        created += made;
+        ++done;
+      });
+    }
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return done == 20; }, 20s));
+    BOOST_TEST(created == 1, created << " callers created the key");
+    auto r = co_await c.async_get(key, use_awaitable);
+    BOOST_TEST_REQUIRE(r.kvs.size() == 1u);
+    BOOST_TEST(r.kvs.front().version == 1);
+  }(c));
+}
+
+// A group refused for what one member brought (a put under a revoked lease): the others run
+// again alone and commit; that member gets its own error.
+BOOST_AUTO_TEST_CASE(one_members_error_does_not_fail_its_group) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto lease = co_await c.async_lease_grant(60, use_awaitable);
+    co_await c.async_lease_revoke(lease.id, use_awaitable);
+    int done = 0;
+    std::vector<error_code> results(4);
+    auto ex = co_await asio::this_coro::executor;
+    for (int i = 0; i < 4; ++i) {
+      auto body = [i, dead = lease.id](stm_tx& tx) -> asio::awaitable<void> {
+        co_await tx.get("/stm/members/read");
+        tx.put("/stm/members/" + std::to_string(i), "v", i == 2 ? dead : 0);
+      };
+      asio::co_spawn(ex, stm(c, std::move(body)), [&, i](std::exception_ptr e) {
+        try {
+          if (e) std::rethrow_exception(e);
+        } catch (const boost::system::system_error& se) {
+          results[i] = se.code();
+        }
+        ++done;
+      });
+    }
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return done == 4; }, 20s));
+    for (int i = 0; i < 4; ++i) {
+      if (i == 2) {
+        BOOST_TEST(results[i] == error::lease_not_found, results[i].message());
+        BOOST_TEST(co_await value_of(c, "/stm/members/2") == "<none>");
+      } else {
+        BOOST_TEST(!results[i], i << ": " << results[i].message());
+        BOOST_TEST(co_await value_of(c, "/stm/members/" + std::to_string(i)) == "v", i);
+      }
+    }
+  }(c));
+}
+
+// A run cancelled while it waits for its turn stops with operation_aborted and writes nothing;
+// the group goes on (a run after it commits).
+BOOST_AUTO_TEST_CASE(a_run_cancelled_while_waiting_writes_nothing_and_the_group_goes_on) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    bool slow_done = false;
+    auto slow = [](stm_tx& tx) -> asio::awaitable<void> {
+      tx.put("/stm/cancel/slow", "1");
+      co_await sleep_for(60ms);
+    };
+    asio::co_spawn(ex, stm(c, std::move(slow)), [&](std::exception_ptr e) {
+      BOOST_TEST(!e);
+      slow_done = true;
+    });
+    co_await sleep_for(10ms);
+    asio::cancellation_signal stop;
+    std::optional<error_code> cancelled;
+    auto waiting = [](stm_tx& tx) -> asio::awaitable<void> {
+      tx.put("/stm/cancel/waiting", "1");
+      co_return;
+    };
+    asio::co_spawn(ex, stm(c, std::move(waiting)), asio::bind_cancellation_slot(stop.slot(), [&](std::exception_ptr e) {
+      cancelled = error_code();
+      try {
+        if (e) std::rethrow_exception(e);
+      } catch (const boost::system::system_error& se) {
+        cancelled = se.code();
+      }
+    }));
+    co_await sleep_for(10ms);
+    stop.emit(asio::cancellation_type::terminal);
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return slow_done && cancelled.has_value(); }, 10s));
+    BOOST_TEST(*cancelled == asio::error::operation_aborted, cancelled->message());
+    BOOST_TEST(co_await value_of(c, "/stm/cancel/waiting") == "<none>");
+    auto after = [](stm_tx& tx) -> asio::awaitable<void> {
+      tx.put("/stm/cancel/after", "1");
+      co_return;
+    };
+    co_await stm(c, std::move(after));
+    BOOST_TEST(co_await value_of(c, "/stm/cancel/after") == "1");
+    BOOST_TEST(co_await value_of(c, "/stm/cancel/slow") == "1");
+  }(c));
+}
+
 // ---- coetcd::counter ----
 
 namespace {

@@ -37,7 +37,8 @@ class counter {
   using executor_type = client::executor_type;
 
   /// A counter in `key` of `c`'s cluster. The client must outlive the operations' completion.
-  /// An empty key makes every operation fail with error::empty_key.
+  /// An empty key makes every operation fail with error::empty_key. A moved-from counter is
+  /// empty: its operations complete with asio::error::bad_descriptor.
   counter(client& c, std::string key);
 
   /// Adds `delta` (which may be negative) and completes with the value after it.
@@ -98,7 +99,7 @@ class counter {
   }
 
   /// Watches the key from the next revision: each event's kv.value is the new value as text
-  /// (parse() reads it; a delete means 0). As client::async_watch(key()).
+  /// (parse() reads it; a delete means 0). As client::async_watch(key()); the client must be alive.
   template <class CompletionToken = detail::default_token>
   auto async_watch(CompletionToken&& token = {}) {
     return client_.get().async_watch(key(), std::forward<CompletionToken>(token));

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <utility>
 #include <exception>
 #include <map>
 #include <memory>
@@ -112,21 +113,44 @@ class stm_tx {
 };
 
 namespace detail {
-/// The commit group of `c` for `level` (made on first use), or, without group_commit, a group of
-/// one for this call.
+/// The commit group of `c` for options.level (made on first use), or, without group_commit, a
+/// group of one for this call.
 std::shared_ptr<stm_group> stm_group_for(client& c, const stm_options& options);
-/// Waits for this run's turn in `g`. True: the turn before it ran too long, and this run goes
-/// ahead alone instead (in a group of its own, stm_group_for with group_commit false).
-asio::awaitable<bool> stm_wait_turn(const std::shared_ptr<stm_group>& g);
+
+/// A turn in a group: its number, or `alone` when the turn before ran too long and this run
+/// goes ahead in a group of its own.
+struct stm_turn {
+  std::uint64_t number = 0;
+  bool alone = false;
+};
+/// What a group's txn did for a run: conflict (run again), applied, or alone (refused for
+/// what another member brought: run again alone).
+enum class stm_outcome { conflict, applied, alone };
+/// Thrown by stm_tx::mod_revision for a key another body of the group wrote.
+struct stm_regroup {};
+
+/// Waits for a turn in `g`.
+asio::awaitable<stm_turn> stm_wait_turn(const std::shared_ptr<stm_group>& g);
 /// The turn is this run's: readies the group's transaction for the body (reading the prefetch
 /// keys, when given) and returns it. Throws as stm_tx::get.
 asio::awaitable<stm_tx*> stm_begin_turn(const std::shared_ptr<stm_group>& g, int attempt,
                                         const std::vector<std::string>& prefetch);
-/// The body threw: its writes are dropped and the turn passes on.
-void stm_leave(const std::shared_ptr<stm_group>& g);
-/// The body returned: its writes join the group, the turn passes on, and this completes when the
-/// group's txn has: true if it was applied, false on a conflict; throws its error.
-asio::awaitable<bool> stm_finish(const std::shared_ptr<stm_group>& g);
+/// The run gives its turn up: its writes are dropped; `commit_now`: the group commits before
+/// any other run joins it. Nothing when the turn has passed already.
+void stm_leave(const std::shared_ptr<stm_group>& g, std::uint64_t turn, bool commit_now = false);
+/// The body returned: its writes join the group, the turn passes on, and this completes with
+/// the group txn's outcome for the run; throws its error.
+asio::awaitable<stm_outcome> stm_finish(const std::shared_ptr<stm_group>& g, std::uint64_t turn);
+
+/// Gives a run's turn up when the run ends by an exception (a cancel at a co_await included)
+/// while holding it.
+struct stm_turn_guard {
+  const std::shared_ptr<stm_group>* group = nullptr;
+  std::uint64_t turn = 0;
+  ~stm_turn_guard() {
+    if (turn) stm_leave(*group, turn);
+  }
+};
 }  // namespace detail
 
 namespace detail {
@@ -138,22 +162,27 @@ auto run_stm(client& c, Body body, stm_options options, std::vector<std::string>
   if (options.max_attempts < 1)
     throw boost::system::system_error(make_error_code(error::invalid_argument), "coetcd::stm: max_attempts must be at least 1");
   auto group = stm_group_for(c, options);
+  stm_options alone_options = options;
+  alone_options.group_commit = false;
   // Declared outside the loop: g++ 12 destroys a coroutine's loop-scoped objects twice when it
   // leaves the loop by co_return (a shared_ptr released twice, seen by valgrind).
   std::shared_ptr<stm_group> joined;
+  stm_turn_guard guard{&joined};
   std::optional<stored> value;
   std::exception_ptr failed;
+  bool run_alone = false;
   for (int attempt = 1;; ++attempt) {
-    joined = group;
-    if (co_await stm_wait_turn(joined)) {
-      stm_options own = options;
-      own.group_commit = false;
-      joined = stm_group_for(c, own);
-      co_await stm_wait_turn(joined);
+    joined = run_alone ? stm_group_for(c, alone_options) : group;
+    stm_turn turn = co_await stm_wait_turn(joined);
+    if (turn.alone) {
+      joined = stm_group_for(c, alone_options);
+      turn = co_await stm_wait_turn(joined);
     }
+    guard.turn = turn.number;
     if (attempt == 2) prefetch.clear();  // named, not a ?: inside the co_await (g++ 12 again)
     stm_tx* tx = co_await stm_begin_turn(joined, attempt, prefetch);
     value.reset();
+    bool regroup = false;
     try {
       if constexpr (std::is_void_v<value_type>) {
         co_await body(*tx);
@@ -161,15 +190,22 @@ auto run_stm(client& c, Body body, stm_options options, std::vector<std::string>
       } else {
         value.emplace(co_await body(*tx));
       }
+    } catch (const stm_regroup&) {
+      regroup = true;
     } catch (...) {
       failed = std::current_exception();
     }
-    if (failed) {
-      stm_leave(joined);
+    if (regroup) {
+      stm_leave(joined, std::exchange(guard.turn, 0), true);
+    } else if (failed) {
+      stm_leave(joined, std::exchange(guard.turn, 0));
       std::rethrow_exception(failed);
+    } else {
+      const stm_outcome outcome = co_await stm_finish(joined, guard.turn);
+      guard.turn = 0;
+      if (outcome == stm_outcome::applied) break;
+      run_alone = outcome == stm_outcome::alone;
     }
-    const bool applied = co_await stm_finish(joined);
-    if (applied) break;
     if (attempt >= options.max_attempts)
       throw boost::system::system_error(make_error_code(error::conflict), "coetcd::stm");
   }
@@ -192,8 +228,12 @@ concept not_stm_options = !std::is_same_v<std::decay_t<Token>, stm_options>;
 /// then completes with the group's outcome (a conflict runs them all again). Keys the last commit
 /// wrote or read are known without a read for a second after it. So N callers incrementing one
 /// key cost one txn per group instead of N txns, most of which would conflict. The price: the
-/// bodies of a group do not run at once. A body that holds its turn past 50 ms (it waits on
-/// something else, or calls stm() itself) lets the runs waiting behind it go ahead alone.
+/// bodies of a group do not run at once. A body that holds its turn past 100 ms (it waits on
+/// something else, or calls stm() itself) lets the runs waiting behind it go ahead alone; the
+/// runs that joined the group before it wait for it, so a body must not wait for another run
+/// of its client to complete. A run whose body asks mod_revision() of a key an earlier body of
+/// the group wrote leaves, lets the group commit, and runs again in the next. A group refused as
+/// a whole for what one member brought (too many keys, a lease gone) runs each member again alone.
 ///
 /// A body that throws writes nothing, and its exception comes out of stm(). A commit whose outcome
 /// is unknown (the connection or the deadline went while it was on the wire, or it was
@@ -207,7 +247,8 @@ concept not_stm_options = !std::is_same_v<std::decay_t<Token>, stm_options>;
 /// @par Handler signature
 /// `void(std::exception_ptr, T)` (or `void(std::exception_ptr)` for void), as asio::co_spawn's.
 /// @par Cancellation
-/// Terminal: a read in the body fails with operation_aborted (nothing written). A run whose
+/// Terminal: a read in the body fails with operation_aborted (nothing written); a run waiting
+/// for its turn stops when it gets it (at most the bodies before it, or 100 ms). A run whose
 /// writes joined its group waits for the group's txn; cancelled then, it still gets the outcome.
 /// @par Executor
 /// The body runs on a new strand of the client's executor; the handler on its associated

@@ -85,40 +85,53 @@ std::optional<std::vector<std::int64_t>> running_sums(std::int64_t base, const s
 
 // Sends the queued adds, as one txn per batch, until none is left. On the strand.
 asio::awaitable<void> flush_adds(std::shared_ptr<counter_state> s) {
-  while (!s->adds.empty()) {
-    auto batch = std::exchange(s->adds, {});
-    // An add that would overflow fails alone; the rest go on.
-    for (;;) {
-      error_code ec;
-      bool done = false;
-      std::optional<std::vector<std::int64_t>> after;
-      if (s->known) {
-        after = running_sums(s->value, batch);
-        if (!after) {
-          // Fail the adds from the first that overflows; they cannot be summed past it.
-          std::int64_t v = s->value, next = 0;
-          std::size_t ok = 0;
-          while (ok < batch.size() && !__builtin_add_overflow(v, batch[ok].delta, &next)) v = next, ++ok;
-          for (std::size_t i = ok; i < batch.size(); ++i)
-            s->client->complete(std::move(batch[i].h), make_error_code(error::invalid_argument), std::int64_t{0});
-          batch.resize(ok);
-          if (batch.empty()) break;
+  auto fail = [&s](std::vector<counter_state::pending_add>& adds, error_code ec) {
+    for (auto& a : adds) s->client->complete(std::move(a.h), ec, std::int64_t{0});
+    adds.clear();
+  };
+  std::vector<counter_state::pending_add> batch;
+  try {
+    while (!s->adds.empty()) {
+      batch = std::exchange(s->adds, {});
+      bool checked = false;  // the hint was just confirmed current by a txn
+      while (!batch.empty()) {
+        std::optional<std::vector<std::int64_t>> after;
+        if (s->known) after = running_sums(s->value, batch);
+        if (s->known && !after && checked) {
+          // The value is as seen, and some adds would pass the 64-bit range: those fail alone.
+          std::int64_t v = s->value;
+          std::vector<counter_state::pending_add> fit;
+          for (auto& a : batch) {
+            std::int64_t next = 0;
+            if (__builtin_add_overflow(v, a.delta, &next))
+              s->client->complete(std::move(a.h), make_error_code(error::invalid_argument), std::int64_t{0});
+            else
+              v = next, fit.push_back(std::move(a));
+          }
+          batch = std::move(fit);
           continue;
         }
-      }
-      // Named, not a ?: inside the co_await: g++ 12 miscompiles that (an invalid read, seen by valgrind).
-      std::optional<std::int64_t> written;
-      if (after) written = after->back();
-      std::tie(ec, done) = co_await try_once(*s, written);
-      if (ec) {
-        for (auto& a : batch) s->client->complete(std::move(a.h), ec, std::int64_t{0});
-        break;
-      }
-      if (done && after) {
-        for (std::size_t i = 0; i < batch.size(); ++i) s->client->complete(std::move(batch[i].h), error_code{}, (*after)[i]);
-        break;
+        // Named, not a ?: inside the co_await: g++ 12 miscompiles that (an invalid read, seen by valgrind).
+        std::optional<std::int64_t> written;
+        if (after) written = after->back();
+        // Without a sum (no hint, or one that overflows) the txn only checks the hint, else reads.
+        auto [ec, done] = co_await try_once(*s, written);
+        if (ec) {
+          fail(batch, ec);
+          break;
+        }
+        if (done && after) {
+          for (std::size_t i = 0; i < batch.size(); ++i) s->client->complete(std::move(batch[i].h), error_code{}, (*after)[i]);
+          batch.clear();
+          break;
+        }
+        checked = done;  // the compare held: the hint is the key's value now
       }
     }
+  } catch (...) {
+    // Nothing here throws but allocation; whatever did, no add is left waiting.
+    fail(batch, make_error_code(boost::system::errc::not_enough_memory));
+    fail(s->adds, make_error_code(boost::system::errc::not_enough_memory));
   }
   s->adding = false;
 }
@@ -149,6 +162,7 @@ asio::awaitable<std::tuple<error_code, std::int64_t>> read(std::shared_ptr<count
 // Runs `op` on the strand and completes `h` with its tuple (error_code first).
 template <class Tuple, class... Args>
 void run(const std::shared_ptr<counter_state>& s, asio::awaitable<Tuple> op, handler<Args...> h) {
+  if (!s || !s->client) return fail_empty(std::move(h));
   auto c = s->client;
   if (s->key.empty()) return c->complete(std::move(h), make_error_code(error::empty_key), Args{}...);
   auto slot = asio::get_associated_cancellation_slot(h);
@@ -162,6 +176,7 @@ void run(const std::shared_ptr<counter_state>& s, asio::awaitable<Tuple> op, han
 }  // namespace
 
 void start_counter_add(const std::shared_ptr<counter_state>& s, std::int64_t delta, handler<std::int64_t> h) {
+  if (!s || !s->client) return fail_empty(std::move(h));
   auto c = s->client;
   if (s->key.empty()) return c->complete(std::move(h), make_error_code(error::empty_key), std::int64_t{0});
   asio::dispatch(c->strand_, [s, delta, h = std::move(h)]() mutable {
@@ -174,10 +189,12 @@ void start_counter_add(const std::shared_ptr<counter_state>& s, std::int64_t del
 
 void start_counter_cas(const std::shared_ptr<counter_state>& s, std::int64_t expected, std::int64_t desired,
                        handler<bool, std::int64_t> h) {
+  if (!s || !s->client) return fail_empty(std::move(h));
   run(s, compare_and_set(s, expected, desired), std::move(h));
 }
 
 void start_counter_get(const std::shared_ptr<counter_state>& s, handler<std::int64_t> h) {
+  if (!s || !s->client) return fail_empty(std::move(h));
   run(s, read(s), std::move(h));
 }
 
@@ -194,6 +211,6 @@ std::optional<std::int64_t> counter::parse(std::string_view text) noexcept {
   return v;
 }
 
-const std::string& counter::key() const noexcept { return state_->key; }
+const std::string& counter::key() const noexcept { return state_ ? state_->key : detail::empty_string(); }
 
 }  // namespace coetcd

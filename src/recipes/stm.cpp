@@ -84,6 +84,9 @@ asio::awaitable<std::optional<std::string>> stm_tx::get(std::string_view key) {
 }
 
 asio::awaitable<std::int64_t> stm_tx::mod_revision(std::string_view key) {
+  // Another body of the group wrote it: its revision is the commit's, not known yet. The run
+  // leaves, the group commits, and the run goes again in the next group, which knows it.
+  if (writes_.count(key)) throw detail::stm_regroup{};
   auto r = co_await read(key);
   co_return r->kv ? r->kv->mod_revision : 0;
 }
@@ -107,7 +110,10 @@ std::int64_t stm_tx::first_revision() const {
 // One txn: the group's writes if nothing read (or, for serializable_snapshot, written) changed;
 // else the keys read, again, for the next runs. True when applied.
 asio::awaitable<bool> stm_tx::commit() {
-  if (writes_.empty() && (reads_.empty() || level_ == isolation::read_committed)) co_return true;
+  if (writes_.empty() && (reads_.empty() || level_ == isolation::read_committed)) {
+    known_.clear();
+    co_return true;
+  }
   txn t;
   if (level_ != isolation::read_committed)
     for (auto& [k, r] : reads_) t.when(compare::mod_revision(k) == (r.kv ? r.kv->mod_revision : 0));
@@ -171,70 +177,73 @@ class stm_group : public std::enable_shared_from_this<stm_group> {
   stm_group(const std::shared_ptr<client_impl>& c, isolation level)
       : io_ex_(c->io_ex_), strand_(asio::make_strand(c->io_ex_)), overtime_(strand_), tx_(c, level) {}
 
-  /// Waits for a turn; true: go alone instead (the turn before ran too long).
-  asio::awaitable<bool> wait_turn();
-  /// The turn is ours: readies the transaction for the body.
+  asio::awaitable<stm_turn> wait_turn();
   asio::awaitable<stm_tx*> begin_turn(int attempt, const std::vector<std::string>& prefetch);
-  void leave();
-  asio::awaitable<bool> finish();
+  void leave(std::uint64_t turn, bool commit_now);
+  asio::awaitable<stm_outcome> finish(std::uint64_t turn);
 
  private:
-  using turn_handler = asio::any_completion_handler<void(error_code, bool)>;
-  using outcome_handler = asio::any_completion_handler<void(std::exception_ptr, bool)>;
+  using turn_handler = asio::any_completion_handler<void(error_code, stm_turn)>;
+  using outcome_handler = asio::any_completion_handler<void(std::exception_ptr, stm_outcome)>;
 
-  // On strand_: give the turn to the next run, or commit when none waits.
-  void pass_turn();
+  // On strand_.
+  bool holds(std::uint64_t turn) const { return turn_taken_ && turn_ == turn; }
+  void pass_turn();  // to the next run, or commit when none waits
   void grant(turn_handler h, bool alone = false);
   asio::awaitable<void> commit_group();
-  void start_body();
-  bool full() const { return members_.size() >= 256 || tx_.reads_.size() + tx_.writes_.size() >= 100; }
+  // Kept well under etcd's 128 compares, puts and gets per txn (--max-txn-ops).
+  bool full() const { return members_.size() >= 256 || tx_.reads_.size() + tx_.writes_.size() >= 64; }
 
   asio::any_io_executor io_ex_;
   asio::strand<asio::any_io_executor> strand_;
   asio::steady_timer overtime_;
-  stm_tx tx_;  // touched by the run holding the turn, or by commit_group: never both
+  stm_tx tx_;  // touched by the run holding the turn, or on the strand while no run holds it
   std::deque<turn_handler> waiting_;
   std::vector<outcome_handler> members_;
   bool turn_taken_ = false;
   bool committing_ = false;
-  std::uint64_t turn_ = 0;  // counts turns, so a late overtime timer knows its turn is over
+  bool commit_now_ = false;  // a run left to let the group commit before it runs again
+  std::uint64_t turn_ = 0;   // numbers the turns: a late leave, finish or timer knows its turn is over
   bool overtime_passed_ = false;
 };
 
-void stm_group::grant(turn_handler h, bool alone) {
-  // Posted through the client's executor, run on the handler's (as client_impl::complete does).
-  asio::post(io_ex_, asio::append(std::move(h), error_code{}, alone));
-}
+// A body holding its turn this long (it waits on something else, or on stm() itself) lets the
+// runs waiting behind it go ahead, each alone.
+constexpr auto overtime = std::chrono::milliseconds(100);
 
-void stm_group::start_body() {
-  turn_taken_ = true;
-  overtime_passed_ = false;
-  const auto turn = ++turn_;
-  // A body holding its turn too long (waiting on something else, or on stm() itself) must not
-  // stall the runs behind it: past 50 ms they go ahead, each in a group of its own.
-  overtime_.expires_after(std::chrono::milliseconds(50));
-  overtime_.async_wait([self = shared_from_this(), turn](error_code ec) {
-    if (ec || self->turn_ != turn || !self->turn_taken_) return;
-    self->overtime_passed_ = true;
-    for (auto& h : std::exchange(self->waiting_, {})) self->grant(std::move(h), true);
-  });
+void stm_group::grant(turn_handler h, bool alone) {
+  stm_turn t;
+  if (alone) t.alone = true;
+  else {
+    turn_taken_ = true;
+    overtime_passed_ = false;
+    t.number = ++turn_;
+    overtime_.expires_after(overtime);
+    overtime_.async_wait([self = shared_from_this(), turn = t.number](error_code ec) {
+      if (ec || !self->holds(turn)) return;
+      self->overtime_passed_ = true;
+      for (auto& w : std::exchange(self->waiting_, {})) self->grant(std::move(w), true);
+    });
+  }
+  // Posted through the client's executor, run on the handler's (as client_impl::complete does).
+  asio::post(io_ex_, asio::append(std::move(h), error_code{}, t));
 }
 
 void stm_group::pass_turn() {
   turn_taken_ = false;
   overtime_.cancel();
   if (committing_) return;
-  if (!waiting_.empty() && !full()) {
+  if (!waiting_.empty() && !full() && !commit_now_) {
     auto h = std::move(waiting_.front());
     waiting_.pop_front();
-    start_body();
     return grant(std::move(h));
   }
   if (members_.empty()) {
-    // Nothing to commit (every body threw): the next group starts afresh.
+    // Nothing to commit (every body threw or left): the next group starts afresh.
     tx_.reads_.clear();
     tx_.writes_.clear();
     tx_.snapshot_ = 0;
+    commit_now_ = false;
     if (!waiting_.empty()) pass_turn();
     return;
   }
@@ -243,40 +252,45 @@ void stm_group::pass_turn() {
 }
 
 asio::awaitable<void> stm_group::commit_group() {
+  auto self = shared_from_this();  // the members' runs may end, and drop the group, meanwhile
+  commit_now_ = false;
   std::exception_ptr error;
-  bool applied = false;
+  stm_outcome outcome = stm_outcome::conflict;
   try {
-    applied = co_await tx_.commit();
+    if (co_await tx_.commit()) outcome = stm_outcome::applied;
+  } catch (const boost::system::system_error& e) {
+    // Refused as a whole for what one member brought (too many keys, a lease gone, a value too
+    // large): nothing was applied, and each member runs again alone, to meet its own error.
+    if (members_.size() > 1 && surely_not_applied(e.code())) outcome = stm_outcome::alone;
+    else error = std::current_exception();
   } catch (...) {
     error = std::current_exception();
   }
   tx_.reads_.clear();
   tx_.writes_.clear();
   tx_.snapshot_ = 0;
-  for (auto& h : std::exchange(members_, {})) asio::post(io_ex_, asio::append(std::move(h), error, applied));
+  for (auto& h : std::exchange(members_, {})) asio::post(io_ex_, asio::append(std::move(h), error, outcome));
   committing_ = false;
   if (!waiting_.empty()) {
     auto h = std::move(waiting_.front());
     waiting_.pop_front();
-    start_body();
     grant(std::move(h));
   }
 }
 
-asio::awaitable<bool> stm_group::wait_turn() {
+asio::awaitable<stm_turn> stm_group::wait_turn() {
   // Named, not written inside the co_await: g++ 12 destroys such a closure (and its shared_ptr)
   // twice, which freed groups under their runs (docs/how-it-works.md).
   auto start = [self = shared_from_this()](auto h) {
     asio::dispatch(self->strand_, [self, h = turn_handler(std::move(h))]() mutable {
       if (self->turn_taken_ && self->overtime_passed_) return self->grant(std::move(h), true);
       if (self->turn_taken_ || self->committing_) return self->waiting_.push_back(std::move(h));
-      self->start_body();
       self->grant(std::move(h));
     });
   };
-  auto [ec, alone] = co_await asio::async_initiate<decltype(as_result), void(error_code, bool)>(std::move(start), as_result);
+  auto [ec, turn] = co_await asio::async_initiate<decltype(as_result), void(error_code, stm_turn)>(std::move(start), as_result);
   if (ec) throw boost::system::system_error(ec, "coetcd::stm");
-  co_return alone;
+  co_return turn;
 }
 
 asio::awaitable<stm_tx*> stm_group::begin_turn(int attempt, const std::vector<std::string>& prefetch) {
@@ -287,41 +301,39 @@ asio::awaitable<stm_tx*> stm_group::begin_turn(int attempt, const std::vector<st
     // A snapshot is one revision: a group that starts from known keys reads at theirs.
     if (is_serializable(tx_.level_) && !tx_.known_.empty()) tx_.snapshot_ = tx_.known_.begin()->second.revision;
   }
-  if (!prefetch.empty()) {
-    std::exception_ptr failed;
-    try {
-      co_await tx_.prefetch(prefetch);
-    } catch (...) {
-      failed = std::current_exception();
-    }
-    if (failed) {
-      leave();
-      std::rethrow_exception(failed);
-    }
-  }
+  if (!prefetch.empty()) co_await tx_.prefetch(prefetch);  // a failure: the run's guard leaves
   co_return &tx_;
 }
 
-void stm_group::leave() {
-  tx_.body_writes_.clear();
-  asio::dispatch(strand_, [self = shared_from_this()] { self->pass_turn(); });
+void stm_group::leave(std::uint64_t turn, bool commit_now) {
+  asio::dispatch(strand_, [self = shared_from_this(), turn, commit_now] {
+    if (!self->holds(turn)) return;  // passed on already (a finish that joined)
+    self->tx_.body_writes_.clear();
+    if (commit_now) self->commit_now_ = true;
+    self->pass_turn();
+  });
 }
 
-asio::awaitable<bool> stm_group::finish() {
-  for (auto& [k, w] : tx_.body_writes_) tx_.writes_.insert_or_assign(k, std::move(w));
-  tx_.body_writes_.clear();
-  // The group's txn is everyone's: a run cancelled now still waits for its outcome.
+asio::awaitable<stm_outcome> stm_group::finish(std::uint64_t turn) {
+  // The group's txn is everyone's: once joined, a run waits for its outcome, cancelled or not.
   auto uncancellable = asio::bind_cancellation_slot(asio::cancellation_slot(), as_result);
-  auto join = [self = shared_from_this()](auto h) {  // named: see wait_turn
-    asio::dispatch(self->strand_, [self, h = outcome_handler(std::move(h))]() mutable {
+  auto join = [self = shared_from_this(), turn](auto h) {  // named: see wait_turn
+    asio::dispatch(self->strand_, [self, turn, h = outcome_handler(std::move(h))]() mutable {
+      if (!self->holds(turn)) {
+        auto gone = std::make_exception_ptr(boost::system::system_error(make_error_code(asio::error::operation_aborted), "coetcd::stm"));
+        return asio::post(self->io_ex_, asio::append(std::move(h), gone, stm_outcome::conflict));
+      }
+      // Merged here, past the point where a cancel could still stop this run.
+      for (auto& [k, w] : self->tx_.body_writes_) self->tx_.writes_.insert_or_assign(k, std::move(w));
+      self->tx_.body_writes_.clear();
       self->members_.push_back(std::move(h));
       self->pass_turn();
     });
   };
-  auto [error, applied] =
-      co_await asio::async_initiate<decltype(uncancellable), void(std::exception_ptr, bool)>(std::move(join), uncancellable);
+  auto [error, outcome] =
+      co_await asio::async_initiate<decltype(uncancellable), void(std::exception_ptr, stm_outcome)>(std::move(join), uncancellable);
   if (error) std::rethrow_exception(error);
-  co_return applied;
+  co_return outcome;
 }
 
 // The groups of one client, one per isolation level, kept in the client's recipe slot 0.
@@ -341,9 +353,9 @@ std::shared_ptr<stm_group> stm_group_for(client& c, const stm_options& options) 
   return static_cast<stm_groups*>(state.get())->by_level.at(static_cast<std::size_t>(options.level));
 }
 
-asio::awaitable<bool> stm_wait_turn(const std::shared_ptr<stm_group>& g) {
-  const bool alone = co_await g->wait_turn();
-  co_return alone;
+asio::awaitable<stm_turn> stm_wait_turn(const std::shared_ptr<stm_group>& g) {
+  const stm_turn t = co_await g->wait_turn();
+  co_return t;
 }
 
 asio::awaitable<stm_tx*> stm_begin_turn(const std::shared_ptr<stm_group>& g, int attempt,
@@ -352,13 +364,12 @@ asio::awaitable<stm_tx*> stm_begin_turn(const std::shared_ptr<stm_group>& g, int
   co_return tx;
 }
 
-void stm_leave(const std::shared_ptr<stm_group>& g) { g->leave(); }
+void stm_leave(const std::shared_ptr<stm_group>& g, std::uint64_t turn, bool commit_now) { g->leave(turn, commit_now); }
 
-asio::awaitable<bool> stm_finish(const std::shared_ptr<stm_group>& g) {
-  // By reference, and nothing but locals across the co_await: g++ 12 destroys a by-value
-  // shared_ptr argument of a call inside co_await twice (a group freed under its run, valgrind).
-  bool applied = co_await g->finish();
-  co_return applied;
+asio::awaitable<stm_outcome> stm_finish(const std::shared_ptr<stm_group>& g, std::uint64_t turn) {
+  // By reference, and nothing but locals across the co_await (g++ 12: see wait_turn).
+  const stm_outcome o = co_await g->finish(turn);
+  co_return o;
 }
 
 }  // namespace detail
