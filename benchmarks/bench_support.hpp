@@ -123,4 +123,15 @@ inline double peak_rss_mb() {
   return double(ru.ru_maxrss) / 1024.0;
 }
 
+/// `s` as a JSON string literal (control characters dropped).
+inline std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (static_cast<unsigned char>(ch) < 0x20) continue;
+    out += ch;
+  }
+  return out + "\"";
+}
+
 }  // namespace bench

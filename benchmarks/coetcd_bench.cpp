@@ -500,16 +500,6 @@ asio::awaitable<void> worker(run_state& st, coetcd::client& c, int client, int i
   --st.running;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    if (static_cast<unsigned char>(ch) < 0x20) continue;
-    out += ch;
-  }
-  return out + "\"";
-}
-
 config parse_args(int argc, char** argv) {
   config cfg;
   std::string endpoints = "127.0.0.1:2379", duration = "5s", hold = "0s", completions = "thread";
@@ -740,7 +730,7 @@ int main(int argc, char** argv) {
         "\"violations\":%" PRId64 ",\"errors\":%" PRId64 ",\"leftover_keys\":%" PRId64 ",\"first_error\":%s,"
         "\"completions\":\"%s\",\"late\":%" PRId64 ",\"max_idle_ms\":%.3f,\"keep_going\":%s,\"fenced\":%s,"
         "\"checked\":%s,\"refused\":%" PRId64 ",\"lost_updates\":%" PRId64 "}\n",
-        cfg.mode == "local" ? "\"local\"" : "\"coetcd\"", json_string(cfg.mode).c_str(), cfg.workers, cfg.locks,
+        cfg.mode == "local" ? "\"local\"" : "\"coetcd\"", bench::json_string(cfg.mode).c_str(), cfg.workers, cfg.locks,
         cfg.clients, cfg.share_session ? "true" : "false", static_cast<int>(cfg.lock_options.linger.count()), cfg.hold.count() / 1000.0, cfg.mode == "sem" ? cfg.permits : 0, elapsed, share_min, share_max, max_gap_ms, st.acquisitions,
         st.attempts,
         ops_per_s, ms(st.wait.quantile(0.5)), ms(st.wait.quantile(0.9)), ms(st.wait.quantile(0.99)),
@@ -748,7 +738,7 @@ int main(int argc, char** argv) {
         per_acq("Range"), per_acq("DeleteRange"), per_acq("Watch"), ms(st.read_wait.quantile(0.5)),
         ms(st.read_wait.quantile(0.99)), ms(st.write_wait.quantile(0.5)), ms(st.write_wait.quantile(0.99)), st.writes,
         st.violations, st.errors, leftover,
-        json_string(st.first_error).c_str(), cfg.completions == coetcd::completion_mode::poll ? "poll" : "thread",
+        bench::json_string(st.first_error).c_str(), cfg.completions == coetcd::completion_mode::poll ? "poll" : "thread",
         st.late, std::chrono::duration<double, std::milli>(st.max_idle).count(), cfg.keep_going ? "true" : "false",
         cfg.fenced ? "true" : "false", cfg.checked ? "true" : "false", st.refused, st.lost_updates);
   } else {

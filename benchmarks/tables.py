@@ -330,6 +330,36 @@ def versions():
     return "\n".join(out)
 
 
+# ---- benchmarks/results/stm.jsonl: BENCH_SET=stm ------------------------------------------------
+
+def stm():
+    """Counters incremented by many coroutines of one client: coetcd::stm (in commit groups, and
+    alone), coetcd::counter, and Go's concurrency.NewSTM, in every round (stm.jsonl)."""
+    L = load("stm.jsonl")
+    if not L:
+        return "(no run in `benchmarks/results/stm.jsonl`: BENCH_SET=stm benchmarks/run)"
+    out = ["| workers, counters | coetcd | commits/s | Go `NewSTM` commits/s | coetcd / Go | runs per commit, coetcd / Go "
+           "| lost increments |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    for w, k in ((100, 10), (1, 1)):
+        g = cell(L, "go", "stm", w, locks=k)
+        for impl, label in (("coetcd", "`stm` (commit groups)"), ("coetcd-alone", "`stm`, `group_commit = false`"),
+                            ("coetcd-counter", "`counter`, one object per key")):
+            c = cell(L, impl, "stm", w, locks=k)
+            if not c:
+                continue
+            runs = "–" if impl == "coetcd-counter" else f"{ms(median(c, 'runs_per_commit'))} / {ms(median(g, 'runs_per_commit'))}"
+            lost = sum(r.get("lost_updates", 0) + r.get("errors", 0) for r in c + g)
+            out.append(f"| {w}, {k} | {label} | {tput(c)} | {tput(g)} | {x(ratio(c, g))} | {runs} | {lost} |")
+    rounds = sorted({r.get("round") for r in L if r.get("round")})
+    secs = sorted({round(r.get("seconds", 0)) for r in L})
+    out += ["", f"Commits/s (each commit one increment), worker i on counter i % counters, one client, one etcd "
+            f"member; lost increments: the counters' sum against the commits, and errors, over every round of "
+            f"both sides. {len(rounds)} rounds, {secs[-1] if secs else '?'} s per cell; from "
+            "`benchmarks/results/stm.jsonl` (`BENCH_SET=stm benchmarks/run`)."]
+    return "\n".join(out)
+
+
 # ---- README ------------------------------------------------------------------------------------
 
 def readme_performance():
@@ -513,6 +543,7 @@ TABLES = {
     "kv": kv,
     "cluster": cluster,
     "versions": versions,
+    "stm": stm,
     "readme-performance": readme_performance,
     "readme-comparison": readme_comparison,
     "compare-contention": compare_contention,
