@@ -360,6 +360,27 @@ def stm():
     return "\n".join(out)
 
 
+def cache_table():
+    """coetcd::cache: local reads, memory, first sync and lag behind writers (stm.jsonl, mode cache)."""
+    L = [r for r in load("stm.jsonl") if r.get("mode") == "cache"]
+    if not L:
+        return "(no cache run in `benchmarks/results/stm.jsonl`: BENCH_SET=stm benchmarks/run)"
+    m = lambda f: median(L, f)
+    out = ["| keys (value bytes) | local reads/s, one core | memory / keys and values | first sync | writers | changes/s "
+           "seen | lag p50 | lag p99 | resets |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+           f"| {n(m('keys'))} ({n(m('value_size'))}) | {n(m('reads_per_s'))} | {x(m('memory_ratio'))} | {ms(m('sync_ms'))} ms "
+           f"| {n(m('workers'))} | {n(m('events_per_s'))} | {ms(m('lag_p50_ms'))} ms | {ms(m('lag_p99_ms'))} ms "
+           f"| {sum(r.get('resets', 0) for r in L)} |",
+           "",
+           f"Medians of {len(L)} rounds (`cache_bench`, one per round of `BENCH_SET=stm benchmarks/run`): reads of random "
+           "keys on the cache's own thread for a second; memory is the heap the synced cache holds (`mallinfo2`) against "
+           "the keys' and values' bytes; lag is the time from a put's sending to its change in the cache reader's hands "
+           "(the commit and its fsync included), the writers putting at full speed from a second client on the same "
+           "thread and machine. From `benchmarks/results/stm.jsonl`."]
+    return "\n".join(out)
+
+
 # ---- README ------------------------------------------------------------------------------------
 
 def readme_performance():
@@ -544,6 +565,7 @@ TABLES = {
     "cluster": cluster,
     "versions": versions,
     "stm": stm,
+    "cache": cache_table,
     "readme-performance": readme_performance,
     "readme-comparison": readme_comparison,
     "compare-contention": compare_contention,

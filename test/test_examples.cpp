@@ -127,6 +127,13 @@ BOOST_AUTO_TEST_CASE(bank_stm_keeps_the_total_in_fewer_txns_than_transfers) {
   BOOST_TEST(txns < moved + refused, "no fewer txns than transfers: " << r.output);
 }
 
+// config_cache: lists, then sees a put and a delete made by another client, and reads locally.
+BOOST_AUTO_TEST_CASE(config_cache_lists_follows_and_reads_locally) {
+  expect_lines("config_cache", {"cached /config-demo/mode = normal", "cached /config-demo/rate-limit = 100",
+                                "change: put /config-demo/rate-limit = 200", "change: delete /config-demo/mode",
+                                "rate-limit is now 200, mode is gone (read locally, no request)"});
+}
+
 BOOST_AUTO_TEST_CASE(two_http_counters_lose_no_increment) {
   // Each mode with two servers of that mode: a coetcd::counter (one optimistic txn per
   // increment), then a mutex around a read and a fenced write.

@@ -1,0 +1,138 @@
+// coetcd::cache: a local copy of a prefix, kept by one Range and then the client's shared watch.
+#pragma once
+
+#include <coetcd/client.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace coetcd {
+
+/// Options of a cache.
+struct cache_options {
+  /// Changes kept for a reader of async_next that does not keep up (at least 1); past it they
+  /// are dropped and its next update is a reset (read the cache again), so a slow reader costs
+  /// no memory.
+  std::size_t max_pending_events = 10000;
+};
+
+/// What async_next gives: the changes applied since the last update, in revision order, or a
+/// reset (the cache listed its prefix again: after a compaction that its watch could not
+/// bridge, or because this reader fell behind): then re-read the whole cache.
+struct cache_update {
+  bool reset = false;               ///< read the cache again; `events` is empty
+  std::vector<watch_event> events;  ///< in revision order, each once
+  std::int64_t revision = 0;        ///< the cache's revision once these are applied
+};
+
+namespace detail {
+struct cache_state;
+void start_cache_wait(const std::shared_ptr<cache_state>&, std::int64_t revision, handler<>);
+void start_cache_next(const std::shared_ptr<cache_state>&, handler<cache_update>);
+}  // namespace detail
+
+/// A local copy of every key under a prefix, answered without a request. It reads the prefix
+/// once (one Range at a revision), then follows it on the client's shared watch from the next
+/// revision; after a compaction the watch cannot bridge (a long disconnect) it lists the prefix
+/// again and tells its reader with a reset. It never applies a change twice or out of order.
+///
+/// Its state lives on its executor (default: the client's): call get(), range() and the other
+/// accessors from there (any coroutine of a one-thread io_context; on a pool, give the cache a
+/// strand and read from it), as Asio's objects are used. Destroying the cache stops it; pending
+/// operations complete with operation_aborted.
+class cache {
+ public:
+  /// The type of get_executor().
+  using executor_type = asio::any_io_executor;
+
+  /// Starts following `prefix` of `c`'s cluster on `c`'s executor. An empty prefix: every
+  /// operation fails with error::empty_key.
+  cache(client& c, std::string prefix, cache_options options = {});
+  /// Starts following `prefix` on `ex` (a strand when the context runs on several threads).
+  cache(asio::any_io_executor ex, client& c, std::string prefix, cache_options options = {});
+  /// Takes `other`'s cache over; `other` is left empty (its operations: bad_descriptor).
+  cache(cache&& other) noexcept;
+  /// Stops this cache (as the destructor), then takes `other`'s over.
+  cache& operator=(cache&& other) noexcept;
+  /// Stops the cache: what waits on it completes with operation_aborted.
+  ~cache();
+
+  /// Completes once the cache holds the whole prefix at some revision (at once if it does).
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// error::empty_key (empty prefix), error::client_closed, error::permission_denied and the
+  /// auth errors (the prefix may not be read or watched: the cache stops), operation_aborted
+  /// (cache destroyed), asio::error::bad_descriptor (a moved-from cache).
+  /// @par Cancellation
+  /// Terminal, partial, total: operation_aborted.
+  /// @par Executor
+  /// The handler's associated executor (default: the cache's); never inside this call.
+  template <class CompletionToken = detail::default_token>
+  auto async_wait_synced(CompletionToken&& token = {}) {
+    return async_wait_for(0, std::forward<CompletionToken>(token));
+  }
+
+  /// Completes once the cache has applied every change of its prefix up to `revision` (as
+  /// async_wait_synced for 0): after a write to the prefix at revision R, async_wait_for(R)
+  /// then get() reads that write. A revision without a change in the prefix is reached with the
+  /// next change after it, or the server's next progress notification.
+  ///
+  /// @par Handler signature, Errors, Cancellation, Executor
+  /// As async_wait_synced.
+  template <class CompletionToken = detail::default_token>
+  auto async_wait_for(std::int64_t revision, CompletionToken&& token = {}) {
+    return detail::initiate<void(error_code)>(
+        std::forward<CompletionToken>(token),
+        [s = state_](detail::handler<> h, std::int64_t r) { detail::start_cache_wait(s, r, std::move(h)); }, revision);
+  }
+
+  /// The next update for this cache's one reader: the changes since the last, or a reset.
+  /// Changes wait for the reader up to options.max_pending_events; past it the reader gets a
+  /// reset instead. The first update after the initial list is the first change (the initial
+  /// contents are read with get()/range() once synced). The update is taken when its handler
+  /// runs: a handler on the cache's executor that re-reads the cache on a reset reads exactly
+  /// the update's revision.
+  ///
+  /// @par Handler signature
+  /// `void(error_code, cache_update)`
+  /// @par Errors
+  /// As async_wait_synced; asio::error::already_started when another async_next is pending.
+  /// @par Cancellation
+  /// Terminal, partial, total: operation_aborted; the changes stay for the next async_next.
+  /// @par Executor
+  /// As async_wait_synced.
+  template <class CompletionToken = detail::default_token>
+  auto async_next(CompletionToken&& token = {}) {
+    return detail::initiate<void(error_code, cache_update)>(
+        std::forward<CompletionToken>(token),
+        [s = state_](detail::handler<cache_update> h) { detail::start_cache_next(s, std::move(h)); });
+  }
+
+  /// The key as the cache holds it; empty when absent (or not synced yet). On the executor.
+  std::optional<key_value> get(std::string_view key) const;
+  /// The keys in [from, to) (to empty: to the end of the prefix), in key order. On the executor.
+  std::vector<key_value> range(std::string_view from = {}, std::string_view to = {}) const;
+  /// Keys held. On the executor, as the rest.
+  std::size_t size() const noexcept;
+  /// The revision the contents are at (0 before the first list). On the executor.
+  std::int64_t revision() const noexcept;
+  /// Whether the first list is done.
+  bool synced() const noexcept;
+  /// Times the cache listed its prefix again (compactions it could not bridge, lost watches).
+  std::uint64_t relists() const noexcept;
+  /// The prefix.
+  const std::string& prefix() const noexcept;
+  /// The cache's executor.
+  executor_type get_executor() const noexcept;
+
+ private:
+  std::shared_ptr<detail::cache_state> state_;
+};
+
+}  // namespace coetcd

@@ -1,0 +1,242 @@
+// coetcd::cache against a real etcd: list then follow, read-your-write, a compaction it cannot
+// bridge (a reset), the member restarted under it, a slow reader, bad input and cancellation.
+#define BOOST_TEST_MODULE coetcd_cache
+#include "support/fixture.hpp"
+#include "support/tcp_proxy.hpp"
+
+#include <coetcd/cache.hpp>
+
+#include <map>
+
+using namespace coetcd;
+using namespace coetcd::test;
+using namespace std::chrono_literals;
+
+BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
+
+namespace {
+
+// The prefix as the server has it: key -> value.
+asio::awaitable<std::map<std::string, std::string>> server_view(client& c, std::string prefix) {
+  auto r = co_await c.async_get(prefix, get_options{.prefix = true}, use_awaitable);
+  std::map<std::string, std::string> out;
+  for (auto& kv : r.kvs) out[kv.key] = kv.value;
+  co_return out;
+}
+
+std::map<std::string, std::string> cache_view(const cache& k) {
+  std::map<std::string, std::string> out;
+  for (auto& kv : k.range()) out[kv.key] = kv.value;
+  return out;
+}
+
+}  // namespace
+
+// 100 keys listed, one outside the prefix left out; then 50 changes reach the reader once each,
+// in revision order, and the cache ends equal to the server.
+BOOST_AUTO_TEST_CASE(lists_then_follows_every_change_once_in_order) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    const std::string p = "/cache/follow/";
+    co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
+    for (int i = 0; i < 100; ++i) co_await c.async_put(p + std::to_string(i), "v" + std::to_string(i), use_awaitable);
+    co_await c.async_put("/cache/follow-not", "x", use_awaitable);
+    cache k(c, p);
+    co_await k.async_wait_synced(use_awaitable);
+    BOOST_TEST(k.size() == 100u);
+    BOOST_TEST((k.get(p + "7") && k.get(p + "7")->value == "v7"));
+    BOOST_TEST(!k.get("/cache/follow-not"));
+    BOOST_TEST(k.range(p + "1", p + "2").size() == 11u);  // "1", "10".."19"
+
+    std::int64_t last = 0;
+    for (int i = 0; i < 50; ++i) {
+      if (i % 5 == 4) last = (co_await c.async_delete(p + std::to_string(i), use_awaitable)).header.revision;
+      else last = (co_await c.async_put(p + "new" + std::to_string(i), "n", use_awaitable)).header.revision;
+    }
+    std::vector<watch_event> seen;
+    while (seen.empty() || seen.back().kv.mod_revision < last) {
+      auto u = co_await k.async_next(use_awaitable);
+      BOOST_TEST_REQUIRE(!u.reset);
+      for (auto& e : u.events) seen.push_back(e);
+    }
+    BOOST_TEST(seen.size() == 50u);
+    for (std::size_t i = 1; i < seen.size(); ++i) BOOST_TEST(seen[i - 1].kv.mod_revision < seen[i].kv.mod_revision);
+    BOOST_TEST(k.revision() >= last);
+    BOOST_TEST((cache_view(k) == co_await server_view(c, p)));
+    co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
+  }(c));
+}
+
+// Changes that share a revision (a txn of several puts, a prefix delete) all reach the cache.
+BOOST_AUTO_TEST_CASE(changes_at_one_revision_all_apply) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    const std::string p = "/cache/onerev/";
+    co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
+    cache k(c, p);
+    co_await k.async_wait_synced(use_awaitable);
+    txn t;
+    for (int i = 0; i < 5; ++i) t.then(txn_op::put(p + std::to_string(i), "v"));
+    auto r = co_await c.async_txn(t, use_awaitable);
+    co_await k.async_wait_for(r.header.revision, use_awaitable);
+    BOOST_TEST(k.size() == 5u, "a txn's puts at one revision were dropped");
+    auto d = co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
+    co_await k.async_wait_for(d.header.revision, use_awaitable);
+    BOOST_TEST(k.size() == 0u, "a prefix delete's events at one revision were dropped");
+    std::size_t events = 0;
+    while (events < 10) {
+      auto u = co_await k.async_next(use_awaitable);
+      BOOST_TEST_REQUIRE(!u.reset);
+      events += u.events.size();
+    }
+    BOOST_TEST(events == 10u);
+  }(c));
+}
+
+// After a write at revision R, async_wait_for(R) then get() reads it; a revision outside the
+// prefix is reached with the next change of the prefix.
+BOOST_AUTO_TEST_CASE(wait_for_reads_your_own_write) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    const std::string p = "/cache/ryw/";
+    cache k(c, p);
+    co_await k.async_wait_synced(use_awaitable);
+    for (int i = 0; i < 20; ++i) {
+      auto r = co_await c.async_put(p + "k", std::to_string(i), use_awaitable);
+      co_await k.async_wait_for(r.header.revision, use_awaitable);
+      BOOST_TEST((k.get(p + "k") && k.get(p + "k")->value == std::to_string(i)));
+    }
+    auto outside = co_await c.async_put("/cache/ryw-outside", "x", use_awaitable);
+    auto reached = std::make_shared<bool>(false);
+    k.async_wait_for(outside.header.revision, [reached](error_code ec) { *reached = !ec; });
+    co_await sleep_for(100ms);
+    BOOST_TEST(!*reached, "a revision outside the prefix counted as reached with no change after it");
+    co_await c.async_put(p + "k", "later", use_awaitable);
+    BOOST_TEST(co_await eventually([&] { return *reached; }, 5s));
+  }(c));
+}
+
+// The client is cut off while the prefix changes and the store is compacted past the cache's
+// revision: when it is back, the cache lists again, its reader gets a reset, and it holds what
+// the server holds.
+BOOST_AUTO_TEST_CASE(a_compaction_it_cannot_bridge_relists_and_resets_the_reader) {
+  tcp_proxy proxy(server().endpoint());
+  asio::io_context ioc;
+  auto o = options_for(server());
+  o.endpoints = {proxy.endpoint()};
+  client far(ioc, o);
+  client direct(ioc, options_for(server()));
+  run_for(ioc, [](client& far, client& direct, tcp_proxy& proxy) -> asio::awaitable<void> {
+    const std::string p = "/cache/compacted/";
+    co_await direct.async_delete(p, delete_options{.prefix = true}, use_awaitable);
+    for (int i = 0; i < 10; ++i) co_await direct.async_put(p + std::to_string(i), "old", use_awaitable);
+    cache k(far, p);
+    co_await k.async_wait_synced(use_awaitable);
+    BOOST_TEST(k.size() == 10u);
+    proxy.cut();
+    for (int i = 0; i < 5; ++i) co_await direct.async_delete(p + std::to_string(i), use_awaitable);
+    std::int64_t now = 0;
+    for (int i = 0; i < 5; ++i) now = (co_await direct.async_put(p + "n" + std::to_string(i), "new", use_awaitable)).header.revision;
+    co_await direct.async_compact(now, use_awaitable);
+    proxy.restore();
+    auto u = co_await k.async_next(use_awaitable);
+    BOOST_TEST(u.reset, "the reader was not told to read the cache again");
+    co_await k.async_wait_for(now, use_awaitable);
+    BOOST_TEST(k.relists() >= 1u);
+    BOOST_TEST((cache_view(k) == co_await server_view(direct, p)));
+    co_await direct.async_delete(p, delete_options{.prefix = true}, use_awaitable);
+  }(far, direct, proxy));
+}
+
+// The member restarts under the cache (its only member): the watch resumes, nothing is missed.
+BOOST_AUTO_TEST_CASE(the_member_restarted_under_the_cache) {
+  etcd_process etcd;
+  asio::io_context ioc;
+  client c(ioc, options_for(etcd));
+  run_for(ioc, [](client& c, etcd_process& etcd) -> asio::awaitable<void> {
+    const std::string p = "/cache/restart/";
+    for (int i = 0; i < 10; ++i) co_await c.async_put(p + std::to_string(i), "a", use_awaitable);
+    cache k(c, p);
+    co_await k.async_wait_synced(use_awaitable);
+    etcd.stop();
+    etcd.start();
+    std::int64_t last = 0;
+    for (int i = 0; i < 10; ++i) last = (co_await c.async_put(p + std::to_string(i), "b", use_awaitable)).header.revision;
+    co_await k.async_wait_for(last, use_awaitable);
+    BOOST_TEST((cache_view(k) == co_await server_view(c, p)));
+    for (auto& kv : k.range()) BOOST_TEST(kv.value == "b");
+    BOOST_TEST(k.relists() == 0u, "the watch did not resume across the restart: the cache listed again");
+  }(c, etcd));
+}
+
+// A reader that does not keep up gets a reset instead of an unbounded queue, then changes again.
+BOOST_AUTO_TEST_CASE(a_slow_reader_gets_a_reset_not_an_unbounded_queue) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    const std::string p = "/cache/slow/";
+    co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
+    cache k(c, p, {.max_pending_events = 10});
+    co_await k.async_wait_synced(use_awaitable);
+    std::int64_t last = 0;
+    for (int i = 0; i < 50; ++i) last = (co_await c.async_put(p + std::to_string(i), "v", use_awaitable)).header.revision;
+    co_await k.async_wait_for(last, use_awaitable);
+    auto u = co_await k.async_next(use_awaitable);
+    BOOST_TEST(u.reset);
+    BOOST_TEST(u.events.empty());
+    BOOST_TEST(k.size() == 50u);
+    co_await c.async_put(p + "after", "v", use_awaitable);
+    u = co_await k.async_next(use_awaitable);
+    BOOST_TEST(!u.reset);
+    BOOST_TEST_REQUIRE(u.events.size() == 1u);
+    BOOST_TEST(u.events[0].kv.key == p + "after");
+    co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
+  }(c));
+}
+
+// An empty prefix is named; a cancelled async_next loses no change; a second async_next is
+// refused; destroying the cache completes what waits on it with operation_aborted.
+BOOST_AUTO_TEST_CASE(bad_input_cancellation_and_destruction) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    cache nameless(c, "");
+    auto [ec] = co_await nameless.async_wait_synced(asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == error::empty_key, ec.message());
+
+    const std::string p = "/cache/cancel/";
+    auto k = std::make_unique<cache>(c, p);
+    co_await k->async_wait_synced(use_awaitable);
+    asio::cancellation_signal stop;
+    auto first = std::make_shared<std::optional<error_code>>();
+    auto second = std::make_shared<std::optional<error_code>>();
+    k->async_next(asio::bind_cancellation_slot(stop.slot(), [first](error_code e, cache_update) { *first = e; }));
+    k->async_next([second](error_code e, cache_update) { *second = e; });
+    BOOST_TEST(co_await eventually([&] { return second->has_value(); }, 2s));
+    BOOST_TEST(**second == asio::error::already_started, (*second)->message());
+    // A change arrives and is handed to the waiting reader; the cancel comes in the same turn,
+    // before the handler runs (as when the other branch of an `||` wins): nothing is lost.
+    auto r = co_await c.async_put(p + "k", "v", use_awaitable);
+    co_await k->async_wait_for(r.header.revision, use_awaitable);
+    stop.emit(asio::cancellation_type::terminal);
+    BOOST_TEST(co_await eventually([&] { return first->has_value(); }, 2s));
+    if (**first == asio::error::operation_aborted) {
+      auto u = co_await k->async_next(use_awaitable);  // the change is still there
+      BOOST_TEST_REQUIRE(u.events.size() == 1u);
+      BOOST_TEST(u.events[0].kv.mod_revision == r.header.revision);
+    } else {
+      BOOST_TEST(!**first, (*first)->message());  // delivered before the cancel
+    }
+
+    auto waiting = std::make_shared<std::optional<error_code>>();
+    k->async_wait_for(r.header.revision + 1000, [waiting](error_code e) { *waiting = e; });
+    co_await sleep_for(50ms);
+    k.reset();
+    BOOST_TEST(co_await eventually([&] { return waiting->has_value(); }, 2s));
+    BOOST_TEST(**waiting == asio::error::operation_aborted, (*waiting)->message());
+    co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
+  }(c));
+}
