@@ -14,6 +14,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 
+#include <tuple>
 #include <vector>
 
 namespace coetcd::detail {
@@ -69,6 +70,19 @@ inline void spawn_op(const std::shared_ptr<client_impl>& c, asio::awaitable<erro
   asio::co_spawn(c->strand_, std::move(body),
                  asio::bind_cancellation_slot(slot, [c, h = std::move(h)](std::exception_ptr e, error_code ec) mutable {
                    c->complete(std::move(h), e ? exception_to_error(e) : ec);
+                 }));
+}
+
+/// spawn_op for a body that returns its handler's arguments as a tuple (error_code first); an
+/// exception from it completes the handler with its error and empty values.
+template <class Tuple, class... Args>
+void spawn_result_op(const std::shared_ptr<client_impl>& c, asio::awaitable<Tuple> body,
+                     asio::any_completion_handler<void(error_code, Args...)> h) {
+  auto slot = asio::get_associated_cancellation_slot(h);
+  asio::co_spawn(c->strand_, std::move(body),
+                 asio::bind_cancellation_slot(slot, [c, h = std::move(h)](std::exception_ptr e, Tuple r) mutable {
+                   if (e) r = Tuple{exception_to_error(e), Args{}...};
+                   std::apply([&](error_code ec, auto&&... v) { c->complete(std::move(h), ec, std::move(v)...); }, std::move(r));
                  }));
 }
 

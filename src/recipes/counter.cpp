@@ -159,18 +159,12 @@ asio::awaitable<std::tuple<error_code, std::int64_t>> read(std::shared_ptr<count
   co_return std::make_tuple(error_code{}, s->value);
 }
 
-// Runs `op` on the strand and completes `h` with its tuple (error_code first).
+// Runs `op` on the strand (spawn_result_op), after the checks every operation shares.
 template <class Tuple, class... Args>
 void run(const std::shared_ptr<counter_state>& s, asio::awaitable<Tuple> op, handler<Args...> h) {
   if (!s || !s->client) return fail_empty(std::move(h));
-  auto c = s->client;
-  if (s->key.empty()) return c->complete(std::move(h), make_error_code(error::empty_key), Args{}...);
-  auto slot = asio::get_associated_cancellation_slot(h);
-  asio::co_spawn(c->strand_, std::move(op),
-                 asio::bind_cancellation_slot(slot, [c, h = std::move(h)](std::exception_ptr e, Tuple r) mutable {
-                   if (e) std::get<0>(r) = exception_to_error(e);
-                   std::apply([&](error_code ec, auto... v) { c->complete(std::move(h), ec, v...); }, r);
-                 }));
+  if (s->key.empty()) return s->client->complete(std::move(h), make_error_code(error::empty_key), Args{}...);
+  spawn_result_op(s->client, std::move(op), std::move(h));
 }
 
 }  // namespace

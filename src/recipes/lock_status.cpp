@@ -85,13 +85,7 @@ asio::awaitable<std::tuple<error_code, lock_status>> read_status(std::shared_ptr
 
 void start_lock_status(const std::shared_ptr<client_impl>& c, std::string name, handler<lock_status> h) {
   if (name.empty()) return fail(c, std::move(h), error::empty_key);
-  auto slot = asio::get_associated_cancellation_slot(h);
-  asio::co_spawn(c->strand_, read_status(c, std::move(name)),
-                 asio::bind_cancellation_slot(slot, [c, h = std::move(h)](std::exception_ptr e,
-                                                                          std::tuple<error_code, lock_status> r) mutable {
-                   if (e) return c->complete(std::move(h), exception_to_error(e), lock_status{});
-                   c->complete(std::move(h), std::get<0>(r), std::move(std::get<1>(r)));
-                 }));
+  spawn_result_op(c, read_status(c, std::move(name)), std::move(h));
 }
 
 }  // namespace coetcd::detail
