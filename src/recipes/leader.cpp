@@ -1,7 +1,6 @@
 // coetcd::leader: the campaign loop (a fresh session per term), the race that ends a term, and
 // the queue of events its reader takes. All state lives on the leader's strand.
-#include "core/coro.hpp"
-#include "recipes/queue_ops.hpp"
+#include "recipes/held_key.hpp"
 
 #include <coetcd/election.hpp>
 #include <coetcd/leader.hpp>
@@ -60,30 +59,12 @@ struct leader_state : std::enable_shared_from_this<leader_state> {
     asio::get_associated_cancellation_slot(h).clear();
     asio::post(ex, asio::append(std::move(h), make_error_code(asio::error::operation_aborted), leader_event{}));
   }
-  // retry_min doubling per failed attempt up to retry_max, drawn from 0.5x to 1.5x: candidates
-  // that failed together (an outage) do not all come back together.
-  std::chrono::milliseconds pause(int attempt) {
-    auto base = options.retry_min;
-    for (int i = 0; i < attempt && base < options.retry_max; ++i) base *= 2;
-    base = std::min(base, options.retry_max);
-    std::uniform_real_distribution<double> f(0.5, 1.5);
-    return std::chrono::milliseconds(static_cast<std::int64_t>(static_cast<double>(base.count()) * f(spread)));
-  }
+  std::chrono::milliseconds pause(int attempt) { return backoff(options.retry_min, options.retry_max, attempt, spread); }
 };
 
 namespace {
 
 using namespace asio::experimental::awaitable_operators;
-
-// A failure no retry mends: the run ends with it.
-bool fatal(const error_code& ec) {
-  return ec == error::client_closed || ec == error::auth_failed || ec == error::auth_required ||
-         ec == error::invalid_auth_token || ec == error::permission_denied || ec == error::invalid_argument ||
-         ec == error::empty_key;
-}
-
-// The term's clean-up runs to its end whatever is cancelled meanwhile: its handler has no slot.
-auto unstoppable() { return asio::bind_cancellation_slot(asio::cancellation_slot(), as_result); }
 
 struct body_outcome {
   std::exception_ptr error;
@@ -98,55 +79,6 @@ asio::awaitable<body_outcome> run_body(leader_body& body, const leader_term& ter
     co_await std::move(run);
   } catch (...) {
     out.error = std::current_exception();
-  }
-  co_return out;
-}
-
-// Whether the coroutine was cancelled: an operation that completed anyway does not say so.
-asio::awaitable<bool> cancelled() {
-  auto state = co_await asio::this_coro::cancellation_state;
-  co_return state.cancelled() != asio::cancellation_type::none;
-}
-
-asio::awaitable<error_code> wait_lost(session& s) {
-  auto [ec] = co_await s.async_wait_lost(as_result);
-  co_return ec ? ec : make_error_code(error::session_lost);
-}
-
-// One watch of our key from `from`: error::not_leader once the key is deleted or replaced,
-// operation_aborted when cancelled, empty when the watch failed (`from` then says where to go on).
-asio::awaitable<error_code> follow_key(client& c, const std::string& key, std::int64_t rev, std::int64_t& from) {
-  error_code out;
-  watch_options o;
-  o.start_revision = from;
-  auto [wec, w] = co_await c.async_watch(key, o, as_result);
-  while (!wec && !out) {
-    auto [nec, batch] = co_await w.async_next(as_result);
-    if (nec) break;
-    for (auto& e : batch.events)
-      if (e.type == watch_event::kind::del || e.kv.create_revision != rev) out = error::not_leader;
-    from = std::max(from, batch.header.revision + 1);
-  }
-  if (!out && co_await cancelled()) out = asio::error::operation_aborted;
-  co_return out;
-}
-
-// Completes with error::not_leader once our key is deleted or replaced (by hand: etcdctl del),
-// which the session alone would never tell. A watch that fails is followed by a read of the key
-// and a new watch from the read's revision.
-asio::awaitable<error_code> wait_key_gone(client& c, const std::string& key, std::int64_t rev) {
-  std::int64_t from = rev + 1;
-  error_code out;
-  for (int attempt = 0; !out; ++attempt) {
-    out = co_await follow_key(c, key, rev, from);
-    if (out) break;
-    auto [gec, r] = co_await c.async_get(key, as_result);
-    if (co_await cancelled()) out = asio::error::operation_aborted;
-    else if (!gec && (r.kvs.empty() || r.kvs.front().create_revision != rev)) out = error::not_leader;
-    if (out) break;
-    if (!gec) from = r.header.revision + 1;
-    asio::steady_timer pause(co_await asio::this_coro::executor, retry_pause(std::min(attempt, 4)));
-    co_await pause.async_wait(as_result);
   }
   co_return out;
 }
@@ -180,7 +112,7 @@ asio::awaitable<term_outcome> one_term(leader_state& s, leader_body& body) {
     ++s.terms;
     s.tell({leader_event::kind::elected, term.revision, {}});
     auto key = term.key;
-    auto raced = co_await (run_body(body, term) || wait_lost(sess) || wait_key_gone(*c, key, term.revision));
+    auto raced = co_await (run_body(body, term) || wait_lost(sess) || wait_key_gone(*c, key, term.revision, term.lease, make_error_code(error::not_leader)));
     s.leading = false;
     s.term_revision = 0;
     error_code why;
@@ -197,13 +129,8 @@ asio::awaitable<term_outcome> one_term(leader_state& s, leader_body& body) {
   } else {
     out.failed = cec ? cec : make_error_code(asio::error::operation_aborted);
   }
-  // Revoking the lease deletes our key too; a close that fails leaves it to the lease's TTL.
-  bool was_cancelled = state.cancelled() != asio::cancellation_type::none;
-  co_await asio::this_coro::reset_cancellation_state();
-  co_await asio::this_coro::throw_if_cancelled(false);
-  auto [close_ec] = co_await sess.async_close(unstoppable());
-  (void)close_ec;
-  co_await asio::this_coro::throw_if_cancelled(true);
+  // Revoking the lease deletes our key too.
+  bool was_cancelled = co_await close_whatever_happens(sess);
   if (was_cancelled) throw boost::system::system_error(make_error_code(asio::error::operation_aborted), "coetcd::leader");
   co_return out;
 }

@@ -1,0 +1,43 @@
+// What leader and registration share: a key held under a session, watched until it is no longer
+// ours, the failures no retry mends, and the clean-up that no cancellation cuts short.
+#pragma once
+
+#include "core/coro.hpp"
+
+#include <coetcd/session.hpp>
+
+#include <chrono>
+#include <random>
+
+namespace coetcd::detail {
+
+/// A failure no retry mends: a run ends with it (client closed, credentials, permission, input).
+bool fatal(const error_code& ec);
+
+/// An as_tuple(use_awaitable) token whose handler has no cancellation slot: clean-ups run to
+/// their end whatever is cancelled meanwhile.
+inline auto unstoppable() { return asio::bind_cancellation_slot(asio::cancellation_slot(), as_result); }
+
+/// Whether the calling coroutine was cancelled: an operation that completed anyway does not say so.
+asio::awaitable<bool> cancelled();
+
+/// Completes when `s` is lost, with why (never an empty code).
+asio::awaitable<error_code> wait_lost(session& s);
+
+/// Completes with `gone` once `key` is deleted, or put again other than by us (another create
+/// revision than `rev`, or another lease than `lease`): what the session alone never tells (a
+/// key deleted by hand). A watch that fails is followed by a read of the key and a new watch from
+/// the read's revision. operation_aborted when cancelled. Reads `key` until it completes.
+asio::awaitable<error_code> wait_key_gone(client& c, const std::string& key, std::int64_t rev, std::int64_t lease,
+                                          error_code gone);
+
+/// Closes `s` (revoking its lease deletes its keys) even when the calling coroutine was cancelled,
+/// which it returns. A close that fails leaves the keys to the lease's TTL.
+asio::awaitable<bool> close_whatever_happens(session& s);
+
+/// `min` doubling per failed attempt up to `max`, drawn from 0.5x to 1.5x: callers that failed
+/// together (an outage) do not all come back together.
+std::chrono::milliseconds backoff(std::chrono::milliseconds min, std::chrono::milliseconds max, int attempt,
+                                  std::minstd_rand& spread);
+
+}  // namespace coetcd::detail

@@ -1,0 +1,179 @@
+// coetcd::registration: put the key under a fresh session, watch it and the session, put again.
+#include "recipes/held_key.hpp"
+
+#include <coetcd/registration.hpp>
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <atomic>
+
+namespace coetcd {
+namespace detail {
+
+struct registration_state {
+  std::shared_ptr<client_impl> impl;
+  std::string key, value;
+  registration_options options;
+  std::atomic<bool> registered{false};
+  std::atomic<std::int64_t> lease{0};
+  std::atomic<std::uint64_t> puts{0};
+  bool running = false;  // on the client's strand, as everything below
+  bool stopped = false;
+  asio::steady_timer stop_timer;  // never expires: stop() cancels it
+  std::minstd_rand spread{std::random_device{}()};
+
+  explicit registration_state(const std::shared_ptr<client_impl>& c) : impl(c), stop_timer(c->strand_) {
+    stop_timer.expires_at(asio::steady_timer::time_point::max());
+  }
+};
+
+namespace {
+
+using namespace asio::experimental::awaitable_operators;
+using clock_type = std::chrono::steady_clock;
+
+// Puts the key under the session's lease and reads it back in one txn: the read gives the
+// create revision that tells our key from one put over it later.
+asio::awaitable<std::tuple<error_code, std::int64_t>> put_key(registration_state& s, client& c, session& sess) {
+  put_options po;
+  po.lease = sess.lease();
+  auto t = txn().then(txn_op::put(s.key, s.value, po)).then(txn_op::get(s.key));
+  auto [ec, r] = co_await c.async_txn(std::move(t), as_result);
+  std::int64_t rev = 0;
+  if (!ec && r.responses.size() == 2 && !r.responses[1].get().kvs.empty())
+    rev = r.responses[1].get().kvs.front().create_revision;
+  co_return std::tuple{ec, rev};
+}
+
+// On one session: put, wait until the key is no longer ours (put again) or the session is lost
+// (return why). A put that fails is tried again after a pause while the session lives.
+asio::awaitable<error_code> hold_on(registration_state& s, client& c, session& sess) {
+  error_code why;
+  int attempt = 0;
+  asio::steady_timer pause(s.impl->strand_);
+  while (!why) {
+    auto [ec, rev] = co_await put_key(s, c, sess);
+    if (co_await cancelled()) why = asio::error::operation_aborted;
+    else if (ec && fatal(ec)) why = ec;
+    else if (sess.lost()) why = error::session_lost;
+    else if (ec == error::lease_not_found) why = ec;  // revoked: the keepalive has yet to tell
+    if (why) break;
+    if (!ec) {
+      s.lease = sess.lease();
+      s.registered = true;
+      ++s.puts;
+      const auto since = clock_type::now();
+      auto raced = co_await (wait_lost(sess) || wait_key_gone(c, s.key, rev, sess.lease(), make_error_code(error::not_locked)));
+      s.registered = false;
+      s.lease = 0;
+      if (co_await cancelled()) why = asio::error::operation_aborted;
+      else if (raced.index() == 0) why = std::get<0>(raced);
+      if (why) break;
+      // Taken from us (deleted or put over): put again, after a pause that grows while it keeps
+      // being taken at once (another writer of the key would otherwise trade puts with us).
+      attempt = clock_type::now() - since > std::chrono::seconds(1) ? 0 : attempt + 1;
+    } else {
+      ++attempt;
+    }
+    if (attempt > 0) {
+      pause.expires_after(backoff(s.options.retry_min, s.options.retry_max, attempt - 1, s.spread));
+      auto [pec] = co_await pause.async_wait(as_result);
+      if (pec) why = asio::error::operation_aborted;
+    }
+  }
+  co_return why;
+}
+
+// Sessions one after another until cancelled or a failure no retry mends; never throws.
+asio::awaitable<error_code> keep_registered(registration_state& s) {
+  error_code out;
+  int attempt = 0;
+  asio::steady_timer pause(s.impl->strand_);
+  while (!out) {
+    client* c = s.impl->closed() ? nullptr : s.impl->user_;
+    if (!c) {
+      out = error::client_closed;
+      break;
+    }
+    session_options so;
+    so.ttl = s.options.ttl;
+    auto [sec, sess] = co_await session::async_create(*c, so, as_result);
+    if (sec) {
+      if (sec == asio::error::operation_aborted || fatal(sec)) out = sec;
+      if (out) break;
+      pause.expires_after(backoff(s.options.retry_min, s.options.retry_max, attempt++, s.spread));
+      auto [pec] = co_await pause.async_wait(as_result);
+      if (pec) out = asio::error::operation_aborted;
+      continue;
+    }
+    attempt = 0;
+    auto why = co_await hold_on(s, *c, sess);
+    if (co_await close_whatever_happens(sess)) why = asio::error::operation_aborted;
+    if (why == asio::error::operation_aborted || fatal(why)) out = why;
+  }
+  co_return out;
+}
+
+asio::awaitable<void> wait_stopped(registration_state& s) {
+  if (!s.stopped) co_await s.stop_timer.async_wait(as_result);
+}
+
+asio::awaitable<error_code> run_registration(std::shared_ptr<registration_state> s) {
+  if (s->running) co_return asio::error::already_started;
+  if (s->stopped) co_return asio::error::operation_aborted;
+  s->running = true;
+  auto outcome = co_await (keep_registered(*s) || wait_stopped(*s));
+  s->running = false;
+  co_return outcome.index() == 0 ? std::get<0>(outcome) : make_error_code(asio::error::operation_aborted);
+}
+
+}  // namespace
+
+void start_registration(const std::shared_ptr<registration_state>& s, handler<> h) {
+  if (!s) return fail_empty(std::move(h));
+  spawn_op(s->impl, run_registration(s), std::move(h));
+}
+
+}  // namespace detail
+
+registration::registration(client& c, std::string key, std::string value, registration_options options) {
+  auto fail = [](error e) { throw boost::system::system_error(make_error_code(e), "coetcd::registration"); };
+  if (key.empty()) fail(error::empty_key);
+  if (options.ttl < std::chrono::seconds(1) || options.retry_min.count() < 0 || options.retry_min > options.retry_max)
+    fail(error::invalid_argument);
+  if (!c.impl() || c.impl()->closed()) fail(error::client_closed);
+  state_ = std::make_shared<detail::registration_state>(c.impl());
+  state_->key = std::move(key);
+  state_->value = std::move(value);
+  state_->options = options;
+}
+
+registration& registration::operator=(registration&& other) noexcept {
+  if (this != &other) {
+    stop();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+registration::~registration() { stop(); }
+
+void registration::stop() noexcept {
+  if (!state_) return;
+  auto s = std::move(state_);
+  asio::dispatch(s->impl->strand_, [s] {
+    s->stopped = true;
+    s->stop_timer.cancel();
+  });
+}
+
+registration::executor_type registration::get_executor() const noexcept {
+  return state_ ? state_->impl->io_ex_ : executor_type();
+}
+const std::string& registration::key() const noexcept { return state_ ? state_->key : detail::empty_string(); }
+bool registration::is_registered() const noexcept { return state_ && state_->registered; }
+std::int64_t registration::lease() const noexcept { return state_ ? state_->lease.load() : 0; }
+std::uint64_t registration::puts() const noexcept { return state_ ? state_->puts.load() : 0; }
+
+}  // namespace coetcd
