@@ -31,7 +31,8 @@ struct leader_options {
   std::chrono::seconds ttl{10};
   /// Pause after the first failed attempt (a session that could not be made, a campaign that
   /// failed); it doubles on each further failure up to retry_max, each drawn from 0.5x to 1.5x.
-  /// A term that ended is followed by a new campaign at once.
+  /// A term whose body returned is followed by a new campaign at once; a term lost, after a
+  /// pause of retry_min (an outage may be under way). At least 1 ms.
   std::chrono::milliseconds retry_min{100};
   /// Longest pause between failed attempts.
   std::chrono::milliseconds retry_max{5000};
@@ -46,7 +47,8 @@ struct leader_event {
   enum class kind {
     elected,  ///< a term began: `revision` is its fencing token
     lost,     ///< the term of `revision` ended, for the reason in `why` (empty: the body returned)
-    failed    ///< an attempt failed (`why`); the next one follows after a pause
+    failed,   ///< an attempt failed (`why`); the next one follows after a pause
+    stopped   ///< async_run completed (`why`: its error, empty when the body returned with requeue false)
   };
   kind what = kind::failed;  ///< what happened
   std::int64_t revision = 0;  ///< the term's create revision (elected, lost)
@@ -85,8 +87,8 @@ void start_leader_next(const std::shared_ptr<leader_state>&, handler<leader_even
 class leader {
  public:
   /// A leader of the election `name` on client `c`. Throws boost::system::system_error:
-  /// error::empty_key for an empty name, error::invalid_argument for a ttl below 1 s or
-  /// retry_min above retry_max, error::client_closed for a closed client.
+  /// error::empty_key for an empty name, error::invalid_argument for a ttl below 1 s, retry_min
+  /// below 1 ms or above retry_max, error::client_closed for a moved-from client (a closed one: async_run completes with it).
   leader(client& c, std::string_view name, leader_options options = {});
   /// Takes over the other leader; `other` is left empty (its operations complete with
   /// asio::error::bad_descriptor).
@@ -99,13 +101,13 @@ class leader {
 
   /// Campaigns, leads and campaigns again, until cancelled, stopped, or a failure no retry can
   /// mend. `body(leader_term)` returns asio::awaitable<void> and runs once per term on the
-  /// leader's strand; it must end when cancelled (as a with_lock body).
+  /// leader's strand; it must end when cancelled (as a with_lock body): until it does, the term's
+  /// session is kept (is_leader() is false and `lost` is told at once, but the key stays).
   ///
   /// @par Handler signature
   /// `void(std::exception_ptr)`, as asio::co_spawn's. Null: the body returned with
   /// options.requeue false. Otherwise a boost::system::system_error: error::client_closed,
-  /// error::auth_failed, error::auth_required, error::invalid_auth_token,
-  /// error::permission_denied (not retried); asio::error::operation_aborted (cancelled or the
+  /// error::auth_failed, error::auth_required, error::permission_denied (not retried); asio::error::operation_aborted (cancelled or the
   /// leader destroyed); asio::error::already_started (another async_run of this leader runs);
   /// asio::error::bad_descriptor (an empty leader). Or the exception the body threw, once its
   /// term is resigned.
@@ -122,7 +124,9 @@ class leader {
   template <class Body, class CompletionToken = detail::default_token>
   auto async_run(Body body, CompletionToken&& token = {}) {
     auto shared = std::make_shared<Body>(std::move(body));  // std::function copies; the body need not
-    detail::leader_body fn = [shared](leader_term t) { return (*shared)(std::move(t)); };
+    // A coroutine of its own that owns the term: a body taking `const leader_term&` reads it
+    // for as long as it runs.
+    detail::leader_body fn = [shared](leader_term t) -> asio::awaitable<void> { co_await (*shared)(t); };
     return asio::async_initiate<CompletionToken, void(std::exception_ptr)>(
         [s = state_](auto handler, detail::leader_body fn) {
           if (!s) {
@@ -137,18 +141,21 @@ class leader {
         token, std::move(fn));
   }
 
-  /// The next change of state, in order: each term's elected and lost, and each failed attempt.
-  /// Changes are kept until read (the last 1000; older ones are dropped).
+  /// The next change of state, in order: each term's elected and lost (told the moment the term
+  /// ends, while its body may still be winding down), each failed attempt, and the end of each
+  /// run. Changes are kept until read (the last 1000; older ones are dropped).
   ///
   /// @par Handler signature
   /// `void(error_code, leader_event)`
   /// @par Errors
   /// asio::error::already_started (another async_next_event is pending),
-  /// asio::error::operation_aborted (cancelled, or the leader destroyed).
+  /// asio::error::operation_aborted (cancelled, or the leader destroyed),
+  /// asio::error::bad_descriptor (an empty leader).
   /// @par Cancellation
-  /// Terminal, partial, total: the wait is abandoned; no event is lost.
+  /// Terminal, partial, total: the wait is abandoned; no event is lost (one on its way to a
+  /// cancelled reader goes back first in line).
   /// @par Executor
-  /// The handler's associated executor (default: the client's); never inside this call.
+  /// The handler's associated executor (default: the leader's strand); never inside this call.
   template <class CompletionToken = detail::default_token>
   auto async_next_event(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, leader_event)>(

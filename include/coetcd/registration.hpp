@@ -40,7 +40,7 @@ class registration {
  public:
   /// Registers `value` at `key` on client `c` once async_run runs. Throws
   /// boost::system::system_error: error::empty_key for an empty key, error::invalid_argument for
-  /// a ttl below 1 s or retry_min above retry_max, error::client_closed for a closed client.
+  /// a ttl below 1 s, retry_min below 1 ms or above retry_max, error::client_closed for a moved-from client (a closed one: async_run completes with it).
   registration(client& c, std::string key, std::string value, registration_options options = {});
   /// Takes over the other registration; `other` is left empty (its operations complete with
   /// asio::error::bad_descriptor).

@@ -128,7 +128,11 @@ void wait_session_lost(const std::shared_ptr<session_state>& s, asio::any_comple
 namespace coetcd {
 
 void session::start_create(client& c, session_options o, asio::any_completion_handler<void(error_code, session)> h) {
-  auto impl = c.impl();
+  detail::start_session_create(c.impl(), o, std::move(h));
+}
+
+void detail::start_session_create(const std::shared_ptr<client_impl>& impl, session_options o,
+                                  asio::any_completion_handler<void(error_code, session)> h) {
   auto slot = asio::get_associated_cancellation_slot(h);
   asio::co_spawn(impl->strand_, detail::create(impl, o),
                  asio::bind_cancellation_slot(slot, [impl, h = std::move(h)](std::exception_ptr e,

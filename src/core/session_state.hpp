@@ -60,6 +60,11 @@ class delete_in_flight {
   std::shared_ptr<asio::steady_timer> done_;
 };
 
+/// session::async_create's body, for work that holds the client's state rather than the user's
+/// client object (which may be moved or destroyed meanwhile: then error::client_closed).
+void start_session_create(const std::shared_ptr<client_impl>& c, session_options o,
+                          asio::any_completion_handler<void(error_code, session)> h);
+
 /// session::async_wait_lost's body, shared with the types that hold a session.
 void wait_session_lost(const std::shared_ptr<session_state>& s, asio::any_completion_handler<void(error_code)> h);
 

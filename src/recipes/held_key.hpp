@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/coro.hpp"
+#include "core/session_state.hpp"
 
 #include <coetcd/session.hpp>
 
@@ -18,8 +19,18 @@ bool fatal(const error_code& ec);
 /// their end whatever is cancelled meanwhile.
 inline auto unstoppable() { return asio::bind_cancellation_slot(asio::cancellation_slot(), as_result); }
 
-/// Whether the calling coroutine was cancelled: an operation that completed anyway does not say so.
-asio::awaitable<bool> cancelled();
+/// Whether a coroutine was cancelled (an operation that completed anyway does not say so):
+/// `cancelled(co_await asio::this_coro::cancellation_state)`, which never throws, where a
+/// `co_await` of an awaitable would throw operation_aborted while throw_if_cancelled is on.
+inline bool cancelled(const asio::cancellation_state& s) { return s.cancelled() != asio::cancellation_type::none; }
+
+/// session::async_create on the client's state (see start_session_create).
+inline auto create_session_on(const std::shared_ptr<client_impl>& c, session_options o) {
+  auto init = [c](asio::any_completion_handler<void(error_code, session)> h, session_options o) {
+    start_session_create(c, o, std::move(h));
+  };
+  return asio::async_initiate<decltype(as_result), void(error_code, session)>(init, as_result, o);
+}
 
 /// Completes when `s` is lost, with why (never an empty code).
 asio::awaitable<error_code> wait_lost(session& s);
@@ -28,12 +39,13 @@ asio::awaitable<error_code> wait_lost(session& s);
 /// revision than `rev`, or another lease than `lease`): what the session alone never tells (a
 /// key deleted by hand). A watch that fails is followed by a read of the key and a new watch from
 /// the read's revision. operation_aborted when cancelled. Reads `key` until it completes.
-asio::awaitable<error_code> wait_key_gone(client& c, const std::string& key, std::int64_t rev, std::int64_t lease,
+asio::awaitable<error_code> wait_key_gone(const std::shared_ptr<client_impl>& c, const std::string& key, std::int64_t rev, std::int64_t lease,
                                           error_code gone);
 
-/// Closes `s` (revoking its lease deletes its keys) even when the calling coroutine was cancelled,
-/// which it returns. A close that fails leaves the keys to the lease's TTL.
-asio::awaitable<bool> close_whatever_happens(session& s);
+/// Closes `s` (revoking its lease deletes its keys), whatever is cancelled meanwhile. The caller
+/// must not throw when cancelled (throw_if_cancelled(false)), or this would not even start.
+/// A close that fails leaves the keys to the lease's TTL.
+asio::awaitable<void> close_whatever_happens(session& s);
 
 /// `min` doubling per failed attempt up to `max`, drawn from 0.5x to 1.5x: callers that failed
 /// together (an outage) do not all come back together.

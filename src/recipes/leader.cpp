@@ -30,6 +30,8 @@ struct leader_state : std::enable_shared_from_this<leader_state> {
   asio::steady_timer stop_timer;  // never expires: stop() cancels it
   std::deque<leader_event> events;
   std::shared_ptr<handler<leader_event>> reader;
+  std::shared_ptr<std::atomic<bool>> reader_cancelled;
+  bool delivering = false;  // an event is on its way to the reader: the next waits for it
   std::minstd_rand spread{std::random_device{}()};
 
   explicit leader_state(asio::any_io_executor strand) : ex(strand), stop_timer(strand) {
@@ -41,21 +43,40 @@ struct leader_state : std::enable_shared_from_this<leader_state> {
     if (events.size() > 1000) events.pop_front();
     feed();
   }
-  // Gives the oldest event to a waiting reader. The event leaves the queue in the same strand
-  // step that takes the handler out, so a cancellation that comes later finds nothing to abort.
+  // The term `rev` is over: said at once, even while its body is still winding down.
+  void end_term(std::int64_t rev, error_code why) {
+    if (!leading || term_revision != rev) return;
+    leading = false;
+    term_revision = 0;
+    tell({leader_event::kind::lost, rev, why});
+  }
+  // Gives the oldest event to a waiting reader. A reader cancelled before the event reaches it
+  // (the other branch of an `||` won) puts it back first in line: no event is lost.
   void feed() {
-    if (!reader || !*reader || events.empty()) return;
+    if (delivering || !reader || !*reader || events.empty()) return;
+    delivering = true;
     auto h = std::move(*reader);
     reader.reset();
-    asio::get_associated_cancellation_slot(h).clear();
+    auto cancelled = std::exchange(reader_cancelled, nullptr);
     auto e = events.front();
     events.pop_front();
-    asio::post(ex, asio::append(std::move(h), error_code{}, e));
+    asio::post(ex, [self = shared_from_this(), h = std::move(h), cancelled, e]() mutable {
+      self->delivering = false;
+      asio::get_associated_cancellation_slot(h).clear();
+      if (cancelled && *cancelled) {
+        self->events.push_front(e);
+        asio::dispatch(asio::append(std::move(h), make_error_code(asio::error::operation_aborted), leader_event{}));
+      } else {
+        asio::dispatch(asio::append(std::move(h), error_code{}, e));
+      }
+      self->feed();
+    });
   }
   void abort_reader() {
     if (!reader || !*reader) return;
     auto h = std::move(*reader);
     reader.reset();
+    reader_cancelled.reset();
     asio::get_associated_cancellation_slot(h).clear();
     asio::post(ex, asio::append(std::move(h), make_error_code(asio::error::operation_aborted), leader_event{}));
   }
@@ -83,65 +104,84 @@ asio::awaitable<body_outcome> run_body(leader_body& body, const leader_term& ter
   co_return out;
 }
 
+// The two ends of a term that are not the body's: each ends the term at once (is_leader() false,
+// `lost` told) and then lets the race cancel the body.
+asio::awaitable<error_code> session_ends(leader_state& s, session& sess, std::int64_t rev) {
+  auto why = co_await wait_lost(sess);
+  s.end_term(rev, why);
+  co_return why;
+}
+asio::awaitable<error_code> key_goes(leader_state& s, const std::string& key, std::int64_t rev, std::int64_t lease) {
+  auto why = co_await wait_key_gone(s.impl, key, rev, lease, make_error_code(error::not_leader));
+  if (why != asio::error::operation_aborted) s.end_term(rev, why);
+  co_return why;
+}
+
 struct term_outcome {
   error_code failed;          // the attempt failed before leading (session or campaign)
   bool body_returned = false;
   std::exception_ptr body_error;
 };
 
-// One attempt: a fresh session, a campaign, and the term until it ends. Cancelled (the run
-// stopped): the session is closed before this throws operation_aborted.
+// One attempt: a fresh session, a campaign, and the term until it ends. Runs with
+// throw_if_cancelled off: a cancel (the run stopped) shows as operation_aborted results, and the
+// session is closed before this returns them.
 asio::awaitable<term_outcome> one_term(leader_state& s, leader_body& body) {
   term_outcome out;
-  client* c = s.impl->closed() ? nullptr : s.impl->user_;
-  if (!c) throw boost::system::system_error(make_error_code(error::client_closed), "coetcd::leader");
   session_options so;
   so.ttl = s.options.ttl;
-  auto [sec, sess] = co_await session::async_create(*c, so, as_result);
+  auto [sec, sess] = co_await create_session_on(s.impl, so);
   if (sec) {
     out.failed = sec;
     co_return out;
   }
   election e(sess, s.name);
-  auto [cec] = co_await e.async_campaign(s.options.value, as_result);
-  auto state = co_await asio::this_coro::cancellation_state;
-  if (!cec && state.cancelled() == asio::cancellation_type::none) {
+  // With throw_if_cancelled off, a cancel that the session's grant absorbed is seen only by
+  // asking: the campaign could otherwise wait for ever behind another leader.
+  error_code cec;
+  if (cancelled(co_await asio::this_coro::cancellation_state)) cec = asio::error::operation_aborted;
+  else std::tie(cec) = co_await e.async_campaign(s.options.value, as_result);
+  if (!cec && cancelled(co_await asio::this_coro::cancellation_state)) cec = asio::error::operation_aborted;
+  if (!cec && sess.lost()) cec = error::session_lost;  // lost between the win and now: no term
+  if (!cec) {
     leader_term term{e.key(), e.revision(), sess.lease(), &sess};
     s.term_revision = term.revision;
     s.leading = true;
     ++s.terms;
     s.tell({leader_event::kind::elected, term.revision, {}});
-    auto key = term.key;
-    auto raced = co_await (run_body(body, term) || wait_lost(sess) || wait_key_gone(*c, key, term.revision, term.lease, make_error_code(error::not_leader)));
-    s.leading = false;
-    s.term_revision = 0;
+    auto raced = co_await (run_body(body, term) || session_ends(s, sess, term.revision) ||
+                           key_goes(s, term.key, term.revision, term.lease));
     error_code why;
     if (raced.index() == 0) {
       out.body_error = std::get<0>(raced).error;
       out.body_returned = !out.body_error;
+      if (out.body_error) why = exception_to_error(out.body_error);
     } else {
       why = raced.index() == 1 ? std::get<1>(raced) : std::get<2>(raced);
     }
-    state = co_await asio::this_coro::cancellation_state;
-    if (state.cancelled() != asio::cancellation_type::none) why = asio::error::operation_aborted;
-    if (out.body_error && !why) why = exception_to_error(out.body_error);
-    s.tell({leader_event::kind::lost, term.revision, why});
+    if (cancelled(co_await asio::this_coro::cancellation_state)) why = asio::error::operation_aborted;
+    s.end_term(term.revision, why);
   } else {
-    out.failed = cec ? cec : make_error_code(asio::error::operation_aborted);
+    out.failed = cec;
   }
-  // Revoking the lease deletes our key too.
-  bool was_cancelled = co_await close_whatever_happens(sess);
-  if (was_cancelled) throw boost::system::system_error(make_error_code(asio::error::operation_aborted), "coetcd::leader");
+  // Revoking the lease deletes our key too. The close runs to its end; a cancel that came
+  // meanwhile is answered after it.
+  const bool was_cancelled = cancelled(co_await asio::this_coro::cancellation_state);
+  co_await asio::this_coro::reset_cancellation_state();
+  co_await close_whatever_happens(sess);
+  if (was_cancelled) out.failed = asio::error::operation_aborted;
   co_return out;
 }
 
-asio::awaitable<void> terms_loop(const std::shared_ptr<leader_state>& s, leader_body& body) {
+asio::awaitable<void> terms_loop(const std::shared_ptr<leader_state>& s, leader_body& body, bool& was_cancelled) {
   int attempt = 0;
   asio::steady_timer pause(s->ex);
   for (;;) {
     auto out = co_await one_term(*s, body);
-    if (out.failed == asio::error::operation_aborted)
-      throw boost::system::system_error(out.failed, "coetcd::leader");
+    if (out.failed == asio::error::operation_aborted || was_cancelled) {
+      was_cancelled = true;
+      throw boost::system::system_error(make_error_code(asio::error::operation_aborted), "coetcd::leader");
+    }
     if (out.failed && fatal(out.failed)) throw boost::system::system_error(out.failed, "coetcd::leader");
     if (out.body_error) std::rethrow_exception(out.body_error);
     if (out.body_returned && !s->options.requeue) break;
@@ -150,18 +190,26 @@ asio::awaitable<void> terms_loop(const std::shared_ptr<leader_state>& s, leader_
       pause.expires_after(s->pause(attempt++));
     } else {
       attempt = 0;
-      // A term that ended: campaign again at once, unless it was lost (an outage may be under
-      // way: the next session would fail, or lose again at once).
+      // A term that ended: campaign again at once when the body returned; after retry_min when
+      // it was lost (an outage may be under way: the next session would fail, or lose again).
       pause.expires_after(out.body_returned ? std::chrono::milliseconds(0) : s->pause(0));
     }
-    co_await pause.async_wait(use_awaitable);
+    error_code pec = asio::error::operation_aborted;
+    if (!cancelled(co_await asio::this_coro::cancellation_state)) std::tie(pec) = co_await pause.async_wait(as_result);
+    if (pec || cancelled(co_await asio::this_coro::cancellation_state)) {
+      was_cancelled = true;
+      throw boost::system::system_error(make_error_code(asio::error::operation_aborted), "coetcd::leader");
+    }
   }
 }
 
-// terms_loop with its exception as a value (see run_body).
+// terms_loop with its exception as a value (see run_body), and cancellation answered by results
+// rather than by exceptions thrown from any co_await (the session must be closed first).
 asio::awaitable<std::exception_ptr> capture_terms(const std::shared_ptr<leader_state>& s, leader_body& body) {
+  co_await asio::this_coro::throw_if_cancelled(false);
+  bool was_cancelled = false;
   try {
-    co_await terms_loop(s, body);
+    co_await terms_loop(s, body, was_cancelled);
   } catch (...) {
     co_return std::current_exception();
   }
@@ -184,25 +232,38 @@ asio::awaitable<void> run_leader(std::shared_ptr<leader_state> s, leader_body bo
   s->running = true;
   auto outcome = co_await (capture_terms(s, body) || wait_stopped(s));
   s->running = false;
+  // No ?: with temporaries in a coroutine: g++ 12 destroys them wrongly (docs/how-it-works.md).
+  std::exception_ptr error;
   if (outcome.index() == 1)
-    throw boost::system::system_error(make_error_code(asio::error::operation_aborted), "coetcd::leader: stopped");
-  if (auto e = std::get<0>(outcome)) std::rethrow_exception(e);
+    error = std::make_exception_ptr(boost::system::system_error(make_error_code(asio::error::operation_aborted), "coetcd::leader: stopped"));
+  else
+    error = std::get<0>(outcome);
+  error_code why;
+  if (error) why = exception_to_error(error);
+  s->tell({leader_event::kind::stopped, 0, why});
+  if (error) std::rethrow_exception(error);
 }
 
 void start_leader_next(const std::shared_ptr<leader_state>& s, handler<leader_event> h) {
   if (!s) return fail_empty(std::move(h));
   auto slot = asio::get_associated_cancellation_slot(h);
   auto shared = std::make_shared<handler<leader_event>>(std::move(h));
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
   if (slot.is_connected())
-    slot.assign([s, w = std::weak_ptr<handler<leader_event>>(shared)](asio::cancellation_type) {
+    slot.assign([s, w = std::weak_ptr<handler<leader_event>>(shared), cancelled](asio::cancellation_type) {
+      *cancelled = true;  // an event already on its way is put back (see feed)
       asio::dispatch(s->ex, [s, w] {
         auto h = w.lock();
         if (!h || !*h || s->reader != h) return;
         s->abort_reader();
       });
     });
-  asio::dispatch(s->ex, [s, shared] {
+  asio::dispatch(s->ex, [s, shared, cancelled] {
     if (!*shared) return;
+    if (*cancelled) {  // cancelled before it got here
+      asio::get_associated_cancellation_slot(*shared).clear();
+      return asio::post(s->ex, asio::append(std::move(*shared), make_error_code(asio::error::operation_aborted), leader_event{}));
+    }
     if (s->reader && *s->reader) {
       asio::get_associated_cancellation_slot(*shared).clear();
       return asio::post(s->ex, asio::append(std::move(*shared), make_error_code(asio::error::already_started), leader_event{}));
@@ -212,6 +273,7 @@ void start_leader_next(const std::shared_ptr<leader_state>& s, handler<leader_ev
       return asio::post(s->ex, asio::append(std::move(*shared), make_error_code(asio::error::operation_aborted), leader_event{}));
     }
     s->reader = shared;
+    s->reader_cancelled = cancelled;
     s->feed();
   });
 }
@@ -221,9 +283,9 @@ void start_leader_next(const std::shared_ptr<leader_state>& s, handler<leader_ev
 leader::leader(client& c, std::string_view name, leader_options options) {
   auto fail = [](error e) { throw boost::system::system_error(make_error_code(e), "coetcd::leader"); };
   if (name.empty()) fail(error::empty_key);
-  if (options.ttl < std::chrono::seconds(1) || options.retry_min.count() < 0 || options.retry_min > options.retry_max)
+  if (options.ttl < std::chrono::seconds(1) || options.retry_min.count() < 1 || options.retry_min > options.retry_max)
     fail(error::invalid_argument);
-  if (!c.impl() || c.impl()->closed()) fail(error::client_closed);
+  if (!c.impl()) fail(error::client_closed);
   state_ = std::make_shared<detail::leader_state>(asio::make_strand(c.get_executor()));
   state_->impl = c.impl();
   state_->name = std::string(name);

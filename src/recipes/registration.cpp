@@ -35,11 +35,11 @@ using clock_type = std::chrono::steady_clock;
 
 // Puts the key under the session's lease and reads it back in one txn: the read gives the
 // create revision that tells our key from one put over it later.
-asio::awaitable<std::tuple<error_code, std::int64_t>> put_key(registration_state& s, client& c, session& sess) {
+asio::awaitable<std::tuple<error_code, std::int64_t>> put_key(registration_state& s, session& sess) {
   put_options po;
   po.lease = sess.lease();
   auto t = txn().then(txn_op::put(s.key, s.value, po)).then(txn_op::get(s.key));
-  auto [ec, r] = co_await c.async_txn(std::move(t), as_result);
+  auto [ec, r] = co_await txn_on(s.impl, std::move(t));
   std::int64_t rev = 0;
   if (!ec && r.responses.size() == 2 && !r.responses[1].get().kvs.empty())
     rev = r.responses[1].get().kvs.front().create_revision;
@@ -48,13 +48,13 @@ asio::awaitable<std::tuple<error_code, std::int64_t>> put_key(registration_state
 
 // On one session: put, wait until the key is no longer ours (put again) or the session is lost
 // (return why). A put that fails is tried again after a pause while the session lives.
-asio::awaitable<error_code> hold_on(registration_state& s, client& c, session& sess) {
+asio::awaitable<error_code> hold_on(registration_state& s, session& sess) {
   error_code why;
   int attempt = 0;
   asio::steady_timer pause(s.impl->strand_);
   while (!why) {
-    auto [ec, rev] = co_await put_key(s, c, sess);
-    if (co_await cancelled()) why = asio::error::operation_aborted;
+    auto [ec, rev] = co_await put_key(s, sess);
+    if (cancelled(co_await asio::this_coro::cancellation_state)) why = asio::error::operation_aborted;
     else if (ec && fatal(ec)) why = ec;
     else if (sess.lost()) why = error::session_lost;
     else if (ec == error::lease_not_found) why = ec;  // revoked: the keepalive has yet to tell
@@ -64,10 +64,10 @@ asio::awaitable<error_code> hold_on(registration_state& s, client& c, session& s
       s.registered = true;
       ++s.puts;
       const auto since = clock_type::now();
-      auto raced = co_await (wait_lost(sess) || wait_key_gone(c, s.key, rev, sess.lease(), make_error_code(error::not_locked)));
+      auto raced = co_await (wait_lost(sess) || wait_key_gone(s.impl, s.key, rev, sess.lease(), make_error_code(error::not_locked)));
       s.registered = false;
       s.lease = 0;
-      if (co_await cancelled()) why = asio::error::operation_aborted;
+      if (cancelled(co_await asio::this_coro::cancellation_state)) why = asio::error::operation_aborted;
       else if (raced.index() == 0) why = std::get<0>(raced);
       if (why) break;
       // Taken from us (deleted or put over): put again, after a pause that grows while it keeps
@@ -76,7 +76,8 @@ asio::awaitable<error_code> hold_on(registration_state& s, client& c, session& s
     } else {
       ++attempt;
     }
-    if (attempt > 0) {
+    if (attempt > 0 && cancelled(co_await asio::this_coro::cancellation_state)) why = asio::error::operation_aborted;
+    if (attempt > 0 && !why) {
       pause.expires_after(backoff(s.options.retry_min, s.options.retry_max, attempt - 1, s.spread));
       auto [pec] = co_await pause.async_wait(as_result);
       if (pec) why = asio::error::operation_aborted;
@@ -85,22 +86,20 @@ asio::awaitable<error_code> hold_on(registration_state& s, client& c, session& s
   co_return why;
 }
 
-// Sessions one after another until cancelled or a failure no retry mends; never throws.
+// Sessions one after another until cancelled or a failure no retry mends. Cancellation shows as
+// operation_aborted results, never as a throw from a co_await: the session is closed first.
 asio::awaitable<error_code> keep_registered(registration_state& s) {
+  co_await asio::this_coro::throw_if_cancelled(false);
   error_code out;
   int attempt = 0;
   asio::steady_timer pause(s.impl->strand_);
   while (!out) {
-    client* c = s.impl->closed() ? nullptr : s.impl->user_;
-    if (!c) {
-      out = error::client_closed;
-      break;
-    }
     session_options so;
     so.ttl = s.options.ttl;
-    auto [sec, sess] = co_await session::async_create(*c, so, as_result);
+    auto [sec, sess] = co_await create_session_on(s.impl, so);
     if (sec) {
       if (sec == asio::error::operation_aborted || fatal(sec)) out = sec;
+      if (!out && cancelled(co_await asio::this_coro::cancellation_state)) out = asio::error::operation_aborted;
       if (out) break;
       pause.expires_after(backoff(s.options.retry_min, s.options.retry_max, attempt++, s.spread));
       auto [pec] = co_await pause.async_wait(as_result);
@@ -108,8 +107,10 @@ asio::awaitable<error_code> keep_registered(registration_state& s) {
       continue;
     }
     attempt = 0;
-    auto why = co_await hold_on(s, *c, sess);
-    if (co_await close_whatever_happens(sess)) why = asio::error::operation_aborted;
+    auto why = co_await hold_on(s, sess);
+    if (cancelled(co_await asio::this_coro::cancellation_state)) why = asio::error::operation_aborted;
+    co_await asio::this_coro::reset_cancellation_state();
+    co_await close_whatever_happens(sess);
     if (why == asio::error::operation_aborted || fatal(why)) out = why;
   }
   co_return out;
@@ -140,9 +141,9 @@ void start_registration(const std::shared_ptr<registration_state>& s, handler<> 
 registration::registration(client& c, std::string key, std::string value, registration_options options) {
   auto fail = [](error e) { throw boost::system::system_error(make_error_code(e), "coetcd::registration"); };
   if (key.empty()) fail(error::empty_key);
-  if (options.ttl < std::chrono::seconds(1) || options.retry_min.count() < 0 || options.retry_min > options.retry_max)
+  if (options.ttl < std::chrono::seconds(1) || options.retry_min.count() < 1 || options.retry_min > options.retry_max)
     fail(error::invalid_argument);
-  if (!c.impl() || c.impl()->closed()) fail(error::client_closed);
+  if (!c.impl()) fail(error::client_closed);
   state_ = std::make_shared<detail::registration_state>(c.impl());
   state_->key = std::move(key);
   state_->value = std::move(value);
