@@ -55,6 +55,8 @@ enum class error {
   conflict,               ///< stm: every run of the body conflicted with another writer
   outcome_unknown,        ///< a write went out and no answer came: it may or may not have been applied
   not_a_number,           ///< counter: the key's value is not a decimal 64-bit integer
+  key_exists,             ///< barrier: hold found the barrier already held (Go's ErrKeyExists)
+  too_many_clients,       ///< double_barrier: more participants entered than its count (Go's ErrTooManyClients)
 };
 
 /// The category of coetcd::error (named "etcd").

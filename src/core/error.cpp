@@ -58,6 +58,10 @@ class etcd_category_impl final : public boost::system::error_category {
         return "the write went out and no answer came: it may or may not have been applied (not sent again)";
       case error::not_a_number:
         return "the key's value is not a decimal 64-bit integer";
+      case error::key_exists:
+        return "the key already exists (the barrier is already held)";
+      case error::too_many_clients:
+        return "more participants entered the double barrier than its count";
     }
     return "unknown etcd error " + std::to_string(ev);
   }

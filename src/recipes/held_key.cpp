@@ -71,6 +71,37 @@ asio::awaitable<error_code> wait_key_gone(const std::shared_ptr<client_impl>& c,
   co_return out;
 }
 
+asio::awaitable<error_code> wait_key_event(const std::shared_ptr<client_impl>& c, const std::string& key,
+                                           std::int64_t from, watch_event::kind k) {
+  const std::int64_t first = from;
+  error_code out;
+  for (int attempt = 0;; ++attempt) {
+    watch_options o;
+    o.start_revision = from;
+    bool seen = false;
+    auto [wec, w] = co_await watch_on(c, key, o);
+    while (!wec && !seen) {
+      auto [nec, batch] = co_await w.async_next(as_result);
+      if (nec) break;
+      for (auto& e : batch.events) seen = seen || e.type == k;
+      if (!batch.events.empty()) from = std::max(from, batch.events.back().kv.mod_revision + 1);
+    }
+    if (seen) break;
+    auto [gec, r] = co_await get_on(c, key, get_options{});
+    if (!gec) {
+      bool absent = r.kvs.empty();
+      if (k == watch_event::kind::del ? absent : (!absent && r.kvs.front().mod_revision >= first)) break;
+      from = r.header.revision + 1;
+    } else if (fatal(gec)) {
+      out = gec;
+      break;
+    }
+    asio::steady_timer pause(co_await asio::this_coro::executor, retry_pause(std::min(attempt, 4)));
+    co_await pause.async_wait(use_awaitable);
+  }
+  co_return out;
+}
+
 asio::awaitable<void> close_whatever_happens(session& s) {
   auto [ec] = co_await s.async_close(unstoppable());
   (void)ec;

@@ -6,6 +6,7 @@
 #include "core/session_state.hpp"
 
 #include <coetcd/session.hpp>
+#include <coetcd/watch.hpp>
 
 #include <chrono>
 #include <random>
@@ -41,6 +42,12 @@ asio::awaitable<error_code> wait_lost(session& s);
 /// the read's revision. operation_aborted when cancelled. Reads `key` until it completes.
 asio::awaitable<error_code> wait_key_gone(const std::shared_ptr<client_impl>& c, const std::string& key, std::int64_t rev, std::int64_t lease,
                                           error_code gone);
+
+/// Waits until `key` is deleted (kind::del) or put (kind::put) at revision `from` or later, as
+/// Go's recipe.WaitEvents. A watch that fails is followed by a read (an absent key, or one put
+/// since `from`, ends the wait) and a new watch. Cancellation throws, as use_awaitable does.
+asio::awaitable<error_code> wait_key_event(const std::shared_ptr<client_impl>& c, const std::string& key,
+                                           std::int64_t from, watch_event::kind k);
 
 /// Closes `s` (revoking its lease deletes its keys), whatever is cancelled meanwhile. The caller
 /// must not throw when cancelled (throw_if_cancelled(false)), or this would not even start.
