@@ -360,6 +360,32 @@ def stm():
     return "\n".join(out)
 
 
+# ---- benchmarks/results/queue.jsonl: BENCH_SET=queue --------------------------------------------
+
+def queue():
+    """N producers and N consumers on one client: coetcd::queue against Go's recipe.Queue (queue.jsonl)."""
+    L = load("queue.jsonl")
+    if not L:
+        return "(no run in `benchmarks/results/queue.jsonl`: BENCH_SET=queue benchmarks/run)"
+    out = ["| producers + consumers | coetcd `queue` items/s | Go `recipe.Queue` items/s | coetcd / Go "
+           "| left after 20 s of draining, coetcd / Go | taken twice |",
+           "|---|---:|---:|---:|---:|---:|"]
+    for w in (1, 10):
+        c, g = cell(L, "coetcd", "queue", w), cell(L, "go", "queue", w)
+        if not c or not g:
+            continue
+        left = f"{n(median(c, 'left'))} / {n(median(g, 'left'))}"
+        twice = sum(r.get("duplicated", 0) + r.get("errors", 0) for r in c + g)
+        out.append(f"| {w} + {w} | {tput(c)} | {tput(g)} | {x(ratio(c, g))} | {left} | {twice} |")
+    rounds = sorted({r.get("round") for r in L if r.get("round")})
+    out += ["", f"Items taken per second while the producers ran (one client, one queue object for coetcd, one "
+            f"`recipe.Queue` for Go, one etcd member); then the consumers drain what is left for up to 20 s: items "
+            f"still in the queue after that are counted, not lost. Taken twice: duplicates and errors over every "
+            f"round of both sides. {len(rounds)} rounds, Go first in odd ones; from `benchmarks/results/queue.jsonl` "
+            "(`BENCH_SET=queue benchmarks/run`)."]
+    return "\n".join(out)
+
+
 def cache_table():
     """coetcd::cache: local reads, memory, first sync and lag behind writers (stm.jsonl, mode cache)."""
     L = [r for r in load("stm.jsonl") if r.get("mode") == "cache"]
@@ -566,6 +592,7 @@ TABLES = {
     "versions": versions,
     "stm": stm,
     "cache": cache_table,
+    "queue": queue,
     "readme-performance": readme_performance,
     "readme-comparison": readme_comparison,
     "compare-contention": compare_contention,

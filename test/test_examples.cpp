@@ -196,3 +196,27 @@ BOOST_AUTO_TEST_CASE(metrics_http_serves_prometheus_text_and_logs_events) {
   BOOST_TEST(m.output().find("event: lock_acquired name=\"metrics_http/jobs\"") != std::string::npos, m.output());
   BOOST_TEST(etcdctl(server(), "get --prefix --keys-only metrics_http/").output.empty());
 }
+
+// self_healing_leader: a revoked leader is told, the other replica leads, and the first leads
+// again once the second stops.
+BOOST_AUTO_TEST_CASE(self_healing_leader_comes_back) {
+  expect_lines("self_healing_leader", {"replica-a leads (term", "replica-a lost its term: ", "replica-b leads (term",
+                                       "replica-a campaigns again behind replica-b", "replica-a leads again: 2 terms"});
+  BOOST_TEST(etcdctl(server(), "get --prefix --keys-only services/scheduler/").output.find("services/") == std::string::npos);
+}
+
+// service_registry: two endpoints listed; a revoked one registered again; a stopped one gone.
+BOOST_AUTO_TEST_CASE(service_registry_keeps_and_drops_endpoints) {
+  expect_lines("service_registry", {"endpoints: services/api/i1=10.0.0.1:8080 services/api/i2=10.0.0.2:8080\n",
+                                    "i1 registered again on a new lease", "endpoints: services/api/i1=10.0.0.1:8080\n"});
+}
+
+// work_queue: three workers in together, the urgent jobs by priority (one each), every job once.
+BOOST_AUTO_TEST_CASE(work_queue_gives_each_job_once) {
+  auto r = run_example("work_queue");
+  BOOST_TEST(r.exit_code == 0, r.output);
+  for (auto job : {"took urgent disk-full", "took urgent cert-expiry", "took urgent rotate-logs"})
+    BOOST_TEST(r.output.find(job) != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("30 jobs done, each once: yes") != std::string::npos, r.output);
+  BOOST_TEST(etcdctl(server(), "get --prefix --keys-only work/").output.find("work/") == std::string::npos);
+}

@@ -80,7 +80,7 @@ class barrier {
   /// The @ref request_errors "request errors" of its reads (a watch that fails is followed by a
   /// read and a new watch).
   /// @par Cancellation
-  /// Terminal, partial, total: operation_aborted.
+  /// Terminal (partial and total are ignored): operation_aborted.
   /// @par Executor
   /// The handler's associated executor (default: the client's); never inside this call.
   template <class CompletionToken = detail::default_token>

@@ -59,6 +59,8 @@ class queue {
   }
   /// Pending dequeues complete with asio::error::operation_aborted, unless their item is already
   /// claimed (it is delivered); puts under way finish. The receipt keys are deleted once idle.
+  /// Items claimed for dequeues cancelled with their claim on the wire, and not yet handed to
+  /// another dequeue, are lost with the object (they are deleted from etcd).
   ~queue() { detail::close_queue(state_); }
 
   /// Adds `value` at the end of the queue.
@@ -91,8 +93,9 @@ class queue {
   /// answer: items it may have taken are lost to everyone), the
   /// @ref request_errors "request errors" that say the claim was refused.
   /// @par Cancellation
-  /// Terminal, partial, total while waiting: asio::error::operation_aborted, and no item was
-  /// taken. A cancel that meets its claim on the wire waits for it: a claimed item is delivered.
+  /// Terminal, partial, total: asio::error::operation_aborted, and no item was taken for this
+  /// call. A cancel that meets its claim on the wire completes once the claim is answered; an
+  /// item claimed for it goes to this object's next dequeue.
   /// @par Executor
   /// The handler's associated executor (default: the client's); never inside this call.
   template <class CompletionToken = detail::default_token>

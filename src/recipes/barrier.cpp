@@ -36,7 +36,8 @@ asio::awaitable<error_code> hold(std::shared_ptr<barrier_state> s) {
 }
 
 asio::awaitable<error_code> release(std::shared_ptr<barrier_state> s) {
-  auto [ec, r] = co_await txn_on(s->impl, txn().then(txn_op::del(s->key)));
+  auto del = txn().then(txn_op::del(s->key));  // named: no temporary inside a co_await (g++ 12)
+  auto [ec, r] = co_await txn_on(s->impl, std::move(del));
   co_return ec;
 }
 

@@ -31,31 +31,35 @@ asio::awaitable<void> take_out(double_barrier_state& s) {
 
 asio::awaitable<error_code> enter_steps(double_barrier_state& s) {
   if (s.session->lost) co_return error::session_lost;
-  // Go's newUniqueEphemeralKey: `waiters/<now in ns>` under the lease, another ns if taken.
+  // Go's newUniqueEphemeralKey: `waiters/<now in ns>` under the lease, another ns if taken. The
+  // key is ours from before the put leaves: a put without an answer may have made it.
+  error_code out;
   std::int64_t rev = 0;
   put_options po;
   po.lease = s.session->lease;
-  while (rev == 0) {
+  while (rev == 0 && !out) {
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-    auto key = waiters(s) + "/" + std::to_string(ns);
-    auto [ec, r] = co_await txn_on(s.impl, txn().when(compare::version(key) == 0).then(txn_op::put(key, "", po)));
-    if (ec) co_return ec == error::lease_not_found ? make_error_code(error::session_lost) : ec;
-    if (r.succeeded) {
-      rev = r.header.revision;
-      s.my_key = key;
-    }
+    s.my_key = waiters(s) + "/" + std::to_string(ns);
+    auto put = txn().when(compare::version(s.my_key) == 0).then(txn_op::put(s.my_key, "", po));
+    auto [ec, r] = co_await txn_on(s.impl, std::move(put));
+    if (ec) out = ec == error::lease_not_found ? make_error_code(error::session_lost) : ec;
+    else if (r.succeeded) rev = r.header.revision;
   }
+  if (out) co_return out;
   get_options all;
   all.prefix = true;
   all.count_only = true;
-  auto [gec, g] = co_await get_on(s.impl, waiters(s) + "/", all);
+  const auto prefix = waiters(s) + "/";
+  auto [gec, g] = co_await get_on(s.impl, prefix, all);
   if (gec) co_return gec;
   if (g.count > s.count) co_return error::too_many_clients;
   if (g.count == s.count) {
-    auto [pec, p] = co_await txn_on(s.impl, txn().then(txn_op::put(ready(s), "")));
+    auto ready_put = txn().then(txn_op::put(ready(s), ""));
+    auto [pec, p] = co_await txn_on(s.impl, std::move(ready_put));
     co_return pec;
   }
-  co_return co_await wait_key_event(s.impl, ready(s), rev, watch_event::kind::put);
+  const auto ready_key = ready(s);
+  co_return co_await wait_key_event(s.impl, ready_key, rev, watch_event::kind::put);
 }
 
 asio::awaitable<error_code> enter(std::shared_ptr<double_barrier_state> s) {
@@ -76,40 +80,45 @@ asio::awaitable<error_code> enter(std::shared_ptr<double_barrier_state> s) {
   co_return ec;
 }
 
-asio::awaitable<error_code> leave(std::shared_ptr<double_barrier_state> s) {
-  for (;;) {
-    get_options all;
-    all.prefix = true;
-    auto [ec, r] = co_await get_on(s->impl, waiters(*s) + "/", all);
-    if (ec) co_return ec;
-    if (r.kvs.empty()) break;
-    auto lowest = r.kvs.front(), highest = r.kvs.front();
-    for (auto& kv : r.kvs) {
-      if (kv.mod_revision < lowest.mod_revision) lowest = kv;
-      if (kv.mod_revision > highest.mod_revision) highest = kv;
-    }
-    if (r.kvs.size() == 1 && lowest.key == s->my_key) {
-      // The last one out closes the barrier for the next round.
-      auto t = txn().then(txn_op::del(ready(*s))).then(txn_op::del(s->my_key));
-      auto [dec, d] = co_await txn_on(s->impl, std::move(t));
-      if (dec) co_return dec;
-      s->my_key.clear();
-      break;
-    }
-    if (lowest.key == s->my_key) {
-      auto wec = co_await wait_key_event(s->impl, highest.key, highest.mod_revision, watch_event::kind::del);
-      if (wec) co_return wec;
-      continue;
-    }
-    if (!s->my_key.empty()) {
-      auto [dec, d] = co_await txn_on(s->impl, txn().then(txn_op::del(s->my_key)));
-      if (dec) co_return dec;
-      s->my_key.clear();
-    }
-    auto wec = co_await wait_key_event(s->impl, lowest.key, lowest.mod_revision, watch_event::kind::del);
-    if (wec) co_return wec;
+// One pass of Go's Leave: the last one out deletes `ready` (done); the lowest waits for the
+// highest to go; the others go and wait for the lowest. Each wait ends with the key's delete or
+// its lease's end.
+asio::awaitable<error_code> leave_step(double_barrier_state& s, const std::string& prefix, bool& done) {
+  get_options all;
+  all.prefix = true;
+  auto [ec, r] = co_await get_on(s.impl, prefix, all);
+  if (ec || r.kvs.empty()) {
+    done = true;
+    co_return ec;
   }
-  co_return error_code{};
+  auto lowest = r.kvs.front(), highest = r.kvs.front();
+  for (auto& kv : r.kvs) {
+    if (kv.mod_revision < lowest.mod_revision) lowest = kv;
+    if (kv.mod_revision > highest.mod_revision) highest = kv;
+  }
+  if (r.kvs.size() == 1 && lowest.key == s.my_key) {
+    done = true;
+    auto last = txn().then(txn_op::del(ready(s))).then(txn_op::del(s.my_key));
+    auto [dec, d] = co_await txn_on(s.impl, std::move(last));
+    if (!dec) s.my_key.clear();
+    co_return dec;
+  }
+  if (lowest.key == s.my_key) co_return co_await wait_key_event(s.impl, highest.key, highest.mod_revision, watch_event::kind::del);
+  if (!s.my_key.empty()) {
+    auto mine = txn().then(txn_op::del(s.my_key));
+    auto [dec, d] = co_await txn_on(s.impl, std::move(mine));
+    if (dec) co_return dec;
+    s.my_key.clear();
+  }
+  co_return co_await wait_key_event(s.impl, lowest.key, lowest.mod_revision, watch_event::kind::del);
+}
+
+asio::awaitable<error_code> leave(std::shared_ptr<double_barrier_state> s) {
+  error_code out;
+  bool done = false;
+  const auto prefix = waiters(*s) + "/";
+  while (!done && !out) out = co_await leave_step(*s, prefix, done);
+  co_return out;
 }
 
 }  // namespace

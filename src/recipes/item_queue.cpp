@@ -11,24 +11,18 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
 namespace coetcd::detail {
 
-txn txn_chain::link(txn t, std::int64_t lease) const {
-  if (applied == 0) t.when(compare::version(receipt) == 0);
-  else t.when(compare::value(receipt) == std::to_string(applied));
+txn txn_chain::link(txn t, const std::string& tag, std::int64_t lease) const {
+  t.when(compare::value(receipt) == applied);
   put_options po;
   po.lease = lease;
-  t.then(txn_op::put(receipt, std::to_string(applied + 1), po));
+  t.then(txn_op::put(receipt, tag, po));
   return t;
-}
-
-bool txn_chain::was_applied(const txn_result& r) const {
-  if (r.responses.empty()) return false;
-  const auto& kvs = r.responses.front().get().kvs;
-  return !kvs.empty() && kvs.front().value == std::to_string(applied + 1);
 }
 
 void queue_state::complete(std::shared_ptr<handler<std::string>>& h, error_code ec, std::string v) {
@@ -48,7 +42,7 @@ void queue_state::fail_all(error_code ec) {
   if (!failed) failed = ec;
   for (auto& p : waiting_puts) complete(p.h, ec, {});
   waiting_puts.clear();
-  for (auto& h : takers) complete(h, ec, {});
+  for (auto& t : takers) complete(t.h, ec, {});
   takers.clear();
   if (wake) wake->cancel();
 }
@@ -62,9 +56,9 @@ void queue_state::enqueue(queued_put p) {
   }
 }
 
-void queue_state::dequeue(std::shared_ptr<handler<std::string>> h) {
-  if (failed || closed) return complete(h, failed ? failed : make_error_code(asio::error::operation_aborted), {});
-  takers.push_back(std::move(h));
+void queue_state::dequeue(taker t) {
+  if (failed || closed) return complete(t.h, failed ? failed : make_error_code(asio::error::operation_aborted), {});
+  takers.push_back(std::move(t));
   if (!takes.running) {
     takes.running = true;
     asio::co_spawn(impl->strand_, run_takes(shared_from_this()), asio::detached);
@@ -72,10 +66,11 @@ void queue_state::dequeue(std::shared_ptr<handler<std::string>> h) {
 }
 
 void queue_state::close() {
+  if (closed) return;
   closed = true;
   for (auto& p : waiting_puts) complete(p.h, asio::error::operation_aborted, {});
   waiting_puts.clear();
-  for (auto& h : takers) complete(h, asio::error::operation_aborted, {});
+  for (auto& t : takers) complete(t.h, asio::error::operation_aborted, {});
   takers.clear();
   if (wake) wake->cancel();
   cleanup_if_idle();
@@ -85,6 +80,7 @@ void queue_state::cleanup_if_idle() {
   if (!closed || puts.running || takes.running) return;
   session->unlisten(listener);
   // The receipts go with the lease anyway; deleting them now keeps a long session's keys few.
+  // A late copy of a chained txn then finds no receipt to compare with, and does nothing.
   auto t = txn().then(txn_op::del(puts.receipt)).then(txn_op::del(takes.receipt));
   asio::co_spawn(impl->strand_, [](std::shared_ptr<client_impl> c, txn t) -> asio::awaitable<void> {
     auto [ec, r] = co_await txn_on(c, std::move(t));
@@ -102,50 +98,100 @@ std::string fixed(long long n, int width) {
   return buf;
 }
 
-// What a txn of a chain came to after any number of sends.
-enum class sent_outcome { applied, refused_compare, failed };
+asio::awaitable<void> pause_for(queue_state& s, int attempt) {
+  asio::steady_timer pause(s.impl->strand_, retry_pause(std::min(attempt, 4)));
+  co_await pause.async_wait(as_result);
+}
+
+// What a txn of a chain came to.
+enum class sent_outcome { applied, applied_other, refused, failed };
 
 struct chain_result {
   sent_outcome what = sent_outcome::failed;
-  error_code ec;
-  txn_result r;  // for refused_compare: the `otherwise` reads (the receipt's first)
+  std::string tag;  // applied_other: the attempt whose copy was applied
+  error_code ec;    // failed
+  txn_result r;     // refused: the `otherwise` reads (the receipt's first)
 };
 
-// Sends the chain's txn until it is answered: an unanswered send is sent again (the chain's
-// compare makes the copies apply once) while the session lives. A compare refused because the
-// receipt is gone (the session ended) after an unanswered send cannot tell: outcome_unknown.
-asio::awaitable<chain_result> send_chained(queue_state& s, txn_chain& chain, txn t) {
+// The chain is broken (its receipt is gone with the lease): the step's outcome is known only if
+// every attempt of it was answered.
+error_code broken(const txn_chain& chain) {
+  return chain.unanswered ? make_error_code(error::outcome_unknown) : make_error_code(error::session_lost);
+}
+
+// Makes the chain's receipt ("0", under the lease) if it is not there yet; resent until answered.
+asio::awaitable<error_code> make_receipt(queue_state& s, txn_chain& chain) {
+  error_code out;
+  put_options po;
+  po.lease = s.session->lease;
+  for (int attempt = 0; !chain.ready; ++attempt) {
+    auto t = txn().when(compare::version(chain.receipt) == 0).then(txn_op::put(chain.receipt, "0", po));
+    auto [ec, r] = co_await txn_on(s.impl, std::move(t));
+    if (!ec) {
+      chain.ready = true;  // made now, or by an earlier copy of this txn
+    } else if (ec == error::lease_not_found || s.session->lost) {
+      out = error::session_lost;
+    } else if (surely_not_applied(ec) && ec != error::endpoints_unreachable) {
+      out = ec;
+    }
+    if (out) break;
+    if (!chain.ready) co_await pause_for(s, attempt);
+  }
+  co_return out;
+}
+
+// Sends one attempt of the chain's next step until it is answered (an unanswered send goes again
+// as it is: the chain's compare makes its copies apply once) while the session lives.
+asio::awaitable<chain_result> send_chained(queue_state& s, txn_chain& chain, const txn& t, const std::string& tag) {
   chain_result out;
-  bool unanswered = false;
   for (int attempt = 0;; ++attempt) {
     auto [ec, r] = co_await txn_on(s.impl, t);
-    if (!ec && (r.succeeded || chain.was_applied(r))) {
-      ++chain.applied;
+    if (!ec && r.succeeded) {
       out.what = sent_outcome::applied;
+      chain.applied_as(tag);
       break;
     }
     if (!ec) {
-      const auto& receipt = r.responses.front().get().kvs;
-      bool chain_intact = chain.applied == 0 ? receipt.empty() : (!receipt.empty() && receipt.front().value == std::to_string(chain.applied));
-      if (chain_intact) {
-        out.what = sent_outcome::refused_compare;
+      const auto& kvs = r.responses.front().get().kvs;
+      const std::string receipt = kvs.empty() ? std::string() : kvs.front().value;
+      const std::string step = std::to_string(chain.step + 1) + ".";
+      if (receipt == tag) {
+        out.what = sent_outcome::applied;  // a copy of this one
+        chain.applied_as(tag);
+      } else if (!receipt.empty() && receipt.rfind(step, 0) == 0) {
+        out.what = sent_outcome::applied_other;  // a late copy of an earlier attempt
+        out.tag = receipt;
+        chain.applied_as(receipt);
+      } else if (!receipt.empty() && receipt == chain.applied) {
+        out.what = sent_outcome::refused;
         out.r = std::move(r);
       } else {
-        out.ec = unanswered ? make_error_code(error::outcome_unknown) : make_error_code(error::session_lost);
+        out.ec = broken(chain);
       }
       break;
     }
     if (ec == error::lease_not_found || s.session->lost) {
-      out.ec = unanswered ? make_error_code(error::outcome_unknown) : make_error_code(error::session_lost);
+      out.ec = broken(chain);
       break;
     }
-    if (surely_not_applied(ec) && ec != error::endpoints_unreachable && !unanswered) {
-      out.ec = ec;
-      break;
+    if (surely_not_applied(ec) && ec != error::endpoints_unreachable) {
+      // Refused for what it is (too large, not permitted): every copy would be. If an earlier
+      // send went unanswered, the receipt says whether that one was applied.
+      if (!chain.unanswered) {
+        out.ec = ec;
+        break;
+      }
+      auto [gec, g] = co_await get_on(s.impl, chain.receipt, get_options{});
+      if (!gec) {
+        const std::string receipt = g.kvs.empty() ? std::string() : g.kvs.front().value;
+        if (receipt == chain.applied) out.ec = ec;  // not applied (barring a copy still on its way)
+        else out.ec = error::outcome_unknown;
+        break;
+      }
+    } else if (!surely_not_applied(ec)) {
+      chain.unanswered = true;
     }
-    if (!surely_not_applied(ec)) unanswered = true;
-    asio::steady_timer pause(s.impl->strand_, retry_pause(std::min(attempt, 4)));
-    co_await pause.async_wait(as_result);
+    co_await pause_for(s, attempt);
   }
   co_return out;
 }
@@ -200,8 +246,9 @@ asio::awaitable<std::tuple<error_code, txn>> priority_puts(queue_state& s, std::
 
 // One batch of puts, to its outcome.
 asio::awaitable<error_code> put_batch(queue_state& s, std::vector<queued_put>& batch) {
-  error_code out;
-  for (int attempt = 0;; ++attempt) {
+  error_code out = co_await make_receipt(s, s.puts);
+  std::map<std::string, std::vector<std::string>> keys_of;  // each attempt's keys, by tag
+  for (int attempt = 0; !out; ++attempt) {
     txn t;
     if (s.priority) {
       auto [ec, built] = co_await priority_puts(s, batch);
@@ -210,8 +257,7 @@ asio::awaitable<error_code> put_batch(queue_state& s, std::vector<queued_put>& b
         break;
       }
       if (ec) {
-        asio::steady_timer pause(s.impl->strand_, retry_pause(std::min(attempt, 4)));
-        co_await pause.async_wait(as_result);
+        co_await pause_for(s, attempt);
         continue;
       }
       t = std::move(built);
@@ -219,14 +265,20 @@ asio::awaitable<error_code> put_batch(queue_state& s, std::vector<queued_put>& b
       t = fifo_puts(s, batch);
     }
     t.otherwise(txn_op::get(s.puts.receipt));
-    auto sent = co_await send_chained(s, s.puts, s.puts.link(std::move(t), s.session->lease));
+    const auto tag = s.puts.next_tag();
+    for (auto& p : batch) keys_of[tag].push_back(p.key);
+    auto linked = s.puts.link(std::move(t), tag, s.session->lease);
+    auto sent = co_await send_chained(s, s.puts, linked, tag);
     if (sent.what == sent_outcome::applied) break;
-    if (sent.what == sent_outcome::failed) {
-      out = sent.ec;
+    if (sent.what == sent_outcome::applied_other) {
+      // An earlier attempt's copy landed: its keys are where the items are.
+      auto& keys = keys_of[sent.tag];
+      for (std::size_t i = 0; i < batch.size() && i < keys.size(); ++i) batch[i].key = keys[i];
       break;
     }
-    // A key taken meanwhile (FIFO: the same nanoseconds elsewhere; priority: another put at that
-    // priority since our read): choose the keys again.
+    if (sent.what == sent_outcome::failed) out = sent.ec;
+    // Refused: a key taken meanwhile (FIFO: the same nanoseconds elsewhere; priority: another put
+    // at that priority since our read): choose the keys again.
   }
   co_return out;
 }
@@ -236,14 +288,19 @@ asio::awaitable<error_code> put_batch(queue_state& s, std::vector<queued_put>& b
 asio::awaitable<void> run_puts(std::shared_ptr<queue_state> s) {
   while (!s->waiting_puts.empty() && !s->failed) {
     std::vector<queued_put> batch;
-    std::size_t priorities = 0;
+    std::size_t bytes = 0;
     std::map<int, int> seen;
     while (!s->waiting_puts.empty() && batch.size() < s->options.max_batch) {
       auto& p = s->waiting_puts.front();
-      // etcd takes 128 operations per branch: items, one base key per priority, the receipt.
-      if (s->priority && !seen.count(p.priority) && batch.size() + priorities + 2 > 120) break;
+      // etcd takes 128 operations per branch (items, one base key per priority, the receipt) and
+      // 1.5 MiB per request: a batch stops short of either.
+      const bool new_priority = s->priority && !seen.count(p.priority);
+      if (!batch.empty() && (batch.size() + seen.size() + (new_priority ? 1 : 0) + 2 > 120 ||
+                             bytes + p.value.size() + 200 > 1024 * 1024))
+        break;
       if (p.h && *p.h) {
-        if (s->priority && seen.emplace(p.priority, 0).second) ++priorities;
+        if (new_priority) seen.emplace(p.priority, 0);
+        bytes += p.value.size() + 200;
         asio::get_associated_cancellation_slot(*p.h).clear();  // it leaves now: it runs to its outcome
         batch.push_back(std::move(p));
       }
@@ -252,6 +309,7 @@ asio::awaitable<void> run_puts(std::shared_ptr<queue_state> s) {
     if (batch.empty()) continue;
     auto ec = co_await put_batch(*s, batch);
     for (auto& p : batch) s->complete(p.h, ec, ec ? std::string() : p.key);
+    if (ec == error::session_lost || ec == error::outcome_unknown) s->fail_all(error::session_lost);
   }
   s->puts.running = false;
   s->cleanup_if_idle();
@@ -270,58 +328,86 @@ asio::awaitable<void> fetch(queue_state& s, int attempt) {
   auto [ec, r] = co_await get_on(s.impl, s.prefix, o);
   if (ec) {
     if (fatal(ec)) s.fail_all(ec);
-    asio::steady_timer pause(s.impl->strand_, retry_pause(std::min(attempt, 4)));
-    co_await pause.async_wait(as_result);
+    co_await pause_for(s, attempt);
     co_return;
   }
-  for (auto& kv : r.kvs) s.candidates.push_back({kv.key, kv.value, kv.mod_revision});
+  for (auto& kv : r.kvs) s.candidates.push_back({kv.key, kv.value, kv.mod_revision, kv.create_revision});
+  // Items put in one txn share a create revision; etcd's sort leaves their order open. Our keys
+  // rise within a txn, so (create revision, key) is the order they were enqueued in.
+  if (!s.priority)
+    std::stable_sort(s.candidates.begin(), s.candidates.end(), [](const candidate& a, const candidate& b) {
+      return a.create_revision != b.create_revision ? a.create_revision < b.create_revision : a.key < b.key;
+    });
   if (!s.candidates.empty() || s.takers.empty()) co_return;
   watch_options wo;
   wo.prefix = true;
   wo.start_revision = r.header.revision + 1;
   wo.no_delete = true;
   auto [wec, w] = co_await watch_on(s.impl, s.prefix, wo);
-  if (wec) co_return;
+  if (wec) {
+    co_await pause_for(s, attempt);
+    co_return;
+  }
+  // Checked in the same strand turn as the wait starts: a close, a loss or the last taker's
+  // cancel that came while the watch was being made would have found no wait to cut short.
+  if (s.takers.empty() || s.failed || s.closed) co_return;
   auto wake = s.wake;
   wake->expires_at(asio::steady_timer::time_point::max());
   auto got = co_await (w.async_next(as_result) || wake->async_wait(as_result));
   if (got.index() != 0) co_return;
   auto& [nec, batch] = std::get<0>(got);
-  if (nec) co_return;
+  if (nec) {
+    co_await pause_for(s, attempt);
+    co_return;
+  }
+  // A watch batch is in revision order, and within one revision in key order: enqueue order.
+  // Priority order is by key, not by arrival: more than one put is read again in order.
   for (auto& e : batch.events)
-    if (e.type == watch_event::kind::put && e.kv.version == 1) s.candidates.push_back({e.kv.key, e.kv.value, e.kv.mod_revision});
-  // Priority order is by key, not by arrival: a batch of puts is read again in order.
+    if (e.type == watch_event::kind::put && e.kv.version == 1)
+      s.candidates.push_back({e.kv.key, e.kv.value, e.kv.mod_revision, e.kv.create_revision});
   if (s.priority && s.candidates.size() > 1) s.candidates.clear();
 }
 
-struct claim_result {
-  error_code ec;
-  bool claimed = false;
-};
-
 // Claims `batch` in one txn: each deleted only at the mod revision we saw. When another consumer
-// took one first, the txn takes none: those still there go back to the candidates.
-asio::awaitable<claim_result> claim(queue_state& s, std::vector<candidate>& batch) {
-  claim_result out;
-  txn t;
-  for (auto& c : batch) {
-    t.when(compare::mod_revision(c.key) == c.mod_revision);
-    t.then(txn_op::del(c.key));
-  }
-  t.otherwise(txn_op::get(s.takes.receipt));
-  for (auto& c : batch) t.otherwise(txn_op::get(c.key));
-  auto sent = co_await send_chained(s, s.takes, s.takes.link(std::move(t), s.session->lease));
-  if (sent.what == sent_outcome::applied) {
-    out.claimed = true;
-  } else if (sent.what == sent_outcome::failed) {
-    out.ec = sent.ec;
-  } else {
-    for (std::size_t i = batch.size(); i-- > 0;) {
-      const auto& kvs = sent.r.responses.at(i + 1).get().kvs;
-      if (!kvs.empty() && kvs.front().mod_revision == batch[i].mod_revision) s.candidates.push_front(std::move(batch[i]));
+// took one first, the txn takes none: those still there go back to the candidates. Returns the
+// values claimed, in order: this batch's, or an earlier attempt's whose late copy landed.
+asio::awaitable<std::tuple<error_code, std::vector<std::string>>> claim(queue_state& s, std::vector<candidate>& batch) {
+  std::vector<std::string> values;
+  error_code ec = co_await make_receipt(s, s.takes);
+  if (!ec) {
+    txn t;
+    for (auto& c : batch) {
+      t.when(compare::mod_revision(c.key) == c.mod_revision);
+      t.then(txn_op::del(c.key));
+    }
+    t.otherwise(txn_op::get(s.takes.receipt));
+    for (auto& c : batch) t.otherwise(txn_op::get(c.key));
+    const auto tag = s.takes.next_tag();
+    s.claim_attempts.emplace_back(tag, batch);
+    auto linked = s.takes.link(std::move(t), tag, s.session->lease);
+    auto sent = co_await send_chained(s, s.takes, linked, tag);
+    if (sent.what == sent_outcome::applied || sent.what == sent_outcome::applied_other) {
+      const auto& won = sent.what == sent_outcome::applied ? tag : sent.tag;
+      std::vector<candidate>* taken = nullptr;
+      for (auto& [t2, b] : s.claim_attempts)
+        if (t2 == won) taken = &b;
+      for (auto& c : *taken) values.push_back(c.value);
+      // What this attempt held but did not take goes back, unless the winner took it too.
+      if (taken != &s.claim_attempts.back().second)
+        for (std::size_t i = batch.size(); i-- > 0;)
+          if (std::none_of(taken->begin(), taken->end(), [&](const candidate& c) { return c.key == batch[i].key; }))
+            s.candidates.push_front(std::move(batch[i]));
+      s.claim_attempts.clear();
+    } else if (sent.what == sent_outcome::failed) {
+      ec = sent.ec;
+    } else {
+      for (std::size_t i = batch.size(); i-- > 0;) {
+        const auto& kvs = sent.r.responses.at(i + 1).get().kvs;
+        if (!kvs.empty() && kvs.front().mod_revision == batch[i].mod_revision) s.candidates.push_front(std::move(batch[i]));
+      }
     }
   }
-  co_return out;
+  co_return std::tuple{ec, std::move(values)};
 }
 
 }  // namespace
@@ -329,13 +415,13 @@ asio::awaitable<claim_result> claim(queue_state& s, std::vector<candidate>& batc
 asio::awaitable<void> run_takes(std::shared_ptr<queue_state> s) {
   int attempt = 0;
   for (;;) {
-    std::erase_if(s->takers, [](auto& h) { return !h || !*h; });
+    std::erase_if(s->takers, [](auto& t) { return !t.h || !*t.h; });
     while (!s->claimed.empty() && !s->takers.empty()) {
-      s->complete(s->takers.front(), {}, std::move(s->claimed.front()));
+      s->complete(s->takers.front().h, {}, std::move(s->claimed.front()));
       s->takers.pop_front();
       s->claimed.pop_front();
     }
-    if (s->takers.empty() || s->failed) break;
+    if (s->takers.empty() || s->failed || s->closed) break;
     if (s->candidates.empty()) {
       co_await fetch(*s, attempt++);
       continue;
@@ -343,28 +429,39 @@ asio::awaitable<void> run_takes(std::shared_ptr<queue_state> s) {
     attempt = 0;
     const auto n = std::min({s->takers.size(), s->candidates.size(), s->options.max_batch});
     std::vector<candidate> batch;
-    std::vector<std::shared_ptr<handler<std::string>>> assigned;
+    std::vector<taker> assigned;
     for (std::size_t i = 0; i < n; ++i) {
       batch.push_back(std::move(s->candidates.front()));
       s->candidates.pop_front();
       assigned.push_back(std::move(s->takers.front()));
       s->takers.pop_front();
     }
-    auto out = co_await claim(*s, batch);
-    if (out.claimed) {
-      // A taker cancelled while its claim was on the wire gets its item all the same; one whose
-      // handler is gone (the queue closed) leaves it to the next taker.
-      for (std::size_t i = 0; i < n; ++i) {
-        if (assigned[i] && *assigned[i]) s->complete(assigned[i], {}, std::move(batch[i].value));
-        else s->claimed.push_back(std::move(batch[i].value));
-      }
-    } else if (out.ec) {
-      for (auto& h : assigned) s->complete(h, out.ec, {});
-      if (out.ec == error::session_lost || out.ec == error::outcome_unknown) s->fail_all(error::session_lost);
-    } else {
-      for (std::size_t i = n; i-- > 0;) s->takers.push_front(std::move(assigned[i]));
+    auto [ec, values] = co_await claim(*s, batch);
+    // A priority queue reads again before each claim: a more urgent item may have come.
+    if (s->priority) s->candidates.clear();
+    if (ec) {
+      for (auto& t : assigned) s->complete(t.h, ec, {});
+      if (ec == error::session_lost || ec == error::outcome_unknown) s->fail_all(error::session_lost);
+      continue;
     }
+    // Items claimed go to the takers in order; a taker cancelled while its claim was on the wire
+    // is told so and its item goes to the next taker; takers left over wait again in front.
+    std::deque<std::string> items(std::make_move_iterator(values.begin()), std::make_move_iterator(values.end()));
+    for (auto& t : assigned) {
+      if (!t.h || !*t.h) continue;
+      if (t.cancelled && *t.cancelled) s->complete(t.h, asio::error::operation_aborted, {});
+      else if (!items.empty()) {
+        s->complete(t.h, {}, std::move(items.front()));
+        items.pop_front();
+      }
+    }
+    for (auto it = items.rbegin(); it != items.rend(); ++it) s->claimed.push_front(std::move(*it));
+    for (std::size_t i = assigned.size(); i-- > 0;)
+      if (assigned[i].h && *assigned[i].h) s->takers.push_front(std::move(assigned[i]));
   }
+  // Takers still here when the loop ends on a loss or a close are told so, never left waiting.
+  for (auto& t : s->takers) s->complete(t.h, s->failed ? s->failed : make_error_code(asio::error::operation_aborted), {});
+  s->takers.clear();
   s->takes.running = false;
   s->cleanup_if_idle();
 }

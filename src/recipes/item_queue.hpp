@@ -7,24 +7,38 @@
 
 #include <coetcd/queue.hpp>
 
+#include <atomic>
 #include <deque>
 #include <random>
 
 namespace coetcd::detail {
 
 /// A chain of txns that apply once each, however often they are sent: each compares the chain's
-/// receipt key with the number of the last txn applied and puts its own number (under the
-/// session's lease). A resend of an applied txn fails that compare and reads the receipt, which
-/// then says it was applied; a copy that arrives late finds the receipt moved on.
+/// receipt key (under the session's lease) with the tag of the last txn applied and puts its own
+/// tag, "<step>.<attempt>". An unanswered txn is sent again as it is; one rebuilt after a refusal
+/// (another consumer took an item, another producer a key) is a new attempt of the same step. A
+/// refused txn reads the receipt: its own tag means a copy of it was applied; another attempt's
+/// tag of the same step means that attempt's late copy was (the caller then takes its outcome);
+/// the last step's tag means nothing was. The receipt is made ("0") before the first step, so an
+/// absent receipt always means the lease is gone.
 struct txn_chain {
   std::string receipt;
-  std::uint64_t applied = 0;  // the last txn of the chain known applied
-  bool running = false;       // a coroutine works through the chain's queue
+  bool ready = false;          // the receipt exists
+  std::uint64_t step = 0;      // the last step applied
+  std::string applied = "0";   // its tag
+  int attempt = 0;             // attempts of the next step so far
+  bool unanswered = false;     // an attempt of the next step went without an answer
+  bool running = false;        // a coroutine works through the chain's queue
 
-  /// `t` with the chain's compare and receipt put added (the receipt's get first in `otherwise`).
-  txn link(txn t, std::int64_t lease) const;
-  /// What the receipt read by link()'s `otherwise` says: the txn was applied (a resend of it).
-  bool was_applied(const txn_result& r) const;
+  std::string next_tag() { return std::to_string(step + 1) + "." + std::to_string(++attempt); }
+  /// `t` with the chain's compare and the receipt put tagged `tag` added.
+  txn link(txn t, const std::string& tag, std::int64_t lease) const;
+  void applied_as(std::string tag) {
+    applied = std::move(tag);
+    ++step;
+    attempt = 0;
+    unanswered = false;
+  }
 };
 
 struct queued_put {
@@ -36,7 +50,12 @@ struct queued_put {
 
 struct candidate {
   std::string key, value;
-  std::int64_t mod_revision = 0;
+  std::int64_t mod_revision = 0, create_revision = 0;
+};
+
+struct taker {
+  std::shared_ptr<handler<std::string>> h;
+  std::shared_ptr<std::atomic<bool>> cancelled;  // set by its slot, read on the strand
 };
 
 struct queue_state : std::enable_shared_from_this<queue_state> {
@@ -50,9 +69,13 @@ struct queue_state : std::enable_shared_from_this<queue_state> {
 
   txn_chain puts, takes;
   std::deque<queued_put> waiting_puts;
-  std::deque<std::shared_ptr<handler<std::string>>> takers;  // waiting dequeues, oldest first
+  std::deque<taker> takers;          // waiting dequeues, oldest first
   std::deque<candidate> candidates;  // items seen, in dequeue order, not yet claimed by us
-  std::deque<std::string> claimed;   // items we claimed whose taker went away: the next ones'
+  /// Items claimed with no taker for them (its taker was cancelled with the claim on the wire, or
+  /// a late copy of an earlier attempt claimed more): the next dequeues take these first.
+  std::deque<std::string> claimed;
+  /// The candidates of each attempt of the claim chain's next step, by tag (see txn_chain).
+  std::vector<std::pair<std::string, std::vector<candidate>>> claim_attempts;
   std::shared_ptr<asio::steady_timer> wake;  // cut short when a taker arrives or the session ends
   bool closed = false;
   error_code failed;  // the session's end: every later operation fails with it
@@ -61,7 +84,7 @@ struct queue_state : std::enable_shared_from_this<queue_state> {
   // All on the client's strand.
   void start();  // listens for the session's end
   void enqueue(queued_put p);
-  void dequeue(std::shared_ptr<handler<std::string>> h);
+  void dequeue(taker t);
   void close();  // the object is gone: nothing new; the receipts go once the chains are idle
   void fail_all(error_code ec);
   void complete(std::shared_ptr<handler<std::string>>& h, error_code ec, std::string v);

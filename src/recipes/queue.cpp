@@ -43,12 +43,14 @@ void close_queue(std::shared_ptr<queue_state>& q) noexcept {
 
 namespace {
 // Terminal, partial or total cancellation removes a waiting operation; one that has left in a
-// txn (its slot cleared on the strand) runs to its outcome.
+// txn runs to its outcome (a dequeue's `cancelled` flag then says what to do with its item).
 template <class Remove>
-void on_cancel(const std::shared_ptr<queue_state>& q, const std::shared_ptr<handler<std::string>>& shared, Remove remove) {
+void on_cancel(const std::shared_ptr<queue_state>& q, const std::shared_ptr<handler<std::string>>& shared,
+               std::shared_ptr<std::atomic<bool>> cancelled, Remove remove) {
   auto slot = asio::get_associated_cancellation_slot(*shared);
   if (!slot.is_connected()) return;
-  slot.assign([q, w = std::weak_ptr<handler<std::string>>(shared), remove](asio::cancellation_type) {
+  slot.assign([q, w = std::weak_ptr<handler<std::string>>(shared), cancelled, remove](asio::cancellation_type) {
+    if (cancelled) *cancelled = true;
     asio::dispatch(q->impl->strand_, [q, w, remove] {
       auto h = w.lock();
       if (!h || !*h || !remove(*q, h)) return;
@@ -62,7 +64,7 @@ void on_cancel(const std::shared_ptr<queue_state>& q, const std::shared_ptr<hand
 void start_enqueue(const std::shared_ptr<queue_state>& q, std::string value, int priority, handler<std::string> h) {
   if (!q) return fail_empty(std::move(h));
   auto shared = std::make_shared<handler<std::string>>(std::move(h));
-  on_cancel(q, shared, [](queue_state& s, const std::shared_ptr<handler<std::string>>& h) {
+  on_cancel(q, shared, nullptr, [](queue_state& s, const std::shared_ptr<handler<std::string>>& h) {
     auto at = std::find_if(s.waiting_puts.begin(), s.waiting_puts.end(), [&](auto& p) { return p.h == h; });
     if (at == s.waiting_puts.end()) return false;
     s.waiting_puts.erase(at);
@@ -76,13 +78,14 @@ void start_enqueue(const std::shared_ptr<queue_state>& q, std::string value, int
 void start_dequeue(const std::shared_ptr<queue_state>& q, handler<std::string> h) {
   if (!q) return fail_empty(std::move(h));
   auto shared = std::make_shared<handler<std::string>>(std::move(h));
-  on_cancel(q, shared, [](queue_state& s, const std::shared_ptr<handler<std::string>>& h) {
-    auto at = std::find(s.takers.begin(), s.takers.end(), h);
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
+  on_cancel(q, shared, cancelled, [](queue_state& s, const std::shared_ptr<handler<std::string>>& h) {
+    auto at = std::find_if(s.takers.begin(), s.takers.end(), [&](auto& t) { return t.h == h; });
     if (at == s.takers.end()) return false;
     s.takers.erase(at);
     return true;
   });
-  asio::dispatch(q->impl->strand_, [q, shared] { q->dequeue(shared); });
+  asio::dispatch(q->impl->strand_, [q, shared, cancelled] { q->dequeue(taker{shared, cancelled}); });
 }
 
 asio::any_io_executor queue_executor(const std::shared_ptr<queue_state>& q) noexcept {

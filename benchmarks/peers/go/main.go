@@ -674,7 +674,7 @@ func parseArgs() (config, error) {
 	var cfg config
 	var endpoints, duration, hold string
 	flag.StringVar(&endpoints, "endpoints", "127.0.0.1:2379", "comma-separated host:port list")
-	flag.StringVar(&cfg.mode, "mode", "mutex", "mutex | hold (--system other than etcd: take lock-0, print \"held\", wait to be killed) | stale_write, counter (the paused-holder check, stale.go) | election | txn | delete_chain | rw (recipe.RWMutex; worker i writes when i % 10 == 0) | sem (one of -permits per acquisition) | stm (concurrency.NewSTM increments of -locks counters, stm.go)")
+	flag.StringVar(&cfg.mode, "mode", "mutex", "mutex | hold (--system other than etcd: take lock-0, print \"held\", wait to be killed) | stale_write, counter (the paused-holder check, stale.go) | election | txn | delete_chain | rw (recipe.RWMutex; worker i writes when i % 10 == 0) | sem (one of -permits per acquisition) | stm (concurrency.NewSTM increments of -locks counters, stm.go) | queue (-workers producers and consumers on one recipe.Queue, queue.go)")
 	flag.Int64Var(&cfg.permits, "permits", 10, "sem: permits of each semaphore")
 	flag.IntVar(&cfg.workers, "workers", 1, "concurrent workers")
 	flag.IntVar(&cfg.locks, "locks", 1, "lock names; worker i uses lock i % locks")
@@ -728,7 +728,7 @@ func parseArgs() (config, error) {
 	}
 	switch cfg.mode {
 	case "mutex", "election", "txn", "delete_chain", "put", "get", "kv_txn":
-	case "stm":
+	case "stm", "queue":
 		return cfg, nil
 	case "stale_write", "counter":
 		if _, ok := peerSystems[cfg.system]; cfg.system != "etcd" && !ok {
@@ -794,6 +794,9 @@ func main() {
 	}
 	if cfg.mode == "stm" {
 		os.Exit(runSTM(cfg))
+	}
+	if cfg.mode == "queue" {
+		os.Exit(runQueue(cfg))
 	}
 	st := &runState{cfg: cfg}
 	st.firstError.Store("")
