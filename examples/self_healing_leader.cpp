@@ -20,7 +20,9 @@ auto scheduler(coetcd::client& etcd, std::string name) {
     std::cout << name << " leads (term " << term.revision << ")\n";
     for (;;) {
       auto tick = coetcd::txn().when(term.is_current()).then(coetcd::txn_op::put("scheduler/last-tick", name));
-      co_await etcd.async_txn(tick, use_awaitable);
+      // A failed write is not worth ending the run for (a body that throws would end it).
+      auto [ec, written] = co_await etcd.async_txn(tick, asio::as_tuple(use_awaitable));
+      if (!ec && !written.succeeded) std::cout << name << "'s tick refused: its term is over\n";
       asio::steady_timer t(co_await asio::this_coro::executor, 50ms);
       co_await t.async_wait(use_awaitable);  // cancelled the moment the term ends
     }

@@ -1,6 +1,10 @@
 // coetcd::double_barrier: Go's DoubleBarrier steps (enter: put a waiter key, count, wait for
 // ready; leave: the lowest waits for the highest, the others for the lowest).
 #include "recipes/held_key.hpp"
+#include "recipes/queue_ops.hpp"
+#include "recipes/write_outcome.hpp"
+
+#include <boost/asio/steady_timer.hpp>
 
 #include <coetcd/double_barrier.hpp>
 
@@ -32,7 +36,8 @@ asio::awaitable<void> take_out(double_barrier_state& s) {
 asio::awaitable<error_code> enter_steps(double_barrier_state& s) {
   if (s.session->lost) co_return error::session_lost;
   // Go's newUniqueEphemeralKey: `waiters/<now in ns>` under the lease, another ns if taken. The
-  // key is ours from before the put leaves: a put without an answer may have made it.
+  // key is ours from before the put leaves, and the put is sent again until answered: a delete of
+  // it (a cancelled enter) could otherwise overtake a late copy and leave the key behind.
   error_code out;
   std::int64_t rev = 0;
   put_options po;
@@ -40,10 +45,26 @@ asio::awaitable<error_code> enter_steps(double_barrier_state& s) {
   while (rev == 0 && !out) {
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     s.my_key = waiters(s) + "/" + std::to_string(ns);
-    auto put = txn().when(compare::version(s.my_key) == 0).then(txn_op::put(s.my_key, "", po));
-    auto [ec, r] = co_await txn_on(s.impl, std::move(put));
-    if (ec) out = ec == error::lease_not_found ? make_error_code(error::session_lost) : ec;
-    else if (r.succeeded) rev = r.header.revision;
+    bool unanswered = false, taken = false;
+    for (int attempt = 0; rev == 0 && !out && !taken; ++attempt) {
+      auto put = txn().when(compare::version(s.my_key) == 0).then(txn_op::put(s.my_key, "", po)).otherwise(txn_op::get(s.my_key));
+      auto [ec, r] = co_await txn_on(s.impl, std::move(put));
+      if (!ec && r.succeeded) {
+        rev = r.header.revision;
+      } else if (!ec) {
+        const auto& kvs = r.responses.front().get().kvs;
+        if (!kvs.empty() && kvs.front().lease == po.lease) rev = kvs.front().mod_revision;  // an earlier copy made it
+        else taken = true;  // another participant's at the same nanosecond
+      } else if (ec == error::lease_not_found) {
+        out = error::session_lost;
+      } else if (surely_not_applied(ec) && ec != error::endpoints_unreachable && !unanswered) {
+        out = ec;
+      } else {
+        unanswered = unanswered || !surely_not_applied(ec);
+        asio::steady_timer pause(s.impl->strand_, retry_pause(std::min(attempt, 4)));
+        co_await pause.async_wait(use_awaitable);
+      }
+    }
   }
   if (out) co_return out;
   get_options all;

@@ -174,23 +174,15 @@ asio::awaitable<chain_result> send_chained(queue_state& s, txn_chain& chain, con
       out.ec = broken(chain);
       break;
     }
-    if (surely_not_applied(ec) && ec != error::endpoints_unreachable) {
-      // Refused for what it is (too large, not permitted): every copy would be. If an earlier
-      // send went unanswered, the receipt says whether that one was applied.
-      if (!chain.unanswered) {
-        out.ec = ec;
-        break;
-      }
-      auto [gec, g] = co_await get_on(s.impl, chain.receipt, get_options{});
-      if (!gec) {
-        const std::string receipt = g.kvs.empty() ? std::string() : g.kvs.front().value;
-        if (receipt == chain.applied) out.ec = ec;  // not applied (barring a copy still on its way)
-        else out.ec = error::outcome_unknown;
-        break;
-      }
-    } else if (!surely_not_applied(ec)) {
-      chain.unanswered = true;
+    // Refused for what it is (too large, not permitted): every copy would be. After an
+    // unanswered send, that earlier copy may still land: the outcome is unknown, and the chain's
+    // next txn learns from the receipt whether it did (see claim_attempts and put_attempts).
+    // A token refused is resent as an outage is: the client authenticates again.
+    if (surely_not_applied(ec) && ec != error::endpoints_unreachable && ec != error::invalid_auth_token) {
+      out.ec = chain.unanswered ? make_error_code(error::outcome_unknown) : ec;
+      break;
     }
+    if (!surely_not_applied(ec)) chain.unanswered = true;
     co_await pause_for(s, attempt);
   }
   co_return out;
@@ -247,7 +239,7 @@ asio::awaitable<std::tuple<error_code, txn>> priority_puts(queue_state& s, std::
 // One batch of puts, to its outcome.
 asio::awaitable<error_code> put_batch(queue_state& s, std::vector<queued_put>& batch) {
   error_code out = co_await make_receipt(s, s.puts);
-  std::map<std::string, std::vector<std::string>> keys_of;  // each attempt's keys, by tag
+  const auto batch_no = ++s.put_batches;
   for (int attempt = 0; !out; ++attempt) {
     txn t;
     if (s.priority) {
@@ -266,15 +258,27 @@ asio::awaitable<error_code> put_batch(queue_state& s, std::vector<queued_put>& b
     }
     t.otherwise(txn_op::get(s.puts.receipt));
     const auto tag = s.puts.next_tag();
-    for (auto& p : batch) keys_of[tag].push_back(p.key);
+    auto& mine = s.put_attempts.emplace_back(put_attempt{tag, batch_no, {}});
+    for (auto& p : batch) mine.keys.push_back(p.key);
     auto linked = s.puts.link(std::move(t), tag, s.session->lease);
     auto sent = co_await send_chained(s, s.puts, linked, tag);
-    if (sent.what == sent_outcome::applied) break;
-    if (sent.what == sent_outcome::applied_other) {
-      // An earlier attempt's copy landed: its keys are where the items are.
-      auto& keys = keys_of[sent.tag];
-      for (std::size_t i = 0; i < batch.size() && i < keys.size(); ++i) batch[i].key = keys[i];
+    if (sent.what == sent_outcome::applied) {
+      s.put_attempts.clear();
       break;
+    }
+    if (sent.what == sent_outcome::applied_other) {
+      // An earlier attempt's copy landed. One of this batch: its keys are where the items are.
+      // One of a batch that ended without an answer (its callers were told outcome_unknown):
+      // the chain has moved on, and this batch goes again as the next step. Either way no older
+      // attempt can land any more (the receipt moved past the tag they compare).
+      const put_attempt* landed = nullptr;
+      for (auto& at : s.put_attempts)
+        if (at.tag == sent.tag && at.batch == batch_no) landed = &at;
+      if (landed)
+        for (std::size_t i = 0; i < batch.size() && i < landed->keys.size(); ++i) batch[i].key = landed->keys[i];
+      s.put_attempts.clear();
+      if (landed) break;
+      continue;
     }
     if (sent.what == sent_outcome::failed) out = sent.ec;
     // Refused: a key taken meanwhile (FIFO: the same nanoseconds elsewhere; priority: another put
@@ -309,7 +313,7 @@ asio::awaitable<void> run_puts(std::shared_ptr<queue_state> s) {
     if (batch.empty()) continue;
     auto ec = co_await put_batch(*s, batch);
     for (auto& p : batch) s->complete(p.h, ec, ec ? std::string() : p.key);
-    if (ec == error::session_lost || ec == error::outcome_unknown) s->fail_all(error::session_lost);
+    if (ec == error::session_lost || s->session->lost) s->fail_all(error::session_lost);
   }
   s->puts.running = false;
   s->cleanup_if_idle();
@@ -391,16 +395,22 @@ asio::awaitable<std::tuple<error_code, std::vector<std::string>>> claim(queue_st
       std::vector<candidate>* taken = nullptr;
       for (auto& [t2, b] : s.claim_attempts)
         if (t2 == won) taken = &b;
-      for (auto& c : *taken) values.push_back(c.value);
-      // What this attempt held but did not take goes back, unless the winner took it too.
-      if (taken != &s.claim_attempts.back().second)
-        for (std::size_t i = batch.size(); i-- > 0;)
-          if (std::none_of(taken->begin(), taken->end(), [&](const candidate& c) { return c.key == batch[i].key; }))
-            s.candidates.push_front(std::move(batch[i]));
+      if (taken) {
+        for (auto& c : *taken) values.push_back(c.value);
+        // What this attempt held but did not take goes back, unless the winner took it too.
+        if (taken != &s.claim_attempts.back().second)
+          for (std::size_t i = batch.size(); i-- > 0;)
+            if (std::none_of(taken->begin(), taken->end(), [&](const candidate& c) { return c.key == batch[i].key; }))
+              s.candidates.push_front(std::move(batch[i]));
+      } else {
+        ec = error::outcome_unknown;  // not ours to tell (never seen: every attempt of a step is kept)
+      }
       s.claim_attempts.clear();
     } else if (sent.what == sent_outcome::failed) {
       ec = sent.ec;
     } else {
+      // Refused: an item's mod revision moved, for good, so no copy of this attempt can land.
+      s.claim_attempts.pop_back();
       for (std::size_t i = batch.size(); i-- > 0;) {
         const auto& kvs = sent.r.responses.at(i + 1).get().kvs;
         if (!kvs.empty() && kvs.front().mod_revision == batch[i].mod_revision) s.candidates.push_front(std::move(batch[i]));
@@ -441,7 +451,7 @@ asio::awaitable<void> run_takes(std::shared_ptr<queue_state> s) {
     if (s->priority) s->candidates.clear();
     if (ec) {
       for (auto& t : assigned) s->complete(t.h, ec, {});
-      if (ec == error::session_lost || ec == error::outcome_unknown) s->fail_all(error::session_lost);
+      if (ec == error::session_lost || s->session->lost) s->fail_all(error::session_lost);
       continue;
     }
     // Items claimed go to the takers in order; a taker cancelled while its claim was on the wire

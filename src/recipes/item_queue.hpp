@@ -53,6 +53,12 @@ struct candidate {
   std::int64_t mod_revision = 0, create_revision = 0;
 };
 
+struct put_attempt {
+  std::string tag;
+  std::uint64_t batch = 0;
+  std::vector<std::string> keys;
+};
+
 struct taker {
   std::shared_ptr<handler<std::string>> h;
   std::shared_ptr<std::atomic<bool>> cancelled;  // set by its slot, read on the strand
@@ -74,8 +80,12 @@ struct queue_state : std::enable_shared_from_this<queue_state> {
   /// Items claimed with no taker for them (its taker was cancelled with the claim on the wire, or
   /// a late copy of an earlier attempt claimed more): the next dequeues take these first.
   std::deque<std::string> claimed;
-  /// The candidates of each attempt of the claim chain's next step, by tag (see txn_chain).
+  /// The candidates of each attempt of the claim chain's next step, by tag (see txn_chain); kept
+  /// across claims that failed, since a copy of theirs may still land.
   std::vector<std::pair<std::string, std::vector<candidate>>> claim_attempts;
+  /// The keys of each attempt of the put chain's next step, with the batch it put.
+  std::vector<put_attempt> put_attempts;
+  std::uint64_t put_batches = 0;
   std::shared_ptr<asio::steady_timer> wake;  // cut short when a taker arrives or the session ends
   bool closed = false;
   error_code failed;  // the session's end: every later operation fails with it
