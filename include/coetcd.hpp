@@ -1,4 +1,4 @@
-// coetcd: every public header but with_lock.hpp in one include.
+// coetcd: the client, sessions, the lock family and elections in one include.
 #pragma once
 #include <coetcd/client.hpp>
 #include <coetcd/client_stats.hpp>
@@ -12,5 +12,7 @@
 #include <coetcd/rw_mutex.hpp>
 #include <coetcd/semaphore.hpp>
 #include <coetcd/session.hpp>
-// Not <coetcd/with_lock.hpp>: it brings Asio's coroutine operators, io_context and timers into
-// every unit, which a callback-only program does not need. Coroutine code includes it itself.
+// Not <coetcd/with_lock.hpp> nor <coetcd/leader.hpp>: they bring Asio's coroutine operators,
+// io_context and timers into every unit, which a callback-only program does not need. Nor the
+// other recipes (stm, counter, cache, registration, naming, queue, priority_queue, barrier,
+// double_barrier): a program includes the ones it uses, by name.

@@ -184,15 +184,27 @@ std::string etcd_process::endpoint() const {
 void etcd_process::start() {
   if (pid_ > 0) return;
   // A restart reuses our ports, and while we were down another suite may hold one for a moment
-  // (free_port binds each port it probes): try again a few times before giving up.
+  // (free_port binds each port it probes): try again a few times before giving up. A member
+  // that never ran and chose its own ports (not one of a cluster, whose peers know its ports)
+  // takes new ones instead: another suite's etcd that took the same port keeps it (CI saw one
+  // port busy for every retry).
+  const bool own_ports = !started_once_ && cfg_.client_port == 0 && cfg_.peer_port == 0;
   for (int attempt = 0;; ++attempt) {
     launch();
     try {
       wait_healthy();
+      started_once_ = true;
       return;
     } catch (const std::runtime_error& e) {
       if (attempt >= 4 || std::string(e.what()).find("address already in use") == std::string::npos) throw;
       std::this_thread::sleep_for(500ms);
+      if (own_ports) {
+        std::error_code ec;
+        fs::remove_all(dir_ / "data", ec);  // nothing of the failed start is kept
+        client_port_ = free_port();
+        peer_port_ = free_port();
+        metrics_port_ = free_port();
+      }
     }
   }
 }

@@ -70,6 +70,7 @@ class etcd_process {
   std::filesystem::path dir_;
   int client_port_, peer_port_, metrics_port_;
   std::atomic<int> pid_{-1};
+  bool started_once_ = false;
 };
 
 class tcp_proxy;
