@@ -57,6 +57,7 @@ enum class error {
   not_a_number,           ///< counter: the key's value is not a decimal 64-bit integer
   key_exists,             ///< barrier: hold found the barrier already held (Go's ErrKeyExists)
   too_many_clients,       ///< double_barrier: more participants entered than its count (Go's ErrTooManyClients)
+  snapshot_corrupt,       ///< maintenance: a snapshot's data does not match the SHA-256 its member sent
 };
 
 /// The category of coetcd::error (named "etcd").

@@ -1,4 +1,5 @@
 #include "client_impl.hpp"
+#include "unary_rpc.hpp"
 #include "session_state.hpp"
 
 #include "keepalive_manager.hpp"
@@ -92,6 +93,29 @@ constexpr const char* service_config = R"({
   }]
 })";
 
+/// A channel to every endpoint in `eps`, balanced round robin.
+std::shared_ptr<grpc::Channel> make_channel(const client_options& o, const std::vector<endpoint>& eps) {
+  auto creds = make_credentials(o, eps.front().tls);
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(o.keepalive_time.count()));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(o.keepalive_timeout.count()));
+  // etcd answers pings without an active stream with GOAWAY(too_many_pings).
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+  // Reconnect quickly after a member restarts (gRPC's default starts at 1 s and grows to 120 s).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetMaxReceiveMessageSize(-1);
+  // One connection per client object, not shared process-wide: clients stay independent.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetServiceConfigJSON(service_config);
+  if (o.tls || eps.front().tls) {
+    // The target may list several addresses; verify certificates against the first host name.
+    args.SetSslTargetNameOverride(eps.front().host);
+  }
+  return grpc::CreateCustomChannel(grpc_target(eps), creds, args);
+}
+
 }  // namespace
 
 client_impl::client_impl(asio::any_io_executor ex, client_options options)
@@ -105,29 +129,13 @@ client_impl::client_impl(asio::any_io_executor ex, client_options options)
                                       "coetcd: resend_after must not be negative (0 turns resending off)");
   if (!options_.keep_abseil_deadlock_detection)
     absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  auto creds = make_credentials(options_, eps.front().tls);
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(options_.keepalive_time.count()));
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(options_.keepalive_timeout.count()));
-  // etcd answers pings without an active stream with GOAWAY(too_many_pings).
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
-  // Reconnect quickly after a member restarts (gRPC's default starts at 1 s and grows to 120 s).
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  args.SetMaxReceiveMessageSize(-1);
-  // One connection per client object, not shared process-wide: clients stay independent.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  args.SetServiceConfigJSON(service_config);
-  if (options_.tls || eps.front().tls) {
-    // The target may list several addresses; verify certificates against the first host name.
-    args.SetSslTargetNameOverride(eps.front().host);
-  }
-  channel_ = grpc::CreateCustomChannel(grpc_target(eps), creds, args);
+  channel_ = make_channel(options_, eps);
   kv_ = pb::KV::NewStub(channel_);
   lease_ = pb::Lease::NewStub(channel_);
   watch_ = pb::Watch::NewStub(channel_);
   auth_ = pb::Auth::NewStub(channel_);
+  cluster_ = pb::Cluster::NewStub(channel_);
+  maintenance_ = pb::Maintenance::NewStub(channel_);
   cq_thread_ = std::thread([this] { cq_loop(); });
 }
 
@@ -136,6 +144,19 @@ void client_impl::register_with_context() {
   registry_ = asio::use_service<client_service>(ctx).registry;
   std::lock_guard lock(registry_->m);
   registry_->clients[this] = weak_from_this();
+}
+
+std::shared_ptr<grpc::Channel> client_impl::member_channel(const std::string& endpoint) {
+  auto& ch = member_channels_[endpoint];
+  if (!ch) {
+    try {
+      ch = make_channel(options_, parse_endpoints({endpoint}));
+    } catch (...) {
+      member_channels_.erase(endpoint);
+      throw;
+    }
+  }
+  return ch;
 }
 
 client_impl::~client_impl() {
@@ -331,6 +352,9 @@ error_code client_impl::map_status(const grpc::Status& s) const {
   if (has("request is too large") || has("larger than max")) return error::request_too_large;
   if (has("too large lease TTL")) return error::invalid_argument;
   if (has("key is not provided")) return error::empty_key;
+  // A reconfiguration refused until every member has been up a while: UNAVAILABLE, but etcd's
+  // words say what to do (wait and try again) where "gRPC UNAVAILABLE" would not.
+  if (has("unhealthy cluster")) return server_error(static_cast<int>(s.error_code()), m);
   if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
     return channel_->GetState(false) == GRPC_CHANNEL_READY ? error::request_timeout : error::endpoints_unreachable;
   // What the server explained in words keeps its words (transport failures say nothing of etcd's).

@@ -2,7 +2,7 @@
 // user handler (posted, never inline), and take per-operation cancellation from it.
 #pragma once
 
-#include "client_impl.hpp"
+#include "kv.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>

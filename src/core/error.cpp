@@ -62,6 +62,8 @@ class etcd_category_impl final : public boost::system::error_category {
         return "the key already exists (the barrier is already held)";
       case error::too_many_clients:
         return "more participants entered the double barrier than its count";
+      case error::snapshot_corrupt:
+        return "the snapshot's data does not match the SHA-256 its member appended (file not kept)";
     }
     return "unknown etcd error " + std::to_string(ev);
   }

@@ -1,4 +1,4 @@
-#include "client_impl.hpp"
+#include "kv.hpp"
 #include "convert.hpp"
 
 namespace coetcd::detail {

@@ -18,6 +18,17 @@ const char* rpc_name(rpc_kind k) noexcept {
     case rpc_kind::lease_ttl: return "LeaseTimeToLive";
     case rpc_kind::lease_leases: return "LeaseLeases";
     case rpc_kind::authenticate: return "Authenticate";
+    case rpc_kind::member_list: return "MemberList";
+    case rpc_kind::member_add: return "MemberAdd";
+    case rpc_kind::member_remove: return "MemberRemove";
+    case rpc_kind::member_update: return "MemberUpdate";
+    case rpc_kind::member_promote: return "MemberPromote";
+    case rpc_kind::alarm: return "Alarm";
+    case rpc_kind::status: return "Status";
+    case rpc_kind::defragment: return "Defragment";
+    case rpc_kind::hash_kv: return "HashKV";
+    case rpc_kind::move_leader: return "MoveLeader";
+    case rpc_kind::snapshot: return "Snapshot";
     case rpc_kind::count_: break;
   }
   return "?";

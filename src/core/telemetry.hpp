@@ -20,7 +20,9 @@
 namespace coetcd::detail {
 
 enum class rpc_kind : unsigned {
-  range, put, delete_range, txn, compact, lease_grant, lease_revoke, lease_ttl, lease_leases, authenticate, count_
+  range, put, delete_range, txn, compact, lease_grant, lease_revoke, lease_ttl, lease_leases, authenticate,
+  member_list, member_add, member_remove, member_update, member_promote,
+  alarm, status, defragment, hash_kv, move_leader, snapshot, count_
 };
 const char* rpc_name(rpc_kind k) noexcept;
 

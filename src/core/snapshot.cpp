@@ -1,0 +1,184 @@
+// The Maintenance service's snapshot stream, saved to a file and checked against the SHA-256
+// the member appends after the data.
+#include "client_impl.hpp"
+#include "convert.hpp"
+#include "sha256.hpp"
+
+#include <coetcd/maintenance.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace coetcd::detail {
+namespace {
+
+class snapshot_reader final : public call_base, public std::enable_shared_from_this<snapshot_reader> {
+ public:
+  snapshot_reader(std::shared_ptr<client_impl> c, std::string path, snapshot_options o, handler<snapshot_result> h)
+      : client_(std::move(c)), path_(std::move(path)), part_(path_ + ".part"), opts_(std::move(o)), h_(std::move(h)),
+        start_tag_(client_->strand_), read_tag_(client_->strand_), finish_tag_(client_->strand_) {}
+
+  void start() {
+    auto slot = asio::get_associated_cancellation_slot(h_);
+    if (slot.is_connected()) {
+      // Only reads: every cancellation type is honoured, and the part file goes.
+      slot.assign([w = weak_from_this(), s = client_->strand_](asio::cancellation_type) {
+        asio::dispatch(s, [w] {
+          if (auto self = w.lock()) self->user_cancel();
+        });
+      });
+    }
+    asio::dispatch(client_->strand_, [self = shared_from_this()] { self->begin(); });
+  }
+
+  void cancel_rpc() override {
+    if (ctx_) ctx_->TryCancel();
+  }
+
+ private:
+  void begin() {
+    if (client_->closed()) return finish(error::client_closed);
+    if (user_cancelled_) return finish(asio::error::operation_aborted);
+    std::shared_ptr<grpc::Channel> ch = client_->channel_;
+    if (!opts_.endpoint.empty()) {
+      try {
+        ch = client_->member_channel(opts_.endpoint);
+      } catch (const boost::system::system_error& e) {
+        return finish(e.code());
+      }
+    }
+    out_.open(part_, std::ios::binary | std::ios::trunc);
+    if (!out_) return finish(error_code(errno ? errno : EIO, boost::system::generic_category()));
+    stub_ = pb::Maintenance::NewStub(ch);
+    if (!client_->uses_auth()) return send();
+    waiting_ = true;
+    client_->with_token([self = shared_from_this()](error_code ec) {
+      self->waiting_ = false;
+      if (self->finished_) return;
+      if (ec) return self->finish(ec);
+      self->send();
+    });
+  }
+
+  void send() {
+    if (client_->closed()) return finish(error::client_closed);
+    // No deadline: a large database takes as long as it takes. A member that has no leader
+    // still has its data.
+    ctx_ = client_->make_context(std::nullopt, false);
+    reader_ = stub_->PrepareAsyncSnapshot(ctx_.get(), pb::SnapshotRequest{}, &client_->cq_);
+    bump(client_->telemetry_.rpc(rpc_kind::snapshot).sent);
+    client_->track(this);
+    on_wire_ = true;
+    reader_->StartCall(start_tag_.arm([self = shared_from_this()](bool ok) { ok ? self->read() : self->end_stream(); }));
+  }
+
+  void read() {
+    reader_->Read(&resp_, read_tag_.arm([self = shared_from_this()](bool ok) { ok ? self->on_chunk() : self->end_stream(); }));
+  }
+
+  void on_chunk() {
+    if (!got_header_) {
+      got_header_ = true;
+      header_ = from_pb(resp_.header());
+    }
+    tail_ += resp_.blob();
+    received_ += resp_.blob().size();
+    // The last 32 bytes received may be the hash: everything before them is data.
+    if (tail_.size() > 32) {
+      const std::string_view data(tail_.data(), tail_.size() - 32);
+      hash_.update(data);
+      out_.write(data.data(), static_cast<std::streamsize>(data.size()));
+      tail_.erase(0, data.size());
+    }
+    if (!out_ && !write_failed_) {
+      write_failed_ = true;
+      write_error_ = errno ? errno : EIO;
+      ctx_->TryCancel();
+    }
+    if (opts_.progress) opts_.progress(received_, received_ + resp_.remaining_bytes());
+    read();
+  }
+
+  void end_stream() {
+    reader_->Finish(&status_, finish_tag_.arm([self = shared_from_this()](bool) { self->on_finished(); }));
+  }
+
+  void on_finished() {
+    on_wire_ = false;
+    client_->untrack(this);
+    if (user_cancelled_) return finish(asio::error::operation_aborted);
+    if (write_failed_) return finish(error_code(write_error_, boost::system::generic_category()));
+    if (!status_.ok()) {
+      if (client_->closed()) return finish(error::client_closed);
+      auto ec = client_->map_status(status_);
+      if (ec == error::invalid_auth_token) client_->invalidate_token(client_->token());
+      return finish(ec);
+    }
+    // The hash goes into the file too: `snapshot restore` checks it.
+    out_.write(tail_.data(), static_cast<std::streamsize>(tail_.size()));
+    out_.close();
+    if (!out_) return finish(error_code(errno ? errno : EIO, boost::system::generic_category()));
+    const auto digest = hash_.finish();
+    if (tail_.size() != 32 || std::memcmp(digest.data(), tail_.data(), 32) != 0) return finish(error::snapshot_corrupt);
+    std::error_code fec;
+    std::filesystem::rename(part_, path_, fec);
+    if (fec) return finish(error_code(fec.value(), boost::system::generic_category()));
+    finish({});
+  }
+
+  void user_cancel() {
+    if (finished_) return;
+    user_cancelled_ = true;
+    if (on_wire_) ctx_->TryCancel();
+    else if (waiting_) finish(asio::error::operation_aborted);
+  }
+
+  void finish(error_code ec) {
+    if (finished_) return;
+    finished_ = true;
+    if (out_.is_open()) out_.close();
+    if (ec) {
+      bump(client_->telemetry_.rpc(rpc_kind::snapshot).failed);
+      std::error_code ignored;
+      std::filesystem::remove(part_, ignored);
+      return client_->complete(std::move(h_), ec, snapshot_result{});
+    }
+    client_->complete(std::move(h_), ec, snapshot_result{header_, received_});
+  }
+
+  std::shared_ptr<client_impl> client_;
+  std::string path_, part_;
+  snapshot_options opts_;
+  handler<snapshot_result> h_;
+  strand_tag start_tag_, read_tag_, finish_tag_;
+  std::unique_ptr<pb::Maintenance::Stub> stub_;
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  std::unique_ptr<grpc::ClientAsyncReader<pb::SnapshotResponse>> reader_;
+  pb::SnapshotResponse resp_;
+  grpc::Status status_;
+  std::ofstream out_;
+  sha256 hash_;
+  std::string tail_;
+  response_header header_;
+  std::uint64_t received_ = 0;
+  int write_error_ = 0;
+  bool got_header_ = false;
+  bool write_failed_ = false;
+  bool user_cancelled_ = false;
+  bool waiting_ = false;
+  bool on_wire_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace
+
+void start_snapshot(const std::shared_ptr<client_impl>& c, std::string path, snapshot_options o,
+                    handler<snapshot_result> h) {
+  if (path.empty()) return fail(c, std::move(h), error::invalid_argument);
+  std::make_shared<snapshot_reader>(c, std::move(path), std::move(o), std::move(h))->start();
+}
+
+}  // namespace coetcd::detail
