@@ -34,11 +34,11 @@ std::string hex(std::uint64_t id) {
 }
 
 std::uint64_t parse_id(const std::string& command, const std::string& s) {
-  try {
-    std::size_t used = 0;
-    auto id = std::stoull(s, &used, 16);
-    if (used == s.size() && id != 0) return id;
-  } catch (const std::exception&) {
+  // As Go's strconv.ParseUint(s, 16, 64): hex digits only, no sign, prefix or spaces.
+  const bool digits = !s.empty() && s.size() <= 16 && s.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
+  if (digits) {
+    auto id = std::stoull(s, nullptr, 16);
+    if (id != 0) return id;
   }
   die(usage, command + ": '" + s + "' is not a member ID (hexadecimal, as member list prints it)");
 }
@@ -58,6 +58,7 @@ std::string human_bytes(std::int64_t n) {
 std::string go_duration(std::chrono::microseconds d) {
   auto us = d.count();
   char buf[48];
+  if (us == 0) return "0s";
   if (us < 1000) std::snprintf(buf, sizeof buf, "%lldµs", static_cast<long long>(us));
   else if (us < 1000000) std::snprintf(buf, sizeof buf, "%.3f", us / 1000.0);
   else std::snprintf(buf, sizeof buf, "%.6f", us / 1e6);
@@ -118,6 +119,23 @@ std::string header_json(const coetcd::response_header& h) {
       .str();
 }
 
+const char* alarm_name(coetcd::alarm_type t) {
+  switch (t) {
+    case coetcd::alarm_type::none: return "NONE";
+    case coetcd::alarm_type::nospace: return "NOSPACE";
+    case coetcd::alarm_type::corrupt: return "CORRUPT";
+  }
+  return "UNKNOWN";
+}
+
+/// Why a member is unhealthy, in etcdctl 3.5's words for raised alarms.
+std::string health_error(const coetcd::endpoint_health& h) {
+  if (h.error != coetcd::error::alarm_raised) return h.error.message();
+  std::string s = "Active Alarm(s): ";
+  for (const auto& a : h.alarms) s += std::string(alarm_name(a.type)) + " ";
+  return s;
+}
+
 std::string json_array(const std::vector<std::string>& items) { return "[" + join(items, ",") + "]"; }
 
 struct runner {
@@ -174,7 +192,8 @@ struct runner {
     if (sub == "add") {
       auto [ec, r] = co_await members.async_member_add(split_commas(args.peer_urls), args.learner, as_result);
       if (ec) fail("cannot add a member at '" + args.peer_urls + "'", ec);
-      std::printf("Member %16" PRIx64 " added to cluster %16" PRIx64 "\n", r.added.id, r.header.cluster_id);
+      std::printf("Member %16" PRIx64 " added %sto cluster %16" PRIx64 "\n", r.added.id,
+                  args.learner ? "as learner " : "", r.header.cluster_id);
       std::vector<std::string> conf;
       for (const auto& m : r.members)
         for (const auto& u : m.peer_urls) conf.push_back((m.id == r.added.id ? args.args[1] : m.name) + "=" + u);
@@ -243,13 +262,13 @@ struct runner {
                              .str("endpoint", ep)
                              .raw("health", h.healthy ? "true" : "false")
                              .str("took", go_duration(h.took))
-                             .str("error", h.healthy ? "" : h.error.message())
+                             .str("error", h.healthy ? "" : health_error(h))
                              .str());
         } else if (h.healthy) {
           std::fprintf(stderr, "%s is healthy: successfully committed proposal: took = %s\n", ep.c_str(),
                        go_duration(h.took).c_str());
         } else {
-          std::fprintf(stderr, "%s is unhealthy: failed to commit proposal: %s\n", ep.c_str(), h.error.message().c_str());
+          std::fprintf(stderr, "%s is unhealthy: failed to commit proposal: %s\n", ep.c_str(), health_error(h).c_str());
         }
       } else {
         auto [ec, h] = co_await ops.async_hash_kv(ep, 0, as_result);
@@ -280,7 +299,7 @@ struct runner {
     if (disarm) std::tie(ec, r) = co_await ops.async_alarm_disarm(0, coetcd::alarm_type::none, as_result);
     else std::tie(ec, r) = co_await ops.async_alarm_list(as_result);
     if (ec) fail(disarm ? "cannot disarm the alarms" : "cannot list the alarms", ec);
-    static const char* names[] = {"NONE", "NOSPACE", "CORRUPT"};
+
     if (json()) {
       std::vector<std::string> as;
       for (const auto& a : r.alarms)
@@ -291,7 +310,7 @@ struct runner {
       std::printf("%s\n", out.str().c_str());
     } else {
       for (const auto& a : r.alarms)
-        std::printf("memberID:%" PRIu64 " alarm:%s \n", a.member_id, names[static_cast<int>(a.type)]);
+        std::printf("memberID:%" PRIu64 " alarm:%s \n", a.member_id, alarm_name(a.type));
     }
     co_return ok;
   }

@@ -58,6 +58,7 @@ enum class error {
   key_exists,             ///< barrier: hold found the barrier already held (Go's ErrKeyExists)
   too_many_clients,       ///< double_barrier: more participants entered than its count (Go's ErrTooManyClients)
   snapshot_corrupt,       ///< maintenance: a snapshot's data does not match the SHA-256 its member sent
+  alarm_raised,           ///< maintenance: the member answers, but an alarm (NOSPACE, CORRUPT) is raised
 };
 
 /// The category of coetcd::error (named "etcd").

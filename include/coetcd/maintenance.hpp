@@ -28,15 +28,6 @@ struct endpoint_status {
   std::vector<std::string> errors;      ///< alarms and other errors the member reports
 };
 
-/// One member's health (`etcdctl endpoint health`): whether it answered a linearizable read,
-/// which needs a raft leader and a quorum.
-struct endpoint_health {
-  std::string endpoint;               ///< the endpoint asked, as given
-  bool healthy = false;               ///< the read was answered (or refused for permission only)
-  std::chrono::microseconds took{0};  ///< how long the answer took
-  error_code error;                   ///< why not healthy (empty when healthy)
-};
-
 /// An alarm's kind, as etcd numbers them.
 enum class alarm_type : int {
   none = 0,     ///< no alarm (in a disarm: every alarm of the member or members named)
@@ -48,6 +39,16 @@ enum class alarm_type : int {
 struct alarm {
   std::uint64_t member_id = 0;        ///< the member that raised it
   alarm_type type = alarm_type::none; ///< what it is
+};
+
+/// One member's health, as `etcdctl endpoint health` (3.5) judges it: it answered a linearizable
+/// read, which needs a raft leader and a quorum, and no alarm is raised.
+struct endpoint_health {
+  std::string endpoint;               ///< the endpoint asked, as given
+  bool healthy = false;               ///< the read was answered (or refused for permission only) and no alarm is raised
+  std::chrono::microseconds took{0};  ///< how long the read took
+  error_code error;                   ///< why not healthy: the read's error, or error::alarm_raised (empty when healthy)
+  std::vector<alarm> alarms;          ///< the alarms raised in the cluster, as this member lists them
 };
 
 /// The answer to maintenance::async_alarm_list and async_alarm_disarm.
@@ -127,8 +128,9 @@ class maintenance {
   }
 
   /// Whether the member at `endpoint` answers a linearizable read (which needs a leader and a
-  /// quorum) within the request timeout. An unhealthy member is not an error: the handler's
-  /// error_code is set only when the question could not be asked (bad endpoint, closed client).
+  /// quorum) within the request timeout, and lists no raised alarm. An unhealthy member is not
+  /// an error: the handler's error_code is set only when the question could not be asked (bad
+  /// endpoint, closed client, cancelled).
   ///
   /// @par Handler signature
   /// `void(error_code, endpoint_health)`

@@ -64,6 +64,8 @@ class etcd_category_impl final : public boost::system::error_category {
         return "more participants entered the double barrier than its count";
       case error::snapshot_corrupt:
         return "the snapshot's data does not match the SHA-256 its member appended (file not kept)";
+      case error::alarm_raised:
+        return "an alarm is raised in the cluster (NOSPACE or CORRUPT; see maintenance::async_alarm_list)";
     }
     return "unknown etcd error " + std::to_string(ev);
   }

@@ -12,20 +12,32 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
-/// Runs `then(channel)` on the strand with a connection to the member at `endpoint`, or fails
-/// `h` with error::invalid_endpoint (or client_closed).
+/// Runs `then(channel, endpoint, h)` at once with a connection to the member at `endpoint`
+/// (so the call takes its cancellation slot in the initiating function), or fails `h` with
+/// error::invalid_endpoint.
 template <class Result, class Then>
 void on_member(const std::shared_ptr<client_impl>& c, std::string endpoint, handler<Result> h, Then then) {
-  asio::dispatch(c->strand_, [c, endpoint = std::move(endpoint), h = std::move(h), then = std::move(then)]() mutable {
-    if (c->closed()) return fail(c, std::move(h), error::client_closed);
-    std::shared_ptr<grpc::Channel> ch;
-    try {
-      ch = c->member_channel(endpoint);
-    } catch (const boost::system::system_error& e) {
-      return fail(c, std::move(h), e.code());
-    }
-    then(std::move(ch), std::move(endpoint), std::move(h));
-  });
+  std::shared_ptr<grpc::Channel> ch;
+  try {
+    ch = c->member_channel(endpoint);
+  } catch (const boost::system::system_error& e) {
+    return fail(c, std::move(h), e.code());
+  }
+  then(std::move(ch), std::move(endpoint), std::move(h));
+}
+
+/// One unary call as an awaitable giving (error_code, Resp), for the operations of several steps.
+/// (Arguments by reference: a coroutine names them first, as g++ 12 mishandles non-trivial
+/// temporaries inside a co_await expression.)
+template <class Req, class Resp>
+auto call_on(const std::shared_ptr<client_impl>& c,
+             const std::function<reader_ptr<Resp>(grpc::ClientContext*, const Req&, grpc::CompletionQueue*)>& prepare,
+             const Req& req, call_options o) {
+  auto init = [c, prepare, o](handler<Resp> h, Req r) mutable {
+    start_user_unary<Req, Resp, Resp>(c, std::move(prepare), std::move(r), o, [](Resp& resp) { return std::move(resp); },
+                                      std::move(h));
+  };
+  return asio::async_initiate<decltype(as_result), void(error_code, Resp)>(std::move(init), as_result, req);
 }
 
 /// A Maintenance call to the member behind `ch`: `method` is the stub's PrepareAsync member.
@@ -59,30 +71,54 @@ void start_status(const std::shared_ptr<client_impl>& c, std::string endpoint, h
             });
 }
 
+namespace {
+
+/// etcdctl's question (3.5's): a linearizable read of "health", which needs the leader and a
+/// quorum ("hasleader" makes a member without a leader refuse at once), then no alarm raised.
+asio::awaitable<std::tuple<error_code, endpoint_health>> ask_health(std::shared_ptr<client_impl> c,
+                                                                    std::shared_ptr<grpc::Channel> ch, std::string ep) {
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+  std::shared_ptr<pb::KV::Stub> kv = pb::KV::NewStub(ch);
+  std::shared_ptr<pb::Maintenance::Stub> m = pb::Maintenance::NewStub(ch);
+  pb::RangeRequest read;
+  read.set_key("health");
+  read.set_count_only(true);
+  // (callables named before the co_await: g++ 12 destroys a by-value capture of a lambda
+  // written inside a co_await expression twice)
+  std::function<reader_ptr<pb::RangeResponse>(grpc::ClientContext*, const pb::RangeRequest&, grpc::CompletionQueue*)>
+      range = [kv](grpc::ClientContext* ctx, const pb::RangeRequest& q, grpc::CompletionQueue* cq) {
+        return kv->PrepareAsyncRange(ctx, q, cq);
+      };
+  std::function<reader_ptr<pb::AlarmResponse>(grpc::ClientContext*, const pb::AlarmRequest&, grpc::CompletionQueue*)>
+      alarm_list = [m](grpc::ClientContext* ctx, const pb::AlarmRequest& q, grpc::CompletionQueue* cq) {
+        return m->PrepareAsyncAlarm(ctx, q, cq);
+      };
+  const auto started = steady::now();
+  auto [ec, r] = co_await call_on<pb::RangeRequest, pb::RangeResponse>(c, range, read, call_options{});
+  endpoint_health h{ep, false, std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - started), {}, {}};
+  if (ec == error::client_closed || ec == asio::error::operation_aborted) co_return std::tuple{ec, endpoint_health{}};
+  // A user who may not read "health" was still answered by a member with a quorum.
+  if (ec && ec != error::permission_denied) {
+    h.error = ec;
+    co_return std::tuple{error_code{}, std::move(h)};
+  }
+  pb::AlarmRequest list;
+  list.set_action(pb::AlarmRequest::GET);
+  auto [aec, alarms] = co_await call_on<pb::AlarmRequest, pb::AlarmResponse>(c, alarm_list, list, call_options{.idempotent = true});
+  if (aec == error::client_closed || aec == asio::error::operation_aborted) co_return std::tuple{aec, endpoint_health{}};
+  for (const auto& a : alarms.alarms()) h.alarms.push_back({a.memberid(), static_cast<alarm_type>(a.alarm())});
+  if (aec) h.error = aec;
+  else if (!h.alarms.empty()) h.error = error::alarm_raised;
+  h.healthy = !h.error;
+  co_return std::tuple{error_code{}, std::move(h)};
+}
+
+}  // namespace
+
 void start_health(const std::shared_ptr<client_impl>& c, std::string endpoint, handler<endpoint_health> h) {
   on_member(c, std::move(endpoint), std::move(h),
             [c](std::shared_ptr<grpc::Channel> ch, std::string ep, handler<endpoint_health> h) {
-              // etcdctl's question: a linearizable read of "health" (it needs the leader and a
-              // quorum; "hasleader" makes a member without a leader refuse at once).
-              pb::RangeRequest req;
-              req.set_key("health");
-              req.set_count_only(true);
-              std::shared_ptr<pb::KV::Stub> stub = pb::KV::NewStub(ch);
-              auto slot = asio::get_associated_cancellation_slot(h);
-              auto done = [c, ep, started = steady::now(), h = std::move(h)](error_code ec, pb::RangeResponse&) mutable {
-                const auto took = std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - started);
-                if (ec == error::client_closed || ec == asio::error::operation_aborted)
-                  return c->complete(std::move(h), ec, endpoint_health{});
-                // A user who may not read "health" was still answered by a member with a quorum.
-                const bool healthy = !ec || ec == error::permission_denied;
-                c->complete(std::move(h), error_code{}, endpoint_health{ep, healthy, took, healthy ? error_code{} : ec});
-              };
-              start_unary<pb::RangeRequest, pb::RangeResponse>(
-                  c,
-                  [stub](grpc::ClientContext* ctx, const pb::RangeRequest& r, grpc::CompletionQueue* q) {
-                    return stub->PrepareAsyncRange(ctx, r, q);
-                  },
-                  std::move(req), call_options{}, std::move(done), slot);
+              spawn_result_op(c, ask_health(c, std::move(ch), std::move(ep)), std::move(h));
             });
 }
 
@@ -98,8 +134,8 @@ void start_one_alarm(const std::shared_ptr<client_impl>& c, bool disarm, std::ui
   // A disarm sent twice disarms the same alarms: safe to send again, as a list is.
   start_user_unary<pb::AlarmRequest, pb::AlarmResponse, alarm_result>(
       c,
-      [stub = c->maintenance_.get()](grpc::ClientContext* ctx, const pb::AlarmRequest& r, grpc::CompletionQueue* q) {
-        return stub->PrepareAsyncAlarm(ctx, r, q);
+      [c](grpc::ClientContext* ctx, const pb::AlarmRequest& r, grpc::CompletionQueue* q) {
+        return c->maintenance_->PrepareAsyncAlarm(ctx, r, q);
       },
       std::move(req), call_options{.idempotent = true},
       [](pb::AlarmResponse& r) {
@@ -121,15 +157,21 @@ auto alarm_on(const std::shared_ptr<client_impl>& c, bool disarm, std::uint64_t 
 /// Go's client disarms "every alarm" (member 0, NONE) one by one: etcd deactivates only the
 /// alarm named, and none is named NONE.
 asio::awaitable<std::tuple<error_code, alarm_result>> disarm_every_alarm(std::shared_ptr<client_impl> c) {
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
   auto [ec, raised] = co_await alarm_on(c, false, 0, alarm_type::none);
   if (ec) co_return std::tuple{ec, alarm_result{}};
   alarm_result disarmed{raised.header, {}};
+  error_code failed;
   for (const auto& a : raised.alarms) {
     auto [dec, r] = co_await alarm_on(c, true, a.member_id, a.type);
-    if (dec) co_return std::tuple{dec, alarm_result{}};
+    if (dec) {
+      failed = dec;
+      break;  // (no co_return inside a loop with live locals: g++ 12)
+    }
     disarmed.header = r.header;
     disarmed.alarms.insert(disarmed.alarms.end(), r.alarms.begin(), r.alarms.end());
   }
+  if (failed) co_return std::tuple{failed, alarm_result{}};
   co_return std::tuple{error_code{}, std::move(disarmed)};
 }
 
@@ -168,63 +210,50 @@ void start_hash_kv(const std::shared_ptr<client_impl>& c, std::string endpoint, 
             });
 }
 
+namespace {
+
+/// Only the leader moves its leadership: ask any member who leads, find the leader's client URL
+/// in the member list, and send the request there. One coroutine, so a cancellation between the
+/// steps stops the next one.
+asio::awaitable<std::tuple<error_code, response_header>> move_leader(std::shared_ptr<client_impl> c, std::uint64_t target) {
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_partial_cancellation());
+  // (callables named before the co_await: see ask_health)
+  std::function<reader_ptr<pb::StatusResponse>(grpc::ClientContext*, const pb::StatusRequest&, grpc::CompletionQueue*)>
+      status_call = [c](grpc::ClientContext* ctx, const pb::StatusRequest& r, grpc::CompletionQueue* q) {
+        return c->maintenance_->PrepareAsyncStatus(ctx, r, q);
+      };
+  std::function<reader_ptr<pb::MemberListResponse>(grpc::ClientContext*, const pb::MemberListRequest&, grpc::CompletionQueue*)>
+      list_call = [c](grpc::ClientContext* ctx, const pb::MemberListRequest& r, grpc::CompletionQueue* q) {
+        return c->cluster_->PrepareAsyncMemberList(ctx, r, q);
+      };
+  const pb::StatusRequest status_req;
+  const pb::MemberListRequest list_req;
+  auto [sec, status] = co_await call_on<pb::StatusRequest, pb::StatusResponse>(c, status_call, status_req, call_options{.idempotent = true});
+  if (sec) co_return std::tuple{sec, response_header{}};
+  auto [lec, list] = co_await call_on<pb::MemberListRequest, pb::MemberListResponse>(c, list_call, list_req, call_options{.idempotent = true});
+  if (lec) co_return std::tuple{lec, response_header{}};
+  std::string url;
+  for (const auto& m : list.members())
+    if (m.id() == status.leader() && m.clienturls_size() > 0) url = m.clienturls(0);
+  if (url.empty()) co_return std::tuple{make_error_code(error::cluster_no_leader), response_header{}};
+  auto leader_channel = c->member_channel(url);
+  std::shared_ptr<pb::Maintenance::Stub> stub = pb::Maintenance::NewStub(leader_channel);
+  std::function<reader_ptr<pb::MoveLeaderResponse>(grpc::ClientContext*, const pb::MoveLeaderRequest&, grpc::CompletionQueue*)>
+      move_call = [stub](grpc::ClientContext* ctx, const pb::MoveLeaderRequest& r, grpc::CompletionQueue* q) {
+        return stub->PrepareAsyncMoveLeader(ctx, r, q);
+      };
+  pb::MoveLeaderRequest req;
+  req.set_targetid(target);
+  auto [mec, moved] = co_await call_on<pb::MoveLeaderRequest, pb::MoveLeaderResponse>(c, move_call, req, call_options{});
+  if (mec) co_return std::tuple{mec, response_header{}};
+  co_return std::tuple{error_code{}, from_pb(moved.header())};
+}
+
+}  // namespace
+
 void start_move_leader(const std::shared_ptr<client_impl>& c, std::uint64_t target, handler<response_header> h) {
   if (target == 0) return fail(c, std::move(h), error::invalid_argument);
-  // Only the leader moves its leadership: ask any member who leads, find the leader's client
-  // URL in the member list, and send the request there.
-  auto slot = asio::get_associated_cancellation_slot(h);
-  auto with_members = [c, target, slot](pb::StatusResponse& status, handler<response_header> h) mutable {
-    const auto leader = status.leader();
-    auto found = [c, target, leader, slot](error_code ec, pb::MemberListResponse& list,
-                                           handler<response_header> h) mutable {
-      if (ec) return c->complete(std::move(h), ec, response_header{});
-      std::string url;
-      for (const auto& m : list.members())
-        if (m.id() == leader && m.clienturls_size() > 0) url = m.clienturls(0);
-      if (url.empty()) return c->complete(std::move(h), make_error_code(error::cluster_no_leader), response_header{});
-      std::shared_ptr<grpc::Channel> ch;
-      try {
-        ch = c->member_channel(url);
-      } catch (const boost::system::system_error& e) {
-        return c->complete(std::move(h), e.code(), response_header{});
-      }
-      pb::MoveLeaderRequest req;
-      req.set_targetid(target);
-      std::shared_ptr<pb::Maintenance::Stub> stub = pb::Maintenance::NewStub(ch);
-      start_unary<pb::MoveLeaderRequest, pb::MoveLeaderResponse>(
-          c,
-          [stub](grpc::ClientContext* ctx, const pb::MoveLeaderRequest& r, grpc::CompletionQueue* q) {
-            return stub->PrepareAsyncMoveLeader(ctx, r, q);
-          },
-          std::move(req), call_options{},
-          [c, h = std::move(h)](error_code ec, pb::MoveLeaderResponse& r) mutable {
-            c->complete(std::move(h), ec, ec ? response_header{} : from_pb(r.header()));
-          },
-          slot);
-    };
-    start_unary<pb::MemberListRequest, pb::MemberListResponse>(
-        c,
-        [stub = c->cluster_.get()](grpc::ClientContext* ctx, const pb::MemberListRequest& r, grpc::CompletionQueue* q) {
-          return stub->PrepareAsyncMemberList(ctx, r, q);
-        },
-        pb::MemberListRequest{}, call_options{.idempotent = true},
-        [found = std::move(found), h = std::move(h)](error_code ec, pb::MemberListResponse& r) mutable {
-          found(ec, r, std::move(h));
-        },
-        slot);
-  };
-  start_unary<pb::StatusRequest, pb::StatusResponse>(
-      c,
-      [stub = c->maintenance_.get()](grpc::ClientContext* ctx, const pb::StatusRequest& r, grpc::CompletionQueue* q) {
-        return stub->PrepareAsyncStatus(ctx, r, q);
-      },
-      pb::StatusRequest{}, call_options{.idempotent = true},
-      [c, with_members = std::move(with_members), h = std::move(h)](error_code ec, pb::StatusResponse& r) mutable {
-        if (ec) return c->complete(std::move(h), ec, response_header{});
-        if (r.leader() == 0) return c->complete(std::move(h), make_error_code(error::cluster_no_leader), response_header{});
-        with_members(r, std::move(h));
-      },
-      slot);
+  spawn_result_op(c, move_leader(c, target), std::move(h));
 }
 
 }  // namespace coetcd::detail

@@ -6,11 +6,12 @@
 
 #include <coetcd/maintenance.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 namespace coetcd::detail {
 namespace {
@@ -19,7 +20,12 @@ class snapshot_reader final : public call_base, public std::enable_shared_from_t
  public:
   snapshot_reader(std::shared_ptr<client_impl> c, std::string path, snapshot_options o, handler<snapshot_result> h)
       : client_(std::move(c)), path_(std::move(path)), part_(path_ + ".part"), opts_(std::move(o)), h_(std::move(h)),
-        start_tag_(client_->strand_), read_tag_(client_->strand_), finish_tag_(client_->strand_) {}
+        start_tag_(client_->strand_), read_tag_(client_->strand_), finish_tag_(client_->strand_),
+        first_timer_(client_->strand_) {}
+
+  ~snapshot_reader() {
+    if (fd_ >= 0) ::close(fd_);
+  }
 
   void start() {
     auto slot = asio::get_associated_cancellation_slot(h_);
@@ -50,9 +56,15 @@ class snapshot_reader final : public call_base, public std::enable_shared_from_t
         return finish(e.code());
       }
     }
-    out_.open(part_, std::ios::binary | std::ios::trunc);
-    if (!out_) return finish(error_code(errno ? errno : EIO, boost::system::generic_category()));
+    // As Go's snapshot.Save: private to its owner, synced before it takes its name.
+    fd_ = ::open(part_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd_ < 0) return finish(file_error());
+    opened_ = true;
     stub_ = pb::Maintenance::NewStub(ch);
+    authenticate_then_send();
+  }
+
+  void authenticate_then_send() {
     if (!client_->uses_auth()) return send();
     waiting_ = true;
     client_->with_token([self = shared_from_this()](error_code ec) {
@@ -67,21 +79,33 @@ class snapshot_reader final : public call_base, public std::enable_shared_from_t
     if (client_->closed()) return finish(error::client_closed);
     // No deadline: a large database takes as long as it takes. A member that has no leader
     // still has its data.
+    reader_.reset();  // before its context: the reader lives in the call the context releases
     ctx_ = client_->make_context(std::nullopt, false);
+    sent_token_ = client_->token();
     reader_ = stub_->PrepareAsyncSnapshot(ctx_.get(), pb::SnapshotRequest{}, &client_->cq_);
     bump(client_->telemetry_.rpc(rpc_kind::snapshot).sent);
     client_->track(this);
     on_wire_ = true;
+    // The data may take long; the first answer may not: a member that cannot be reached (the
+    // context waits for a connection) fails after the request timeout, as any call does.
+    first_timer_.expires_after(client_->options_.request_timeout);
+    first_timer_.async_wait([self = shared_from_this()](error_code ec) {
+      if (ec || self->got_header_ || !self->on_wire_) return;
+      self->first_timed_out_ = true;
+      self->ctx_->TryCancel();
+    });
     reader_->StartCall(start_tag_.arm([self = shared_from_this()](bool ok) { ok ? self->read() : self->end_stream(); }));
   }
 
   void read() {
+    if (client_->closed()) return abandon();
     reader_->Read(&resp_, read_tag_.arm([self = shared_from_this()](bool ok) { ok ? self->on_chunk() : self->end_stream(); }));
   }
 
   void on_chunk() {
     if (!got_header_) {
       got_header_ = true;
+      first_timer_.cancel();
       header_ = from_pb(resp_.header());
     }
     tail_ += resp_.blob();
@@ -90,60 +114,97 @@ class snapshot_reader final : public call_base, public std::enable_shared_from_t
     if (tail_.size() > 32) {
       const std::string_view data(tail_.data(), tail_.size() - 32);
       hash_.update(data);
-      out_.write(data.data(), static_cast<std::streamsize>(data.size()));
+      if (!write_failed_ && !write_all(data)) {
+        write_failed_ = true;
+        write_error_ = errno ? errno : EIO;
+        ctx_->TryCancel();
+      }
       tail_.erase(0, data.size());
-    }
-    if (!out_ && !write_failed_) {
-      write_failed_ = true;
-      write_error_ = errno ? errno : EIO;
-      ctx_->TryCancel();
     }
     if (opts_.progress) opts_.progress(received_, received_ + resp_.remaining_bytes());
     read();
   }
 
   void end_stream() {
+    if (client_->closed()) return abandon();
     reader_->Finish(&status_, finish_tag_.arm([self = shared_from_this()](bool) { self->on_finished(); }));
   }
 
   void on_finished() {
     on_wire_ = false;
+    first_timer_.cancel();
     client_->untrack(this);
     if (user_cancelled_) return finish(asio::error::operation_aborted);
+    if (client_->closed()) return finish(error::client_closed);
     if (write_failed_) return finish(error_code(write_error_, boost::system::generic_category()));
+    if (first_timed_out_)
+      return finish(client_->channel_->GetState(false) == GRPC_CHANNEL_READY && opts_.endpoint.empty()
+                        ? error::request_timeout
+                        : error::endpoints_unreachable);
     if (!status_.ok()) {
-      if (client_->closed()) return finish(error::client_closed);
       auto ec = client_->map_status(status_);
-      if (ec == error::invalid_auth_token) client_->invalidate_token(client_->token());
+      // A token refused before any data came: authenticate anew and ask once more, as a unary
+      // call does.
+      if (ec == error::invalid_auth_token && received_ == 0 && client_->uses_auth() && !auth_retried_) {
+        auth_retried_ = true;
+        client_->invalidate_token(sent_token_);
+        return authenticate_then_send();
+      }
       return finish(ec);
     }
     // The hash goes into the file too: `snapshot restore` checks it.
-    out_.write(tail_.data(), static_cast<std::streamsize>(tail_.size()));
-    out_.close();
-    if (!out_) return finish(error_code(errno ? errno : EIO, boost::system::generic_category()));
+    if (!write_all(tail_) || ::fsync(fd_) != 0) return finish(file_error());
+    ::close(std::exchange(fd_, -1));
     const auto digest = hash_.finish();
     if (tail_.size() != 32 || std::memcmp(digest.data(), tail_.data(), 32) != 0) return finish(error::snapshot_corrupt);
     std::error_code fec;
     std::filesystem::rename(part_, path_, fec);
     if (fec) return finish(error_code(fec.value(), boost::system::generic_category()));
+    // The rename itself lasts once the directory is synced.
+    auto dir = std::filesystem::path(path_).parent_path();
+    if (int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+      ::fsync(dfd);
+      ::close(dfd);
+    }
     finish({});
   }
+
+  /// The client closed under the stream: its queue is shut down, so no Read or Finish may go
+  /// onto it; the close cancelled the call already.
+  void abandon() {
+    on_wire_ = false;
+    first_timer_.cancel();
+    client_->untrack(this);
+    finish(error::client_closed);
+  }
+
+  bool write_all(std::string_view data) {
+    while (!data.empty()) {
+      auto n = ::write(fd_, data.data(), data.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      data.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+
+  static error_code file_error() { return error_code(errno ? errno : EIO, boost::system::generic_category()); }
 
   void user_cancel() {
     if (finished_) return;
     user_cancelled_ = true;
     if (on_wire_) ctx_->TryCancel();
-    else if (waiting_) finish(asio::error::operation_aborted);
+    else finish(asio::error::operation_aborted);  // waiting for a token, or not begun: nothing on the wire
   }
 
   void finish(error_code ec) {
     if (finished_) return;
     finished_ = true;
-    if (out_.is_open()) out_.close();
+    if (fd_ >= 0) ::close(std::exchange(fd_, -1));
     if (ec) {
       bump(client_->telemetry_.rpc(rpc_kind::snapshot).failed);
       std::error_code ignored;
-      std::filesystem::remove(part_, ignored);
+      if (opened_) std::filesystem::remove(part_, ignored);
       return client_->complete(std::move(h_), ec, snapshot_result{});
     }
     client_->complete(std::move(h_), ec, snapshot_result{header_, received_});
@@ -159,13 +220,18 @@ class snapshot_reader final : public call_base, public std::enable_shared_from_t
   std::unique_ptr<grpc::ClientAsyncReader<pb::SnapshotResponse>> reader_;
   pb::SnapshotResponse resp_;
   grpc::Status status_;
-  std::ofstream out_;
+  asio::steady_timer first_timer_;
+  int fd_ = -1;
+  std::string sent_token_;
   sha256 hash_;
   std::string tail_;
   response_header header_;
   std::uint64_t received_ = 0;
   int write_error_ = 0;
   bool got_header_ = false;
+  bool opened_ = false;
+  bool first_timed_out_ = false;
+  bool auth_retried_ = false;
   bool write_failed_ = false;
   bool user_cancelled_ = false;
   bool waiting_ = false;
