@@ -37,6 +37,7 @@ void start_lease_ttl(const std::shared_ptr<client_impl>&, std::int64_t, bool, ha
 void start_lease_list(const std::shared_ptr<client_impl>&, handler<lease_list_result>);
 void start_watch(const std::shared_ptr<client_impl>&, std::string key, std::string end, watch_options,
                  handler<watcher>);
+void start_sync_endpoints(const std::shared_ptr<client_impl>&, handler<>);
 }  // namespace detail
 
 /// A connection to an etcd cluster, owned by one executor (usually an io_context).
@@ -108,6 +109,28 @@ class client {
   executor_type get_executor() const noexcept;
   /// The options the client was made with.
   const client_options& options() const noexcept;
+  /// The endpoints requests go to now: client_options::endpoints until a sync (see
+  /// client_options::auto_sync_interval) moved the client to the members' client URLs. Any
+  /// thread; empty for a moved-from client.
+  std::vector<std::string> endpoints() const;
+
+  /// Reads the member list and, when the started voting members' client URLs differ from
+  /// endpoints(), sends new requests there from now on (Go's Client.Sync). Requests on the wire
+  /// finish where they are; the shared streams move when they next reopen.
+  ///
+  /// @par Handler signature
+  /// `void(error_code)`
+  /// @par Errors
+  /// The @ref request_errors "request errors" of the member list (the endpoints then stay).
+  /// @par Cancellation
+  /// Terminal, partial and total: the member list is a read.
+  /// @par Executor
+  /// The handler's associated executor (default: the client's); never inside this call.
+  template <class CompletionToken = detail::default_token>
+  auto async_sync_endpoints(CompletionToken&& token = {}) {
+    return detail::initiate<void(error_code)>(
+        std::forward<CompletionToken>(token), [i = impl_](detail::handler<> h) { detail::start_sync_endpoints(i, std::move(h)); });
+  }
 
   /// Counters and gauges of this client (RPCs by kind, streams, watchers, leases, lost sessions,
   /// per lock name holders, waiters, hand-offs and wait times). Any thread; reads atomics, and

@@ -46,6 +46,20 @@ struct client_options {
   /// Puts are never resent this way (a late copy would re-create a released key). Zero: never.
   /// Keep it above your slowest normal request (a write that waits for an fsync).
   std::chrono::milliseconds resend_after{std::chrono::seconds(2)};
+  /// A namespace for this client (Go's clientv3/namespace): every key it sends (keys, range
+  /// ends, watches, txn compares and operations, and so the keys of its sessions' locks,
+  /// elections and queues) is put under this prefix, and the prefix is taken off every key that
+  /// comes back. "\0" as a range end ("every key from here on") ends at the namespace's end.
+  /// Lease IDs, revisions and the cluster's maintenance calls are not namespaced. A mutex named
+  /// "job" in namespace "tenant/" holds "tenant/job/<lease>", as Go's concurrency.Mutex on a
+  /// namespaced client does. Empty (the default): keys as they are.
+  std::string key_prefix;
+  /// Every this long the client reads the member list and, when the voting members' client URLs
+  /// differ from the endpoints it uses, moves to those (Go's AutoSyncInterval): members added
+  /// later are used and removed ones dropped, without a restart. Requests already on the wire
+  /// finish where they are; streams move when they next reopen. Zero (the default): the
+  /// endpoints stay as given. client::async_sync_endpoints does one such step on demand.
+  std::chrono::milliseconds auto_sync_interval{0};
   /// TLS for every endpoint (also implied by https:// endpoints, then with system roots).
   std::optional<tls_options> tls;
   /// Authentication. When `user` is non-empty the client authenticates before its first request

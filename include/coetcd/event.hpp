@@ -27,6 +27,7 @@ enum class event_kind {
   leader_changed,        ///< election `name` has leader `key` (empty: none), with fencing token `revision`
   request_resent,        ///< a `name` request ("Txn", "Range", ...) had no answer from `detail`'s member after
                          ///< `duration` (client_options::resend_after) and was sent again
+  endpoints_changed,     ///< the member list changed: requests now go to `detail` (comma-separated)
 };
 
 /// The kind's name as spelt in event_kind ("lock_acquired").

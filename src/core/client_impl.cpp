@@ -129,6 +129,16 @@ client_impl::client_impl(asio::any_io_executor ex, client_options options)
                                       "coetcd: resend_after must not be negative (0 turns resending off)");
   if (!options_.keep_abseil_deadlock_detection)
     absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  if (options_.auto_sync_interval.count() < 0)
+    throw boost::system::system_error(make_error_code(error::invalid_argument),
+                                      "coetcd: auto_sync_interval must not be negative (0 turns syncing off)");
+  use_endpoints(eps, options_.endpoints);
+  cq_thread_ = std::thread([this] { cq_loop(); });
+}
+
+void client_impl::use_endpoints(const std::vector<endpoint>& eps, std::vector<std::string> names) {
+  // Calls look their stub up when they are sent, so a call sent again after this goes to the
+  // new channel; one on the wire keeps the old channel alive through its context until it ends.
   channel_ = make_channel(options_, eps);
   kv_ = pb::KV::NewStub(channel_);
   lease_ = pb::Lease::NewStub(channel_);
@@ -136,7 +146,8 @@ client_impl::client_impl(asio::any_io_executor ex, client_options options)
   auth_ = pb::Auth::NewStub(channel_);
   cluster_ = pb::Cluster::NewStub(channel_);
   maintenance_ = pb::Maintenance::NewStub(channel_);
-  cq_thread_ = std::thread([this] { cq_loop(); });
+  std::lock_guard g(endpoints_mutex_);
+  endpoints_ = std::move(names);
 }
 
 void client_impl::register_with_context() {
@@ -144,9 +155,11 @@ void client_impl::register_with_context() {
   registry_ = asio::use_service<client_service>(ctx).registry;
   std::lock_guard lock(registry_->m);
   registry_->clients[this] = weak_from_this();
+  if (options_.auto_sync_interval.count() > 0) arm_auto_sync();  // before any other thread sees us
 }
 
 std::shared_ptr<grpc::Channel> client_impl::member_channel(const std::string& endpoint) {
+  std::lock_guard g(member_channels_mutex_);
   auto& ch = member_channels_[endpoint];
   if (!ch) {
     try {
@@ -300,6 +313,11 @@ void client_impl::close_now() {
   for (auto& send : std::exchange(unary_queue_, {})) send();  // each finds us closed
   // A parked client thread goes back to the queue to drain it (completion_mode::poll).
   if (options_.completions == completion_mode::poll) resume_cq_thread();
+  sync_alarm_.Cancel();
+  {
+    std::lock_guard g(member_channels_mutex_);
+    member_channels_.clear();
+  }
   // Every started operation was cancelled above, so the queue drains promptly.
   cq_.Shutdown();
   if (cq_thread_.joinable() && cq_thread_.get_id() != std::this_thread::get_id()) cq_thread_.join();
@@ -416,8 +434,8 @@ void client_impl::authenticate() {
   };
   start_unary<pb::AuthenticateRequest, pb::AuthenticateResponse>(
       shared_from_this(),
-      [stub = auth_.get()](grpc::ClientContext* c, const pb::AuthenticateRequest& r, grpc::CompletionQueue* q) {
-        return stub->PrepareAsyncAuthenticate(c, r, q);
+      [this](grpc::ClientContext* c, const pb::AuthenticateRequest& r, grpc::CompletionQueue* q) {
+        return auth_->PrepareAsyncAuthenticate(c, r, q);
       },
       std::move(req), call_options{.idempotent = true, .needs_token = false}, std::move(done));
 }

@@ -169,6 +169,8 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   /// the call needs a member with a raft leader.
   std::unique_ptr<grpc::ClientContext> make_context(std::optional<sys_time> deadline, bool needs_leader = true) const;
   error_code map_status(const grpc::Status& s) const;
+  /// client_options::key_prefix.
+  const std::string& key_prefix() const noexcept { return options_.key_prefix; }
   sys_time request_deadline() const { return std::chrono::system_clock::now() + options_.request_timeout; }
 
   /// Runs `then` once a token is available (at once when auth is off, here or on the server).
@@ -255,8 +257,20 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 
   /// A connection to the one member at `endpoint` (client_options::endpoints' form), with the
   /// client's credentials, for the calls a member answers about itself; kept until close. Throws
-  /// system_error(error::invalid_endpoint). On strand.
+  /// system_error(error::invalid_endpoint). Any thread (initiating functions call it, so their
+  /// calls take the cancellation slot there and then).
   std::shared_ptr<grpc::Channel> member_channel(const std::string& endpoint);
+
+  /// Reads the member list and, when the voting members' client URLs differ from the endpoints
+  /// in use, moves new calls and streams to them; `done` gets the member list's error, if any.
+  /// On strand.
+  /// Any thread (the member list is started like any call).
+  void sync_endpoints(std::function<void(error_code)> done, asio::cancellation_slot slot = {});
+  /// The endpoints in use now. Any thread.
+  std::vector<std::string> current_endpoints() const {
+    std::lock_guard g(endpoints_mutex_);
+    return endpoints_;
+  }
 
   /// A session made by this client: it ends in close(), there and then. On strand.
   void adopt(const std::shared_ptr<session_state>& s);
@@ -265,6 +279,10 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 
  private:
   void cq_loop();
+  /// Connects to `eps` (named `names`) from now on. On strand.
+  void use_endpoints(const std::vector<endpoint>& eps, std::vector<std::string> names);
+  /// Arms the next auto-sync step (client_options::auto_sync_interval). On strand.
+  void arm_auto_sync();
   void start_reaping();
   void reap();
   void resume_cq_thread();
@@ -303,7 +321,15 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::shared_ptr<watch_stream> watches_;
   std::shared_ptr<keepalive_manager> keepalives_;
   std::shared_ptr<txn_batcher> batcher_;
+  std::mutex member_channels_mutex_;  // not on any hot path: operating calls only
   std::map<std::string, std::shared_ptr<grpc::Channel>> member_channels_;
+  mutable std::mutex endpoints_mutex_;  // endpoints_ is read by client::endpoints() on any thread
+  std::vector<std::string> endpoints_;
+  // Auto-sync waits on the completion queue, not on an Asio timer: a client that merely syncs
+  // must not keep io_context::run() from returning.
+  grpc::Alarm sync_alarm_;
+  strand_tag sync_tag_{strand_};
+  bool syncing_ = false;
   std::array<std::once_flag, 2> recipe_once_;
   std::array<std::shared_ptr<void>, 2> recipe_state_;
 };

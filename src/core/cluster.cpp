@@ -42,8 +42,8 @@ void start_cluster_call(const std::shared_ptr<client_impl>& c,
                         Req req, call_options o, Convert convert, handler<Result> h) {
   start_user_unary<Req, Resp, Result>(
       c,
-      [stub = c->cluster_.get(), method](grpc::ClientContext* ctx, const Req& r, grpc::CompletionQueue* q) {
-        return (stub->*method)(ctx, r, q);
+      [c, method](grpc::ClientContext* ctx, const Req& r, grpc::CompletionQueue* q) {
+        return (c->cluster_.get()->*method)(ctx, r, q);
       },
       std::move(req), o, std::move(convert), std::move(h));
 }

@@ -168,8 +168,8 @@ void keepalive_manager::open() {
         [weak](const pb::LeaseKeepAliveResponse& r) { if (auto s = weak.lock()) s->on_message(r); },
         [weak](error_code ec) { if (auto s = weak.lock()) s->on_closed(ec); }};
     self->stream_ = std::make_shared<stream_type>(self->client_, std::move(cb));
-    self->stream_->start([stub = self->client_->lease_.get()](grpc::ClientContext* ctx, grpc::CompletionQueue* q) {
-      return stub->PrepareAsyncLeaseKeepAlive(ctx, q);
+    self->stream_->start([c = self->client_](grpc::ClientContext* ctx, grpc::CompletionQueue* q) {
+      return c->lease_->PrepareAsyncLeaseKeepAlive(ctx, q);
     });
   });
 }

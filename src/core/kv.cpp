@@ -1,5 +1,7 @@
+// The KV service's calls: get, put, delete, txn and compact, under the client's key prefix.
 #include "kv.hpp"
 #include "convert.hpp"
+#include "key_prefix.hpp"
 
 namespace coetcd::detail {
 
@@ -8,11 +10,11 @@ void start_get(const std::shared_ptr<client_impl>& c, std::string key, std::stri
   if (key.empty()) return fail(c, std::move(h), error::empty_key);
   start_user_unary<pb::RangeRequest, pb::RangeResponse, get_result>(
       c,
-      [stub = c->kv_.get()](grpc::ClientContext* ctx, const pb::RangeRequest& r, grpc::CompletionQueue* q) {
-        return stub->PrepareAsyncRange(ctx, r, q);
+      [c](grpc::ClientContext* ctx, const pb::RangeRequest& r, grpc::CompletionQueue* q) {
+        return c->kv_->PrepareAsyncRange(ctx, r, q);
       },
-      to_pb(key, end, o), call_options{.idempotent = true, .resend_when_silent = true},
-      [](pb::RangeResponse& r) { return from_pb(r); }, std::move(h));
+      prefixed(to_pb(key, end, o), c->key_prefix()), call_options{.idempotent = true, .resend_when_silent = true},
+      [c](pb::RangeResponse& r) { return from_pb(stripped(r, c->key_prefix())); }, std::move(h));
 }
 
 void start_put(const std::shared_ptr<client_impl>& c, std::string key, std::string value, put_options o,
@@ -20,10 +22,11 @@ void start_put(const std::shared_ptr<client_impl>& c, std::string key, std::stri
   if (key.empty()) return fail(c, std::move(h), error::empty_key);
   start_user_unary<pb::PutRequest, pb::PutResponse, put_result>(
       c,
-      [stub = c->kv_.get()](grpc::ClientContext* ctx, const pb::PutRequest& r, grpc::CompletionQueue* q) {
-        return stub->PrepareAsyncPut(ctx, r, q);
+      [c](grpc::ClientContext* ctx, const pb::PutRequest& r, grpc::CompletionQueue* q) {
+        return c->kv_->PrepareAsyncPut(ctx, r, q);
       },
-      to_pb(key, value, o), call_options{}, [](pb::PutResponse& r) { return from_pb(r); }, std::move(h));
+      prefixed(to_pb(key, value, o), c->key_prefix()), call_options{},
+      [c](pb::PutResponse& r) { return from_pb(stripped(r, c->key_prefix())); }, std::move(h));
 }
 
 void start_delete(const std::shared_ptr<client_impl>& c, std::string key, std::string end, delete_options o,
@@ -36,10 +39,11 @@ void start_delete(const std::shared_ptr<client_impl>& c, std::string key, std::s
   if (key.empty()) return fail(c, std::move(h), error::empty_key);
   start_user_unary<pb::DeleteRangeRequest, pb::DeleteRangeResponse, delete_result>(
       c,
-      [stub = c->kv_.get()](grpc::ClientContext* ctx, const pb::DeleteRangeRequest& r, grpc::CompletionQueue* q) {
-        return stub->PrepareAsyncDeleteRange(ctx, r, q);
+      [c](grpc::ClientContext* ctx, const pb::DeleteRangeRequest& r, grpc::CompletionQueue* q) {
+        return c->kv_->PrepareAsyncDeleteRange(ctx, r, q);
       },
-      to_pb(key, end, o), std::move(co), [](pb::DeleteRangeResponse& r) { return from_pb(r); }, std::move(h));
+      prefixed(to_pb(key, end, o), c->key_prefix()), std::move(co),
+      [c](pb::DeleteRangeResponse& r) { return from_pb(stripped(r, c->key_prefix())); }, std::move(h));
 }
 
 void start_txn(const std::shared_ptr<client_impl>& c, txn t, handler<txn_result> h) {
@@ -50,10 +54,11 @@ void start_txn(const std::shared_ptr<client_impl>& c, txn t, handler<txn_result>
   if (has_empty_key(t)) return fail(c, std::move(h), error::empty_key);
   start_user_unary<pb::TxnRequest, pb::TxnResponse, txn_result>(
       c,
-      [stub = c->kv_.get()](grpc::ClientContext* ctx, const pb::TxnRequest& r, grpc::CompletionQueue* q) {
-        return stub->PrepareAsyncTxn(ctx, r, q);
+      [c](grpc::ClientContext* ctx, const pb::TxnRequest& r, grpc::CompletionQueue* q) {
+        return c->kv_->PrepareAsyncTxn(ctx, r, q);
       },
-      to_pb(t), o, [](pb::TxnResponse& r) { return from_pb(r); }, std::move(h));
+      prefixed(to_pb(t), c->key_prefix()), o,
+      [c](pb::TxnResponse& r) { return from_pb(stripped(r, c->key_prefix())); }, std::move(h));
 }
 
 void start_compact(const std::shared_ptr<client_impl>& c, std::int64_t revision, bool physical,
@@ -64,8 +69,8 @@ void start_compact(const std::shared_ptr<client_impl>& c, std::int64_t revision,
   req.set_physical(physical);
   start_user_unary<pb::CompactionRequest, pb::CompactionResponse, response_header>(
       c,
-      [stub = c->kv_.get()](grpc::ClientContext* ctx, const pb::CompactionRequest& r, grpc::CompletionQueue* q) {
-        return stub->PrepareAsyncCompact(ctx, r, q);
+      [c](grpc::ClientContext* ctx, const pb::CompactionRequest& r, grpc::CompletionQueue* q) {
+        return c->kv_->PrepareAsyncCompact(ctx, r, q);
       },
       std::move(req), call_options{}, [](pb::CompactionResponse& r) { return from_pb(r.header()); }, std::move(h));
 }

@@ -1,3 +1,5 @@
+// The Lease service's unary calls: grant, revoke, time to live (its keys without the key prefix), list.
+#include "key_prefix.hpp"
 #include "unary_rpc.hpp"
 #include "convert.hpp"
 
@@ -11,8 +13,8 @@ void start_lease_grant(const std::shared_ptr<client_impl>& c, std::int64_t ttl, 
   req.set_id(id);
   start_user_unary<pb::LeaseGrantRequest, pb::LeaseGrantResponse, lease_grant_result>(
       c,
-      [stub = c->lease_.get()](grpc::ClientContext* ctx, const pb::LeaseGrantRequest& r, grpc::CompletionQueue* q) {
-        return stub->PrepareAsyncLeaseGrant(ctx, r, q);
+      [c](grpc::ClientContext* ctx, const pb::LeaseGrantRequest& r, grpc::CompletionQueue* q) {
+        return c->lease_->PrepareAsyncLeaseGrant(ctx, r, q);
       },
       std::move(req), call_options{},
       [](pb::LeaseGrantResponse& r) { return lease_grant_result{from_pb(r.header()), r.id(), r.ttl()}; },
@@ -24,8 +26,8 @@ void start_lease_revoke(const std::shared_ptr<client_impl>& c, std::int64_t id, 
   req.set_id(id);
   start_user_unary<pb::LeaseRevokeRequest, pb::LeaseRevokeResponse, response_header>(
       c,
-      [stub = c->lease_.get()](grpc::ClientContext* ctx, const pb::LeaseRevokeRequest& r, grpc::CompletionQueue* q) {
-        return stub->PrepareAsyncLeaseRevoke(ctx, r, q);
+      [c](grpc::ClientContext* ctx, const pb::LeaseRevokeRequest& r, grpc::CompletionQueue* q) {
+        return c->lease_->PrepareAsyncLeaseRevoke(ctx, r, q);
       },
       std::move(req), call_options{}, [](pb::LeaseRevokeResponse& r) { return from_pb(r.header()); },
       std::move(h));
@@ -38,10 +40,11 @@ void start_lease_ttl(const std::shared_ptr<client_impl>& c, std::int64_t id, boo
   req.set_keys(keys);
   start_user_unary<pb::LeaseTimeToLiveRequest, pb::LeaseTimeToLiveResponse, lease_ttl_result>(
       c,
-      [stub = c->lease_.get()](grpc::ClientContext* ctx, const pb::LeaseTimeToLiveRequest& r,
-                               grpc::CompletionQueue* q) { return stub->PrepareAsyncLeaseTimeToLive(ctx, r, q); },
+      [c](grpc::ClientContext* ctx, const pb::LeaseTimeToLiveRequest& r,
+                               grpc::CompletionQueue* q) { return c->lease_->PrepareAsyncLeaseTimeToLive(ctx, r, q); },
       std::move(req), call_options{true},
-      [](pb::LeaseTimeToLiveResponse& r) {
+      [c](pb::LeaseTimeToLiveResponse& r) {
+        strip_prefix(r, c->key_prefix());
         lease_ttl_result out{from_pb(r.header()), r.id(), r.ttl(), r.grantedttl(), {}};
         for (const auto& k : r.keys()) out.keys.push_back(k);
         return out;
@@ -52,8 +55,8 @@ void start_lease_ttl(const std::shared_ptr<client_impl>& c, std::int64_t id, boo
 void start_lease_list(const std::shared_ptr<client_impl>& c, handler<lease_list_result> h) {
   start_user_unary<pb::LeaseLeasesRequest, pb::LeaseLeasesResponse, lease_list_result>(
       c,
-      [stub = c->lease_.get()](grpc::ClientContext* ctx, const pb::LeaseLeasesRequest& r, grpc::CompletionQueue* q) {
-        return stub->PrepareAsyncLeaseLeases(ctx, r, q);
+      [c](grpc::ClientContext* ctx, const pb::LeaseLeasesRequest& r, grpc::CompletionQueue* q) {
+        return c->lease_->PrepareAsyncLeaseLeases(ctx, r, q);
       },
       pb::LeaseLeasesRequest{}, call_options{true},
       [](pb::LeaseLeasesResponse& r) {

@@ -116,6 +116,7 @@ std::string_view to_string(event_kind k) noexcept {
     case event_kind::lock_lost: return "lock_lost";
     case event_kind::leader_changed: return "leader_changed";
     case event_kind::request_resent: return "request_resent";
+    case event_kind::endpoints_changed: return "endpoints_changed";
   }
   return "unknown";
 }

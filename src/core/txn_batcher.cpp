@@ -1,4 +1,5 @@
 #include "txn_batcher.hpp"
+#include "key_prefix.hpp"
 
 #include "convert.hpp"
 #include "coro.hpp"
@@ -179,13 +180,13 @@ void txn_batcher::send(std::vector<item> batch, bool eager) {
     const auto& d = std::get<txn_op::delete_op>(first.front().value());
     start_unary<pb::DeleteRangeRequest, pb::DeleteRangeResponse>(
         c,
-        [stub = c->kv_.get()](grpc::ClientContext* ctx, const pb::DeleteRangeRequest& r,
-                                    grpc::CompletionQueue* q) { return stub->PrepareAsyncDeleteRange(ctx, r, q); },
-        to_pb(d.key, d.range_end, d.options), o,
-        [self, batch = std::move(batch), resent, eager](error_code ec, pb::DeleteRangeResponse& resp) mutable {
+        [c](grpc::ClientContext* ctx, const pb::DeleteRangeRequest& r,
+                                    grpc::CompletionQueue* q) { return c->kv_->PrepareAsyncDeleteRange(ctx, r, q); },
+        prefixed(to_pb(d.key, d.range_end, d.options), c->key_prefix()), o,
+        [self, c, batch = std::move(batch), resent, eager](error_code ec, pb::DeleteRangeResponse& resp) mutable {
           txn_result r;
           if (!ec) {
-            auto del = from_pb(resp);
+            auto del = from_pb(stripped(resp, c->key_prefix()));
             r.header = del.header;
             r.responses.push_back(op_result{std::move(del)});
           }
@@ -206,16 +207,17 @@ void txn_batcher::send(std::vector<item> batch, bool eager) {
       for (auto& op : i.ops) all.then(op);
     req = to_pb(all);
   }
+  add_prefix(req, c->key_prefix());
   start_unary<pb::TxnRequest, pb::TxnResponse>(
       c,
-      [stub = c->kv_.get()](grpc::ClientContext* ctx, const pb::TxnRequest& r, grpc::CompletionQueue* q) {
-        return stub->PrepareAsyncTxn(ctx, r, q);
+      [c](grpc::ClientContext* ctx, const pb::TxnRequest& r, grpc::CompletionQueue* q) {
+        return c->kv_->PrepareAsyncTxn(ctx, r, q);
       },
       std::move(req), o,
-      [self, batch = std::move(batch), resent, unwrap, eager](error_code ec, pb::TxnResponse& resp) mutable {
+      [self, c, batch = std::move(batch), resent, unwrap, eager](error_code ec, pb::TxnResponse& resp) mutable {
         txn_result r;
         if (!ec) {
-          r = from_pb(resp);
+          r = from_pb(stripped(resp, c->key_prefix()));
           if (unwrap) {
             txn_result outer{r.header, true, {}};
             outer.responses.push_back(op_result{std::move(r)});

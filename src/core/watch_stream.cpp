@@ -1,4 +1,5 @@
 #include "watch_stream.hpp"
+#include "key_prefix.hpp"
 
 #include "convert.hpp"
 
@@ -93,8 +94,8 @@ void watch_stream::open() {
         [weak](error_code ec) { if (auto s = weak.lock()) s->on_closed(ec); }};
     self->stream_ = std::make_shared<stream_type>(self->client_, std::move(cb));
     self->pending_creates_.clear();
-    self->stream_->start([stub = self->client_->watch_.get()](grpc::ClientContext* ctx, grpc::CompletionQueue* q) {
-      return stub->PrepareAsyncWatch(ctx, q);
+    self->stream_->start([c = self->client_](grpc::ClientContext* ctx, grpc::CompletionQueue* q) {
+      return c->watch_->PrepareAsyncWatch(ctx, q);
     });
   });
 }
@@ -185,7 +186,14 @@ void watch_stream::on_message(const pb::WatchResponse& r) {
     return end(w, r.compact_revision() ? make_error_code(error::compacted) : cancel_reason_error(r.cancel_reason()),
                r.compact_revision());
   }
-  for (const auto& e : r.events()) w.partial.push_back(from_pb(e));
+  for (const auto& e : r.events()) {
+    if (client_->key_prefix().empty()) {
+      w.partial.push_back(from_pb(e));
+    } else {
+      auto copy = e;
+      w.partial.push_back(from_pb(stripped(copy, client_->key_prefix())));
+    }
+  }
   if (r.fragment()) return;  // the rest of this revision's events follow
   watch_batch b;
   b.header = from_pb(r.header());
@@ -264,7 +272,7 @@ void start_watch(const std::shared_ptr<client_impl>& c, std::string key, std::st
                  handler<watcher> h) {
   if (key.empty()) return fail(c, std::move(h), error::empty_key);
   auto w = std::make_shared<watcher_state>();
-  w->request = to_pb(key, end, o);
+  w->request = prefixed(to_pb(key, end, o), c->key_prefix());
   w->next_rev = o.start_revision;  // 0: learnt from the creation answer
   auto cancel = early_cancel::take(asio::get_associated_cancellation_slot(h), c->strand_);
   asio::dispatch(c->strand_, [c, w, cancel, h = std::move(h)]() mutable {

@@ -1,0 +1,223 @@
+// Endpoints that follow the cluster (client_options::auto_sync_interval): a client given one
+// member's address uses the two members added after it, and goes on when the first is removed,
+// without a restart. A caller reads, writes and keeps a session all along: its reads and session
+// see no error; a write on the wire to the removed member when it stops itself fails with
+// UNAVAILABLE (perhaps applied, so never sent again), and only such writes may fail.
+#define BOOST_TEST_MODULE coetcd_endpoint_sync
+#include "support/fixture.hpp"
+
+#include <coetcd/cluster.hpp>
+#include <coetcd/maintenance.hpp>
+
+#include <atomic>
+#include <future>
+#include <mutex>
+#include <thread>
+
+using namespace coetcd;
+using namespace coetcd::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Polls `pred` every 50 ms for up to `limit`; true once it holds.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::seconds limit = 20s) {
+  for (auto end = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < end;) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return pred();
+}
+
+/// Adds a member at a new peer port through `members` and starts it; etcd refuses a
+/// reconfiguration until every member has been up a while ("unhealthy cluster"): asked again.
+std::unique_ptr<etcd_process> add_member(coetcd::cluster& members, const std::string& name) {
+  etcd_config cfg;
+  cfg.name = name;
+  cfg.client_port = free_port();
+  cfg.peer_port = free_port();
+  const std::string peer = "http://127.0.0.1:" + std::to_string(cfg.peer_port);
+  member_add_result added;
+  for (int tries = 0;; ++tries) {
+    std::promise<std::tuple<error_code, member_add_result>> answer;
+    members.async_member_add({peer}, [&](error_code e, member_add_result r) { answer.set_value({e, std::move(r)}); });
+    auto [ec, r] = answer.get_future().get();
+    if (!ec) {
+      added = r;
+      break;
+    }
+    BOOST_TEST_REQUIRE(ec.message().find("unhealthy cluster") != std::string::npos, ec.message());
+    BOOST_TEST_REQUIRE(tries < 100);
+    std::this_thread::sleep_for(200ms);
+  }
+  for (const auto& m : added.members) {
+    std::string n = m.name;
+    if (m.id == added.added.id) n = name;
+    cfg.initial_cluster += (cfg.initial_cluster.empty() ? "" : ",") + n + "=" + m.peer_urls.at(0);
+  }
+  cfg.extra_flags = {"--initial-cluster-state=existing"};
+  auto p = std::make_unique<etcd_process>(cfg, false);
+  p->launch();
+  p->wait_healthy(std::chrono::seconds(30));
+  return p;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_client_given_one_member_follows_members_added_and_removed) {
+  etcd_cluster cl(1);
+  cl.wait_for_leader();
+  asio::io_context ioc;
+  std::mutex m;
+  std::vector<std::string> changes, failures;
+  int writes_cut = 0;  // writes that failed with UNAVAILABLE: on the wire to the removed member
+  client_options o;
+  o.endpoints = {cl.member(0).endpoint()};
+  o.request_timeout = 5s;
+  o.auto_sync_interval = 200ms;
+  o.on_event = [&](const event& e) {
+    std::lock_guard g(m);
+    if (e.kind == event_kind::endpoints_changed) changes.push_back(e.detail);
+    if (e.kind == event_kind::session_lost) failures.push_back("session lost: " + e.error.message());
+  };
+  client c(ioc, o);
+  coetcd::cluster members(c);
+  maintenance ops(c);
+
+  // The caller: a session kept alive, and a write and a read after another, until told to stop.
+  std::atomic<bool> stop{false};
+  std::atomic<int> rounds{0};
+  auto work = asio::make_work_guard(ioc);
+  std::thread loop([&] { ioc.run(); });
+  // A failed requirement below unwinds through here: the loop stops and joins first.
+  struct joiner {
+    std::thread& t;
+    asio::io_context& ioc;
+    ~joiner() {
+      if (t.joinable()) {
+        ioc.stop();
+        t.join();
+      }
+    }
+  } join_loop{loop, ioc};
+  auto caller = asio::co_spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        auto s = co_await session::async_create(c, session_options{.ttl = 5s}, use_awaitable);
+        for (int i = 0; !stop; ++i) {
+          const auto value = std::to_string(i);
+          auto [pec, put] = co_await c.async_put("sync/key", value, asio::as_tuple(use_awaitable));
+          auto [gec, got] = co_await c.async_get("sync/key", asio::as_tuple(use_awaitable));
+          std::lock_guard g(m);
+          if (pec == condition::transient && pec.category() == grpc_category()) ++writes_cut;
+          else if (pec) failures.push_back("put " + value + ": " + pec.message());
+          if (gec) failures.push_back("get " + value + ": " + gec.message());
+          else if (!pec && (got.kvs.empty() || got.kvs[0].value != value)) failures.push_back("get " + value + ": stale");
+          ++rounds;
+        }
+        co_await s.async_close(use_awaitable);
+      },
+      asio::use_future);
+
+  // The operator's steps; whatever happens, the caller is stopped and the loop joined before
+  // anything it uses goes away.
+  std::unique_ptr<etcd_process> m1, m2;
+  int before_removal = 0;
+  std::exception_ptr failed;
+  try {
+    m1 = add_member(members, "m1");
+    m2 = add_member(members, "m2");
+    BOOST_TEST(eventually([&] { return c.endpoints().size() == 3u; }), "endpoints: " << c.endpoints().size());
+    before_removal = rounds;
+    // Leadership first moves off the member to remove, as an operator would.
+    auto first = ops.async_status(cl.member(0).endpoint(), asio::use_future).get().header.member_id;
+    auto second = ops.async_status(m1->endpoint(), asio::use_future).get().header.member_id;
+    if (ops.async_status(cl.member(0).endpoint(), asio::use_future).get().leader == first)
+      ops.async_move_leader(second, asio::use_future).get();
+    member_list_result left;
+    for (int tries = 0;; ++tries) {  // "unhealthy cluster" until m2 has been up a while
+      std::promise<std::tuple<error_code, member_list_result>> answer;
+      members.async_member_remove(first, [&](error_code e, member_list_result r) { answer.set_value({e, std::move(r)}); });
+      auto [ec, r] = answer.get_future().get();
+      if (!ec) {
+        left = r;
+        break;
+      }
+      BOOST_TEST_REQUIRE(ec.message().find("unhealthy cluster") != std::string::npos, ec.message());
+      BOOST_TEST_REQUIRE(tries < 100);
+      std::this_thread::sleep_for(200ms);
+    }
+    BOOST_TEST(left.members.size() == 2u);
+    BOOST_TEST(eventually([&] { return c.endpoints().size() == 2u; }), "endpoints: " << c.endpoints().size());
+    cl.member(0).stop();
+    const int at_removal = rounds;
+    BOOST_TEST(eventually([&] { return rounds > at_removal + 20; }));
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  stop = true;
+  if (caller.wait_for(20s) == std::future_status::ready) caller.get();
+  else BOOST_ERROR("the caller did not stop");
+  work.reset();
+  loop.join();
+  if (failed) std::rethrow_exception(failed);
+
+  const auto now = c.endpoints();
+  BOOST_TEST(now.size() == 2u);
+  BOOST_TEST((std::find(now.begin(), now.end(), m1->client_url()) != now.end()));
+  BOOST_TEST((std::find(now.begin(), now.end(), m2->client_url()) != now.end()));
+  std::lock_guard g(m);
+  BOOST_TEST(changes.size() >= 2u);
+  for (const auto& f : failures) BOOST_ERROR(f);
+  BOOST_TEST(before_removal > 0);
+  BOOST_TEST(writes_cut <= 3);
+  BOOST_TEST_MESSAGE(rounds << " rounds of a write and a read; endpoints changed " << changes.size() << " times; "
+                            << writes_cut << " writes cut by the removed member's stop");
+}
+
+BOOST_AUTO_TEST_CASE(a_sync_on_demand_reports_an_unreachable_cluster_and_keeps_the_endpoints) {
+  asio::io_context ioc;
+  client_options o;
+  o.endpoints = {"127.0.0.1:" + std::to_string(free_port())};
+  o.request_timeout = 1s;
+  client c(ioc, o);
+  run_for(ioc, [&]() -> asio::awaitable<void> {
+    auto [ec] = co_await c.async_sync_endpoints(asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == error::endpoints_unreachable, ec.message());
+    BOOST_TEST(c.endpoints() == o.endpoints);
+    c.close();
+    auto [closed] = co_await c.async_sync_endpoints(asio::as_tuple(use_awaitable));
+    BOOST_TEST(closed == error::client_closed);
+  }(), 20s);
+  o.auto_sync_interval = -1ms;
+  BOOST_CHECK_EXCEPTION(client(ioc, o), boost::system::system_error,
+                        [](const auto& e) { return e.code() == error::invalid_argument; });
+}
+
+BOOST_AUTO_TEST_CASE(a_sync_on_demand_moves_to_the_members_urls) {
+  etcd_cluster cl(3);
+  cl.wait_for_leader();
+  asio::io_context ioc;
+  client c(ioc, client_options{.endpoints = {cl.member(1).endpoint()}});
+  run_for(ioc, [&]() -> asio::awaitable<void> {
+    co_await c.async_sync_endpoints(use_awaitable);
+    auto now = c.endpoints();
+    BOOST_TEST(now.size() == 3u);
+    for (int i = 0; i < 3; ++i)
+      BOOST_TEST((std::find(now.begin(), now.end(), cl.member(i).client_url()) != now.end()));
+    // The same members again: nothing changes.
+    co_await c.async_sync_endpoints(use_awaitable);
+    BOOST_TEST(c.endpoints() == now);
+    co_await c.async_put("k", "v", use_awaitable);
+  }(), 20s);
+  // An idle client that syncs keeps no work on the context: run() returns.
+  asio::io_context idle;
+  client_options o;
+  o.endpoints = {cl.member(0).endpoint()};
+  o.auto_sync_interval = 100ms;
+  client quiet(idle, o);
+  auto started = std::chrono::steady_clock::now();
+  idle.run_for(5s);
+  BOOST_TEST((std::chrono::steady_clock::now() - started < 1s));
+}
