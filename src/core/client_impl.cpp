@@ -93,9 +93,11 @@ constexpr const char* service_config = R"({
   }]
 })";
 
-/// A channel to every endpoint in `eps`, balanced round robin.
-std::shared_ptr<grpc::Channel> make_channel(const client_options& o, const std::vector<endpoint>& eps) {
-  auto creds = make_credentials(o, eps.front().tls);
+/// A channel to every endpoint in `eps`, balanced round robin. `tls_name`: the host name
+/// certificates are checked against (empty: the first endpoint's host).
+std::shared_ptr<grpc::Channel> make_channel(const client_options& o, const std::vector<endpoint>& eps,
+                                            const std::shared_ptr<grpc::ChannelCredentials>& creds,
+                                            const std::string& tls_name = {}) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(o.keepalive_time.count()));
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(o.keepalive_timeout.count()));
@@ -110,8 +112,9 @@ std::shared_ptr<grpc::Channel> make_channel(const client_options& o, const std::
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetServiceConfigJSON(service_config);
   if (o.tls || eps.front().tls) {
-    // The target may list several addresses; verify certificates against the first host name.
-    args.SetSslTargetNameOverride(eps.front().host);
+    // The target may list several addresses; verify certificates against one host name: the
+    // first endpoint the user gave, also after a sync moved to the members' advertised URLs.
+    args.SetSslTargetNameOverride(tls_name.empty() ? eps.front().host : tls_name);
   }
   return grpc::CreateCustomChannel(grpc_target(eps), creds, args);
 }
@@ -132,6 +135,10 @@ client_impl::client_impl(asio::any_io_executor ex, client_options options)
   if (options_.auto_sync_interval.count() < 0)
     throw boost::system::system_error(make_error_code(error::invalid_argument),
                                       "coetcd: auto_sync_interval must not be negative (0 turns syncing off)");
+  // Read once: a sync that moves to other members must not read the TLS files again (they may
+  // have moved, or the process changed its directory).
+  creds_ = make_credentials(options_, eps.front().tls);
+  tls_name_ = eps.front().host;
   use_endpoints(eps, options_.endpoints);
   cq_thread_ = std::thread([this] { cq_loop(); });
 }
@@ -139,7 +146,7 @@ client_impl::client_impl(asio::any_io_executor ex, client_options options)
 void client_impl::use_endpoints(const std::vector<endpoint>& eps, std::vector<std::string> names) {
   // Calls look their stub up when they are sent, so a call sent again after this goes to the
   // new channel; one on the wire keeps the old channel alive through its context until it ends.
-  channel_ = make_channel(options_, eps);
+  channel_ = make_channel(options_, eps, creds_, tls_name_);
   kv_ = pb::KV::NewStub(channel_);
   lease_ = pb::Lease::NewStub(channel_);
   watch_ = pb::Watch::NewStub(channel_);
@@ -163,7 +170,8 @@ std::shared_ptr<grpc::Channel> client_impl::member_channel(const std::string& en
   auto& ch = member_channels_[endpoint];
   if (!ch) {
     try {
-      ch = make_channel(options_, parse_endpoints({endpoint}));
+      auto eps = parse_endpoints({endpoint});
+      ch = make_channel(options_, eps, make_credentials(options_, eps.front().tls));
     } catch (...) {
       member_channels_.erase(endpoint);
       throw;

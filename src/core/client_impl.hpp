@@ -321,6 +321,8 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::shared_ptr<watch_stream> watches_;
   std::shared_ptr<keepalive_manager> keepalives_;
   std::shared_ptr<txn_batcher> batcher_;
+  std::shared_ptr<grpc::ChannelCredentials> creds_;  // made once, from client_options::tls
+  std::string tls_name_;  // the host name certificates are checked against: the first endpoint's
   std::mutex member_channels_mutex_;  // not on any hot path: operating calls only
   std::map<std::string, std::shared_ptr<grpc::Channel>> member_channels_;
   mutable std::mutex endpoints_mutex_;  // endpoints_ is read by client::endpoints() on any thread

@@ -25,7 +25,7 @@ void client_impl::sync_endpoints(std::function<void(error_code)> done, asio::can
       [this](grpc::ClientContext* ctx, const pb::MemberListRequest& r, grpc::CompletionQueue* q) {
         return cluster_->PrepareAsyncMemberList(ctx, r, q);
       },
-      pb::MemberListRequest{}, call_options{.idempotent = true},
+      pb::MemberListRequest{}, call_options{.idempotent = true, .needs_leader = true},
       [self = shared_from_this(), done = std::move(done)](error_code ec, pb::MemberListResponse& r) {
         if (ec || self->closed_) return done(ec ? ec : make_error_code(error::client_closed));
         // Go's client takes the started voting members: a learner refuses most requests, and a
@@ -40,7 +40,11 @@ void client_impl::sync_endpoints(std::function<void(error_code)> done, asio::can
           eps.clear();  // a URL we cannot dial (unix://...): keep what works
         }
         if (eps.empty() || normalized(eps) == normalized(parse_endpoints(self->current_endpoints()))) return done({});
-        self->use_endpoints(eps, urls);
+        try {
+          self->use_endpoints(eps, urls);
+        } catch (const boost::system::system_error& e) {  // gRPC refused the target: keep what works
+          return done(e.code());
+        }
         if (self->wants_events()) {
           std::string list;
           for (const auto& u : urls) list += (list.empty() ? "" : ",") + u;
@@ -56,9 +60,15 @@ void client_impl::arm_auto_sync() {
                   sync_tag_.arm([w = weak_from_this()](bool ok) {
                     auto self = w.lock();
                     if (!ok || !self || self->closed_) return;
+                    // A tick while the previous one is still reading waits for the next interval.
+                    if (self->syncing_) return self->arm_auto_sync();
+                    self->syncing_ = true;
                     self->sync_endpoints([w](error_code) {
                       // A failed read is tried again at the next interval, as Go's client does.
-                      if (auto s = w.lock(); s && !s->closed_) s->arm_auto_sync();
+                      auto s = w.lock();
+                      if (!s) return;
+                      s->syncing_ = false;
+                      if (!s->closed_) s->arm_auto_sync();
                     });
                   }));
 }

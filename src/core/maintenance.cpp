@@ -32,7 +32,7 @@ void on_member(const std::shared_ptr<client_impl>& c, std::string endpoint, hand
 template <class Req, class Resp>
 auto call_on(const std::shared_ptr<client_impl>& c,
              const std::function<reader_ptr<Resp>(grpc::ClientContext*, const Req&, grpc::CompletionQueue*)>& prepare,
-             const Req& req, call_options o) {
+             const Req& req, const call_options& o) {
   auto init = [c, prepare, o](handler<Resp> h, Req r) mutable {
     start_user_unary<Req, Resp, Resp>(c, std::move(prepare), std::move(r), o, [](Resp& resp) { return std::move(resp); },
                                       std::move(h));
@@ -94,7 +94,8 @@ asio::awaitable<std::tuple<error_code, endpoint_health>> ask_health(std::shared_
         return m->PrepareAsyncAlarm(ctx, q, cq);
       };
   const auto started = steady::now();
-  auto [ec, r] = co_await call_on<pb::RangeRequest, pb::RangeResponse>(c, range, read, call_options{});
+  const call_options once{}, again{.idempotent = true};
+  auto [ec, r] = co_await call_on<pb::RangeRequest, pb::RangeResponse>(c, range, read, once);
   endpoint_health h{ep, false, std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - started), {}, {}};
   if (ec == error::client_closed || ec == asio::error::operation_aborted) co_return std::tuple{ec, endpoint_health{}};
   // A user who may not read "health" was still answered by a member with a quorum.
@@ -104,7 +105,7 @@ asio::awaitable<std::tuple<error_code, endpoint_health>> ask_health(std::shared_
   }
   pb::AlarmRequest list;
   list.set_action(pb::AlarmRequest::GET);
-  auto [aec, alarms] = co_await call_on<pb::AlarmRequest, pb::AlarmResponse>(c, alarm_list, list, call_options{.idempotent = true});
+  auto [aec, alarms] = co_await call_on<pb::AlarmRequest, pb::AlarmResponse>(c, alarm_list, list, again);
   if (aec == error::client_closed || aec == asio::error::operation_aborted) co_return std::tuple{aec, endpoint_health{}};
   for (const auto& a : alarms.alarms()) h.alarms.push_back({a.memberid(), static_cast<alarm_type>(a.alarm())});
   if (aec) h.error = aec;
@@ -228,9 +229,10 @@ asio::awaitable<std::tuple<error_code, response_header>> move_leader(std::shared
       };
   const pb::StatusRequest status_req;
   const pb::MemberListRequest list_req;
-  auto [sec, status] = co_await call_on<pb::StatusRequest, pb::StatusResponse>(c, status_call, status_req, call_options{.idempotent = true});
+  const call_options read_again{.idempotent = true}, write_once{};
+  auto [sec, status] = co_await call_on<pb::StatusRequest, pb::StatusResponse>(c, status_call, status_req, read_again);
   if (sec) co_return std::tuple{sec, response_header{}};
-  auto [lec, list] = co_await call_on<pb::MemberListRequest, pb::MemberListResponse>(c, list_call, list_req, call_options{.idempotent = true});
+  auto [lec, list] = co_await call_on<pb::MemberListRequest, pb::MemberListResponse>(c, list_call, list_req, read_again);
   if (lec) co_return std::tuple{lec, response_header{}};
   std::string url;
   for (const auto& m : list.members())
@@ -244,7 +246,7 @@ asio::awaitable<std::tuple<error_code, response_header>> move_leader(std::shared
       };
   pb::MoveLeaderRequest req;
   req.set_targetid(target);
-  auto [mec, moved] = co_await call_on<pb::MoveLeaderRequest, pb::MoveLeaderResponse>(c, move_call, req, call_options{});
+  auto [mec, moved] = co_await call_on<pb::MoveLeaderRequest, pb::MoveLeaderResponse>(c, move_call, req, write_once);
   if (mec) co_return std::tuple{mec, response_header{}};
   co_return std::tuple{error_code{}, from_pb(moved.header())};
 }

@@ -41,6 +41,9 @@ struct call_options {
   /// create revision; put-if-absent), since the cancelled copy may still be on its way.
   bool resend_when_silent = false;
   bool needs_token = true;  ///< false only for Authenticate itself
+  /// Refused by a member without a raft leader even where the call would not need one (a
+  /// member list to follow: a partitioned member's list may be stale).
+  bool needs_leader = false;
   /// Set when the call was sent again after a failure that may have been applied.
   std::shared_ptr<bool> resent;
 };
@@ -235,6 +238,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
   /// Whether the member must have a raft leader to serve this call: not for what it answers from
   /// its own state (a serializable read, the lease list), which keeps working without a quorum.
   bool needs_leader() const {
+    if (opts_.needs_leader) return true;
     if constexpr (std::is_same_v<Req, pb::RangeRequest>) return !req_.serializable();
     else if constexpr (std::is_same_v<Req, pb::LeaseLeasesRequest>) return false;
     // What a member says of itself, from its own state: asked most when something is wrong.

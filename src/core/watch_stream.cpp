@@ -115,7 +115,8 @@ void watch_stream::send_create(watcher_state& w) {
   c->set_watch_id(w.id);
   if (w.next_rev > 0) c->set_start_revision(w.next_rev);
   if (w.confirmed && client_->wants_events())
-    client_->emit({.kind = event_kind::watch_resumed, .name = w.request.key(), .revision = w.next_rev});
+    client_->emit({.kind = event_kind::watch_resumed, .name = w.request.key().substr(client_->key_prefix().size()),
+                   .revision = w.next_rev});
   w.partial.clear();
   pending_creates_.push_back(w.id);
   stream_->write(std::move(req));
