@@ -66,9 +66,7 @@ class snapshot_reader final : public call_base, public std::enable_shared_from_t
 
   void authenticate_then_send() {
     if (!client_->uses_auth()) return send();
-    waiting_ = true;
     client_->with_token([self = shared_from_this()](error_code ec) {
-      self->waiting_ = false;
       if (self->finished_) return;
       if (ec) return self->finish(ec);
       self->send();
@@ -234,7 +232,6 @@ class snapshot_reader final : public call_base, public std::enable_shared_from_t
   bool auth_retried_ = false;
   bool write_failed_ = false;
   bool user_cancelled_ = false;
-  bool waiting_ = false;
   bool on_wire_ = false;
   bool finished_ = false;
 };
