@@ -51,9 +51,9 @@ asio::awaitable<error_code> follow_key(const std::shared_ptr<client_impl>& c, co
 }  // namespace
 
 asio::awaitable<error_code> wait_key_gone(const std::shared_ptr<client_impl>& c, const std::string& key,
-                                          std::int64_t rev, std::int64_t lease, error_code gone) {
+                                          std::int64_t rev, std::int64_t lease, std::int64_t put_rev, error_code gone) {
   co_await asio::this_coro::throw_if_cancelled(false);  // a cancel is answered with operation_aborted
-  std::int64_t from = rev + 1;
+  std::int64_t from = put_rev + 1;
   error_code out;
   for (int attempt = 0; !out; ++attempt) {
     out = co_await follow_key(c, key, rev, lease, gone, from);

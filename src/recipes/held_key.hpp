@@ -37,11 +37,13 @@ inline auto create_session_on(const std::shared_ptr<client_impl>& c, session_opt
 asio::awaitable<error_code> wait_lost(session& s);
 
 /// Completes with `gone` once `key` is deleted, or put again other than by us (another create
-/// revision than `rev`, or another lease than `lease`): what the session alone never tells (a
-/// key deleted by hand). A watch that fails is followed by a read of the key and a new watch from
-/// the read's revision. operation_aborted when cancelled. Reads `key` until it completes.
+/// revision than `rev`, or another lease than `lease`), after `put_rev`, the revision of our last
+/// put of it: what the session alone never tells (a key deleted by hand). The events before
+/// `put_rev` are not looked at: a key put over by someone else and then by us again keeps its
+/// create revision, and that older put must not count. A watch that fails is followed by a read
+/// of the key and a new watch from the read's revision. operation_aborted when cancelled.
 asio::awaitable<error_code> wait_key_gone(const std::shared_ptr<client_impl>& c, const std::string& key, std::int64_t rev, std::int64_t lease,
-                                          error_code gone);
+                                          std::int64_t put_rev, error_code gone);
 
 /// Waits until `key` is deleted (kind::del) or put (kind::put) at revision `from` or later, as
 /// Go's recipe.WaitEvents. A watch that fails is followed by a read (an absent key, or one put

@@ -112,7 +112,7 @@ asio::awaitable<error_code> session_ends(leader_state& s, session& sess, std::in
   co_return why;
 }
 asio::awaitable<error_code> key_goes(leader_state& s, const std::string& key, std::int64_t rev, std::int64_t lease) {
-  auto why = co_await wait_key_gone(s.impl, key, rev, lease, make_error_code(error::not_leader));
+  auto why = co_await wait_key_gone(s.impl, key, rev, lease, rev, make_error_code(error::not_leader));
   if (why != asio::error::operation_aborted) s.end_term(rev, why);
   co_return why;
 }

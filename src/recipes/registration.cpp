@@ -34,16 +34,24 @@ using namespace asio::experimental::awaitable_operators;
 using clock_type = std::chrono::steady_clock;
 
 // Puts the key under the session's lease and reads it back in one txn: the read gives the
-// create revision that tells our key from one put over it later.
-asio::awaitable<std::tuple<error_code, std::int64_t>> put_key(registration_state& s, session& sess) {
+// create revision that tells our key from one put over it later, and the revision of this put,
+// from which the key is watched (a put over ours, then ours again, keeps the create revision).
+struct put_result {
+  error_code ec;
+  std::int64_t create_rev = 0;
+  std::int64_t put_rev = 0;
+};
+asio::awaitable<put_result> put_key(registration_state& s, session& sess) {
   put_options po;
   po.lease = sess.lease();
   auto t = txn().then(txn_op::put(s.key, s.value, po)).then(txn_op::get(s.key));
   auto [ec, r] = co_await txn_on(s.impl, std::move(t));
-  std::int64_t rev = 0;
-  if (!ec && r.responses.size() == 2 && !r.responses[1].get().kvs.empty())
-    rev = r.responses[1].get().kvs.front().create_revision;
-  co_return std::tuple{ec, rev};
+  put_result out{ec};
+  if (!ec && r.responses.size() == 2 && !r.responses[1].get().kvs.empty()) {
+    out.create_rev = r.responses[1].get().kvs.front().create_revision;
+    out.put_rev = r.responses[1].get().kvs.front().mod_revision;
+  }
+  co_return out;
 }
 
 // On one session: put, wait until the key is no longer ours (put again) or the session is lost
@@ -53,7 +61,7 @@ asio::awaitable<error_code> hold_on(registration_state& s, session& sess) {
   int attempt = 0;
   asio::steady_timer pause(s.impl->strand_);
   while (!why) {
-    auto [ec, rev] = co_await put_key(s, sess);
+    auto [ec, rev, put_rev] = co_await put_key(s, sess);
     if (cancelled(co_await asio::this_coro::cancellation_state)) why = asio::error::operation_aborted;
     else if (ec && fatal(ec)) why = ec;
     else if (sess.lost()) why = error::session_lost;
@@ -64,7 +72,7 @@ asio::awaitable<error_code> hold_on(registration_state& s, session& sess) {
       s.registered = true;
       ++s.puts;
       const auto since = clock_type::now();
-      auto raced = co_await (wait_lost(sess) || wait_key_gone(s.impl, s.key, rev, sess.lease(), make_error_code(error::not_locked)));
+      auto raced = co_await (wait_lost(sess) || wait_key_gone(s.impl, s.key, rev, sess.lease(), put_rev, make_error_code(error::not_locked)));
       s.registered = false;
       s.lease = 0;
       if (cancelled(co_await asio::this_coro::cancellation_state)) why = asio::error::operation_aborted;
