@@ -1,106 +1,106 @@
 // coetcd's counters as Prometheus scrapes them, and its events as a log. Four workers share one
-// mutex (as the requests of a server would); GET /metrics answers with client::stats() in
-// Prometheus' text format, served with Beast; every event of the client is printed as a line.
+// mutex (as the requests of a server would); prometheus-cpp's Exposer answers GET /metrics on
+// its own threads with what a Collectable reads from client::stats() (any thread) at each scrape;
+// every event of the client is printed as a line.
 //   metrics_http ENDPOINT PORT
 //   curl localhost:PORT/metrics
-// Stops on SIGINT/SIGTERM, releasing what it holds.
+// Stops on SIGINT/SIGTERM, releasing what it holds. Built where Debian's prometheus-cpp-dev is.
 #include <coetcd.hpp>
 #include <coetcd/with_lock.hpp>
 
 #include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
+#include <prometheus/metric_family.h>
 
 #include <iostream>
-#include <sstream>
+#include <limits>
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
 using asio::use_awaitable;
 using namespace std::chrono_literals;
 
-// A label value in the exposition format: backslash, double quote and newline escaped.
-std::string label(std::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\', out += c;
-    else if (c == '\n') out += "\\n";
-    else out += c;
-  }
-  return out;
-}
+// The client's counters are kept by the client: each scrape copies them, as Go's ConstMetric
+// does, rather than mirroring them into prometheus-cpp's own Counter objects.
+class client_collector : public prometheus::Collectable {
+ public:
+  explicit client_collector(const coetcd::client& c) : client_(c) {}
 
-std::string prometheus_text(const coetcd::client_stats& s) {
-  std::ostringstream o;
-  auto family = [&](const char* name, const char* type, const char* help) {
-    o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
-  };
-  family("coetcd_rpcs_sent_total", "counter", "Unary RPCs put on the wire (each attempt), by gRPC method.");
-  for (auto& [m, r] : s.rpcs) o << "coetcd_rpcs_sent_total{method=\"" << m << "\"} " << r.sent << '\n';
-  family("coetcd_rpcs_failed_total", "counter", "Unary RPCs that ended with an error.");
-  for (auto& [m, r] : s.rpcs) o << "coetcd_rpcs_failed_total{method=\"" << m << "\"} " << r.failed << '\n';
-  family("coetcd_rpcs_retried_total", "counter", "Attempts sent again after a transient failure.");
-  for (auto& [m, r] : s.rpcs) o << "coetcd_rpcs_retried_total{method=\"" << m << "\"} " << r.retried << '\n';
-  family("coetcd_rpcs_resent_unanswered_total", "counter",
-         "Of the retried: attempts cut after resend_after without an answer and sent again.");
-  for (auto& [m, r] : s.rpcs)
-    o << "coetcd_rpcs_resent_unanswered_total{method=\"" << m << "\"} " << r.resent_unanswered << '\n';
-  family("coetcd_rpcs_in_flight", "gauge", "Unary RPCs on the wire now.");
-  o << "coetcd_rpcs_in_flight " << s.rpcs_in_flight << '\n';
-  family("coetcd_streams_opened_total", "counter", "Shared streams started, by kind.");
-  for (auto& [k, st] : s.streams) o << "coetcd_streams_opened_total{stream=\"" << k << "\"} " << st.opened << '\n';
-  family("coetcd_streams_reopened_total", "counter", "Shared streams started again after a failure.");
-  for (auto& [k, st] : s.streams) o << "coetcd_streams_reopened_total{stream=\"" << k << "\"} " << st.reopened << '\n';
-  family("coetcd_watchers", "gauge", "Watchers on the shared Watch stream.");
-  o << "coetcd_watchers " << s.watchers << '\n';
-  family("coetcd_leases_kept", "gauge", "Leases kept alive.");
-  o << "coetcd_leases_kept " << s.leases_kept << '\n';
-  family("coetcd_sessions_lost_total", "counter", "Sessions whose lease ended without close().");
-  o << "coetcd_sessions_lost_total " << s.sessions_lost << '\n';
-  family("coetcd_lock_held", "gauge", "Local holders of a lock name.");
-  for (auto& l : s.locks) o << "coetcd_lock_held{name=\"" << label(l.name) << "\"} " << l.held << '\n';
-  family("coetcd_lock_waiting", "gauge", "Local callers waiting for a lock name.");
-  for (auto& l : s.locks) o << "coetcd_lock_waiting{name=\"" << label(l.name) << "\"} " << l.waiting << '\n';
-  family("coetcd_lock_acquired_total", "counter", "Successful locks.");
-  for (auto& l : s.locks) o << "coetcd_lock_acquired_total{name=\"" << label(l.name) << "\"} " << l.acquired << '\n';
-  family("coetcd_lock_handoffs_total", "counter", "Locks handed over between local callers without a round trip.");
-  for (auto& l : s.locks) o << "coetcd_lock_handoffs_total{name=\"" << label(l.name) << "\"} " << l.handoffs << '\n';
-  family("coetcd_lock_lost_total", "counter", "Holds that ended by losing the key.");
-  for (auto& l : s.locks) o << "coetcd_lock_lost_total{name=\"" << label(l.name) << "\"} " << l.lost << '\n';
-  family("coetcd_lock_wait_seconds", "histogram", "Time from lock() to holding.");
-  for (auto& l : s.locks) {
-    std::uint64_t cumulative = 0;
-    const auto name = label(l.name);
-    for (std::size_t i = 0; i < l.wait.counts.size(); ++i) {
-      cumulative += l.wait.counts[i];
-      o << "coetcd_lock_wait_seconds_bucket{name=\"" << name << "\",le=\"";
-      if (i < l.wait.bounds.size()) o << l.wait.bounds[i];
-      else o << "+Inf";
-      o << "\"} " << cumulative << '\n';
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    const auto s = client_.stats();
+    std::vector<prometheus::MetricFamily> out;
+    using prometheus::MetricType;
+    auto family = [&](const char* name, MetricType type, const char* help) -> prometheus::MetricFamily& {
+      return out.emplace_back(prometheus::MetricFamily{name, help, type, {}});
+    };
+    auto counter = [](prometheus::MetricFamily& f, std::vector<prometheus::ClientMetric::Label> labels, double v) {
+      auto& m = f.metric.emplace_back();
+      m.label = std::move(labels);
+      m.counter.value = v;
+    };
+    auto gauge = [](prometheus::MetricFamily& f, std::vector<prometheus::ClientMetric::Label> labels, double v) {
+      auto& m = f.metric.emplace_back();
+      m.label = std::move(labels);
+      m.gauge.value = v;
+    };
+    struct per_rpc {
+      const char* name;
+      const char* help;
+      std::uint64_t coetcd::rpc_stats::*field;
+    };
+    for (auto [name, help, field] : {
+             per_rpc{"coetcd_rpcs_sent_total", "Unary RPCs put on the wire (each attempt), by gRPC method.", &coetcd::rpc_stats::sent},
+             per_rpc{"coetcd_rpcs_failed_total", "Unary RPCs that ended with an error.", &coetcd::rpc_stats::failed},
+             per_rpc{"coetcd_rpcs_retried_total", "Attempts sent again after a transient failure.", &coetcd::rpc_stats::retried},
+             per_rpc{"coetcd_rpcs_resent_unanswered_total",
+                     "Of the retried: attempts cut after resend_after without an answer and sent again.",
+                     &coetcd::rpc_stats::resent_unanswered}}) {
+      auto& f = family(name, MetricType::Counter, help);
+      for (auto& [method, r] : s.rpcs) counter(f, {{"method", method}}, static_cast<double>(r.*field));
     }
-    o << "coetcd_lock_wait_seconds_sum{name=\"" << name << "\"} " << l.wait.sum_seconds << '\n';
-    o << "coetcd_lock_wait_seconds_count{name=\"" << name << "\"} " << l.wait.count << '\n';
-  }
-  return o.str();
-}
+    gauge(family("coetcd_rpcs_in_flight", MetricType::Gauge, "Unary RPCs on the wire now."), {}, s.rpcs_in_flight);
+    auto& opened = family("coetcd_streams_opened_total", MetricType::Counter, "Shared streams started, by kind.");
+    auto& reopened = family("coetcd_streams_reopened_total", MetricType::Counter, "Shared streams started again after a failure.");
+    for (auto& [kind, st] : s.streams) {
+      counter(opened, {{"stream", kind}}, static_cast<double>(st.opened));
+      counter(reopened, {{"stream", kind}}, static_cast<double>(st.reopened));
+    }
+    gauge(family("coetcd_watchers", MetricType::Gauge, "Watchers on the shared Watch stream."), {}, s.watchers);
+    gauge(family("coetcd_leases_kept", MetricType::Gauge, "Leases kept alive."), {}, s.leases_kept);
+    counter(family("coetcd_sessions_lost_total", MetricType::Counter, "Sessions whose lease ended without close()."), {},
+            static_cast<double>(s.sessions_lost));
 
-asio::awaitable<void> serve(asio::ip::tcp::socket socket, coetcd::client& etcd) {
-  beast::tcp_stream stream(std::move(socket));
-  beast::flat_buffer buffer;
-  http::request<http::string_body> req;
-  auto [ec, n] = co_await http::async_read(stream, buffer, req, asio::as_tuple(use_awaitable));
-  if (ec) co_return;
-  http::response<http::string_body> res(http::status::ok, req.version());
-  if (req.target() == "/metrics") {
-    res.set(http::field::content_type, "text/plain; version=0.0.4");
-    res.body() = prometheus_text(etcd.stats());
-  } else {
-    res.result(http::status::not_found);
+    auto& held = family("coetcd_lock_held", MetricType::Gauge, "Local holders of a lock name.");
+    auto& waiting = family("coetcd_lock_waiting", MetricType::Gauge, "Local callers waiting for a lock name.");
+    auto& acquired = family("coetcd_lock_acquired_total", MetricType::Counter, "Successful locks.");
+    auto& handoffs = family("coetcd_lock_handoffs_total", MetricType::Counter,
+                            "Locks handed over between local callers without a round trip.");
+    auto& lost = family("coetcd_lock_lost_total", MetricType::Counter, "Holds that ended by losing the key.");
+    auto& wait = family("coetcd_lock_wait_seconds", MetricType::Histogram, "Time from lock() to holding.");
+    for (auto& l : s.locks) {
+      const std::vector<prometheus::ClientMetric::Label> name{{"name", l.name}};
+      gauge(held, name, l.held);
+      gauge(waiting, name, l.waiting);
+      counter(acquired, name, static_cast<double>(l.acquired));
+      counter(handoffs, name, static_cast<double>(l.handoffs));
+      counter(lost, name, static_cast<double>(l.lost));
+      auto& m = wait.metric.emplace_back();
+      m.label = name;
+      m.histogram.sample_count = l.wait.count;
+      m.histogram.sample_sum = l.wait.sum_seconds;
+      std::uint64_t cumulative = 0;
+      for (std::size_t i = 0; i < l.wait.counts.size(); ++i) {
+        cumulative += l.wait.counts[i];
+        const double bound = i < l.wait.bounds.size() ? l.wait.bounds[i] : std::numeric_limits<double>::infinity();
+        m.histogram.bucket.push_back({cumulative, bound});
+      }
+    }
+    return out;
   }
-  res.prepare_payload();
-  co_await http::async_write(stream, res, asio::as_tuple(use_awaitable));
-}
+
+ private:
+  const coetcd::client& client_;
+};
 
 int main(int argc, char** argv) {
   if (argc != 3) {
@@ -111,7 +111,10 @@ int main(int argc, char** argv) {
   coetcd::client_options options{.endpoints = {argv[1]}};
   options.on_event = [](const coetcd::event& e) { std::cout << "event: " << coetcd::to_string(e) << std::endl; };
   coetcd::client etcd(io, options);
-  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(std::stoi(argv[2]))});
+  // Registered as a weak_ptr: the collector is dropped from the Exposer before the client goes.
+  auto collector = std::make_shared<client_collector>(etcd);
+  prometheus::Exposer exposer(std::string("127.0.0.1:") + argv[2]);
+  exposer.RegisterCollectable(collector);
   asio::signal_set stop(io, SIGINT, SIGTERM);
   bool stopping = false;
   int status = 0;
@@ -137,15 +140,8 @@ int main(int argc, char** argv) {
       }, asio::detached);
     }
     std::cout << "listening on 127.0.0.1:" << argv[2] << std::endl;
-    stop.async_wait([&](auto, int) {
-      stopping = true;
-      acceptor.close();
-    });
-    while (!stopping) {
-      auto [ec, socket] = co_await acceptor.async_accept(asio::as_tuple(use_awaitable));
-      if (ec) break;
-      asio::co_spawn(io, serve(std::move(socket), etcd), asio::detached);
-    }
+    co_await stop.async_wait(use_awaitable);
+    stopping = true;
     asio::steady_timer tick(io);
     while (running > 0) {
       tick.expires_after(5ms);
@@ -157,10 +153,11 @@ int main(int argc, char** argv) {
     if (!e) return;
     try { std::rethrow_exception(e); } catch (const std::exception& x) { std::cerr << "metrics_http: " << x.what() << '\n'; }
     status = 1;
+    stopping = true;
     stop.cancel();
-    acceptor.close();
     etcd.close();
   });
   io.run();
+  exposer.RemoveCollectable(collector);
   return status;
 }

@@ -9,7 +9,7 @@ COETCD_PACKAGES=(
   libboost1.81-dev libboost-test1.81-dev libboost-program-options1.81-dev
   libgrpc++-dev libabsl-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   golang-etcd-server-dev golang-github-gogo-protobuf-dev golang-github-grpc-ecosystem-grpc-gateway-dev
-  etcd-server etcd-client golang-go python3 doxygen
+  etcd-server etcd-client golang-go python3 doxygen prometheus-cpp-dev
 )
 
 log() { printf '\033[1m[coetcd]\033[0m %s\n' "$*" >&2; }
