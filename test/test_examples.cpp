@@ -206,6 +206,24 @@ BOOST_AUTO_TEST_CASE(metrics_http_serves_prometheus_text_and_logs_events,
   BOOST_TEST(etcdctl(server(), "get --prefix --keys-only metrics_http/").output.empty());
 }
 
+// span_log: each request's lock wait, its read and its fenced write carry the request's id, and
+// the lock wait's acquire txn names the wait as its parent.
+BOOST_AUTO_TEST_CASE(span_log_writes_one_trace_per_request) {
+  auto r = run_example("span_log");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+  for (std::string id : {"req-1", "req-2", "req-3"}) {
+    std::smatch lock;
+    const std::regex lock_line("\\{\"request\":\"" + id + "\",\"id\":([0-9]+),\"parent\":0,\"name\":\"lock\",\"key\":\"span_log/orders\"");
+    BOOST_TEST_REQUIRE(std::regex_search(r.output, lock, lock_line), r.output);
+    const std::string child = "{\"request\":\"" + id + "\",\"id\":";
+    const std::string parent = ",\"parent\":" + lock[1].str() + ",\"name\":\"Txn\"";
+    BOOST_TEST(std::regex_search(r.output, std::regex(std::regex_replace(child, std::regex("[{}]"), "\\$&") + "[0-9]+" + parent)), r.output);
+    BOOST_TEST(r.output.find("{\"request\":\"" + id + "\",\"id\":") != std::string::npos);
+    BOOST_TEST(std::regex_search(r.output, std::regex("\"request\":\"" + id + "\",\"id\":[0-9]+,\"parent\":0,\"name\":\"Range\",\"key\":\"span_log/count\",\"attempt\":1,\"member\":\"127\\.0\\.0\\.1:[0-9]+\"")), r.output);
+  }
+  BOOST_TEST(etcdctl(server(), "get --prefix --keys-only span_log/").output.empty());
+}
+
 // self_healing_leader: a revoked leader is told, the other replica leads, and the first leads
 // again once the second stops.
 BOOST_AUTO_TEST_CASE(self_healing_leader_comes_back) {

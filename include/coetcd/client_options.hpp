@@ -2,6 +2,7 @@
 #pragma once
 
 #include <coetcd/event.hpp>
+#include <coetcd/span.hpp>
 
 #include <chrono>
 #include <optional>
@@ -75,6 +76,10 @@ struct client_options {
   /// lock acquisitions, releases and losses, and leader changes (see event.hpp). Called on the
   /// client's strand, never inside a coetcd call; empty (the default) costs nothing.
   event_hook on_event;
+  /// Told of the start and end of each RPC attempt and lock wait (see span.hpp), with the
+  /// context a caller gave the operation (with_span_context). Empty (the default): no span is
+  /// made.
+  span_hooks spans;
   /// See completion_mode. `poll` suits latency-sensitive programs that make requests one after
   /// another; the default suits everything else.
   completion_mode completions = completion_mode::thread;

@@ -234,6 +234,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   strand_type strand_;
   client_options options_;
   telemetry telemetry_;
+  std::uint64_t last_span_id_ = 0;  // on strand
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::KV::Stub> kv_;
   std::unique_ptr<pb::Lease::Stub> lease_;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kv.hpp"
+#include "spans.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -67,7 +68,7 @@ inline auto lease_ttl_on(const std::shared_ptr<client_impl>& c, std::int64_t id)
 inline void spawn_op(const std::shared_ptr<client_impl>& c, asio::awaitable<error_code> body,
                      asio::any_completion_handler<void(error_code)> h) {
   auto slot = asio::get_associated_cancellation_slot(h);
-  asio::co_spawn(c->strand_, std::move(body),
+  asio::co_spawn(op_executor(*c), std::move(body),
                  asio::bind_cancellation_slot(slot, [c, h = std::move(h)](std::exception_ptr e, error_code ec) mutable {
                    c->complete(std::move(h), e ? exception_to_error(e) : ec);
                  }));
@@ -79,7 +80,7 @@ template <class Tuple, class... Args>
 void spawn_result_op(const std::shared_ptr<client_impl>& c, asio::awaitable<Tuple> body,
                      asio::any_completion_handler<void(error_code, Args...)> h) {
   auto slot = asio::get_associated_cancellation_slot(h);
-  asio::co_spawn(c->strand_, std::move(body),
+  asio::co_spawn(op_executor(*c), std::move(body),
                  asio::bind_cancellation_slot(slot, [c, h = std::move(h)](std::exception_ptr e, Tuple r) mutable {
                    if (e) r = Tuple{exception_to_error(e), Args{}...};
                    std::apply([&](error_code ec, auto&&... v) { c->complete(std::move(h), ec, std::move(v)...); }, std::move(r));
@@ -150,7 +151,7 @@ inline void spawn_grant_op(const std::shared_ptr<client_impl>& c, asio::awaitabl
     };
     asio::post(c->io_ex_, asio::bind_executor(ex, std::move(deliver)));
   };
-  asio::co_spawn(c->strand_, std::move(body), asio::bind_cancellation_slot(to_body->slot(), std::move(done)));
+  asio::co_spawn(op_executor(*c), std::move(body), asio::bind_cancellation_slot(to_body->slot(), std::move(done)));
   // The body hears of a cancellation on the strand, where it runs.
   asio::dispatch(c->strand_, [cancel, to_body, owner = std::move(owner)] {
     if (owner) owner->add(to_body);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "client_impl.hpp"
+#include "spans.hpp"
 
 namespace coetcd::detail {
 
@@ -58,7 +59,9 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
   unary_rpc(std::shared_ptr<client_impl> c, prepare_fn p, Req r, call_options o, Done d)
       : client_(std::move(c)), prepare_(std::move(p)), req_(std::move(r)), opts_(o), done_(std::move(d)),
         tag_(client_->strand_), retry_timer_(client_->strand_), resend_timer_(client_->strand_),
-        work_(asio::prefer(client_->io_ex_, asio::execution::outstanding_work.tracked)) {}
+        work_(asio::prefer(client_->io_ex_, asio::execution::outstanding_work.tracked)) {
+    if (client_->options_.spans) trace_ = op_trace::current();  // made where the request is made
+  }
 
   /// Reads: a cancelled one changed nothing, so every cancellation type is honoured.
   bool reads_only() const {
@@ -130,6 +133,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     resend_due_ = false;
     sent_token_ = client_->token();
     reader_ = prepare_(ctx_.get(), req_, &client_->cq_);
+    if (client_->options_.spans) span_.begin(*client_, rpc_name(rpc_kind_of<Req>()), span_key(*client_, key_of(req_)), sends_, trace_.get());
     bump(counters().sent);
     bump(client_->telemetry_.in_flight);
     reader_->StartCall();
@@ -174,6 +178,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     // Our own cancel only if the call did end cancelled: a reply (or an error of the server's)
     // that came in the same turn as the timer stands.
     const bool resend_due = std::exchange(resend_due_, false) && status_.error_code() == grpc::StatusCode::CANCELLED;
+    if (span_.is_open()) span_.end(*client_, peer_address(*ctx_), status_.ok() ? error_code{} : client_->map_status(status_));
     if (finished_) return;
     if (status_.ok()) {
       client_->note_outcome(ctx_.get(), {});
@@ -235,6 +240,22 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
 
   telemetry::rpc_counters& counters() { return client_->telemetry_.rpc(rpc_kind_of<Req>()); }
 
+  /// The key a span of this request names: a txn's first compared key, else its first op's.
+  static std::string_view key_of(const Req& r) {
+    if constexpr (std::is_same_v<Req, pb::RangeRequest> || std::is_same_v<Req, pb::PutRequest> ||
+                  std::is_same_v<Req, pb::DeleteRangeRequest>)
+      return r.key();
+    else if constexpr (std::is_same_v<Req, pb::TxnRequest>) {
+      if (r.compare_size() > 0) return r.compare(0).key();
+      if (r.success_size() == 0) return {};
+      const auto& op = r.success(0);
+      if (op.has_request_range()) return op.request_range().key();
+      if (op.has_request_put()) return op.request_put().key();
+      if (op.has_request_delete_range()) return op.request_delete_range().key();
+      return {};
+    } else return {};
+  }
+
   /// Whether the member must have a raft leader to serve this call: not for what it answers from
   /// its own state (a serializable read, the lease list), which keeps working without a quorum.
   bool needs_leader() const {
@@ -266,6 +287,8 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
   asio::steady_timer retry_timer_;
   asio::steady_timer resend_timer_;
   asio::any_io_executor work_;
+  std::shared_ptr<const op_trace> trace_;  // with span hooks: what this request was made for
+  open_span span_;                         // the attempt on the wire, with span hooks
   std::unique_ptr<grpc::ClientContext> ctx_;
   reader_ptr<Resp> reader_;
   grpc::Status status_;

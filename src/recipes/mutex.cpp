@@ -15,14 +15,60 @@
 #include <coetcd/mutex.hpp>
 
 namespace coetcd::detail {
+namespace {
+
+// A lock's handler that ends the lock wait's span when it runs: the span ends on the strand, just
+// after the handler is called, with the time at the call.
+struct lock_span_handler {
+  asio::any_completion_handler<void(error_code)> handler;
+  std::shared_ptr<client_impl> client;
+  std::shared_ptr<open_span> span;
+  std::shared_ptr<mutex_state> by;  // holds the name the span shows
+
+  void operator()(error_code ec) {
+    const auto at = std::chrono::steady_clock::now();
+    asio::dispatch(client->strand_, [c = client, s = std::move(span), by = std::move(by), ec, at] { s->end(*c, {}, ec, at); });
+    std::move(handler)(ec);
+  }
+};
+
+}  // namespace
+}  // namespace coetcd::detail
+
+namespace boost::asio {
+template <template <class, class> class Associator, class DefaultCandidate>
+struct associator<Associator, coetcd::detail::lock_span_handler, DefaultCandidate>
+    : Associator<asio::any_completion_handler<void(coetcd::error_code)>, DefaultCandidate> {
+  using inner = Associator<asio::any_completion_handler<void(coetcd::error_code)>, DefaultCandidate>;
+  static typename inner::type get(const coetcd::detail::lock_span_handler& h) noexcept { return inner::get(h.handler); }
+  static auto get(const coetcd::detail::lock_span_handler& h, const DefaultCandidate& c) noexcept
+      -> decltype(inner::get(h.handler, c)) {
+    return inner::get(h.handler, c);
+  }
+};
+}  // namespace boost::asio
+
+namespace coetcd::detail {
 
 void start_lock(const std::shared_ptr<mutex_state>& m, bool try_only, asio::any_completion_handler<void(error_code)> h) {
   auto slot = asio::get_associated_cancellation_slot(h);
   const bool cancellable = slot.is_connected();
-  auto& strand = m->session->impl->strand_;
+  auto& impl = m->session->impl;
+  auto& strand = impl->strand_;
   auto cancel = cancellable ? early_cancel::take(slot, strand) : nullptr;
-  asio::dispatch(strand, [m, try_only, cancellable, cancel, h = std::move(h)]() mutable {
-    queue_of(m)->lock(m, try_only, cancellable, std::move(cancel), std::move(h));
+  if (!impl->options_.spans) {
+    return asio::dispatch(strand, [m, try_only, cancellable, cancel, h = std::move(h)]() mutable {
+      queue_of(m)->lock(m, try_only, cancellable, std::move(cancel), std::move(h));
+    });
+  }
+  // The wait is a span; the driver's RPCs for it (spawned inside lock()) are its children.
+  asio::dispatch(strand, [m, try_only, cancellable, cancel, from = op_trace::current(), h = std::move(h)]() mutable {
+    auto& c = m->session->impl;
+    auto span = std::make_shared<open_span>();
+    span->begin(*c, "lock", m->name, 0, from.get());
+    const op_trace mine{span->id(), from ? from->context : nullptr};
+    trace_scope scope(&mine);
+    queue_of(m)->lock(m, try_only, cancellable, std::move(cancel), lock_span_handler{std::move(h), c, std::move(span), m});
   });
 }
 

@@ -132,11 +132,12 @@ void mutex_queue::spawn_driver() {
   // be cancelled either, and awaits its txn without the abandonable side task.
   const auto& first = waiters.front();
   driver_cancellable = first.try_only || first.cancellable;
-  auto& strand = session->impl->strand_;
+  // On the strand; with span hooks, as part of the lock wait that starts it.
+  auto ex = op_executor(*session->impl);
   if (driver_cancellable)
-    asio::co_spawn(strand, drive(), asio::bind_cancellation_slot(driver_cancel.slot(), asio::detached));
+    asio::co_spawn(ex, drive(), asio::bind_cancellation_slot(driver_cancel.slot(), asio::detached));
   else
-    asio::co_spawn(strand, drive(), asio::detached);
+    asio::co_spawn(ex, drive(), asio::detached);
 }
 
 asio::awaitable<void> mutex_queue::drive() {

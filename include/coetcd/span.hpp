@@ -1,0 +1,105 @@
+// span, span_hooks and with_span_context: a start and an end for each RPC attempt and lock wait.
+#pragma once
+
+#include <boost/asio/async_result.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace coetcd {
+
+/// What a caller hands through an operation to its spans (a request id, a trace, a logger):
+/// opaque to coetcd, kept alive while any span of the operation is open.
+using span_context = std::shared_ptr<const void>;
+
+/// One timed piece of a client's work, as span_hooks see it. Two kinds:
+/// - an RPC attempt: `name` is the gRPC method ("Range", "Txn", "LeaseGrant", ...), `attempt`
+///   counts from 1 (a retry or resend of the same request is a new span), `member` is the
+///   endpoint that answered;
+/// - a lock wait: `name` is "lock", `key` the lock's name, `attempt` 0; from the call of
+///   mutex::async_lock / async_try_lock (and what builds on them) to its completion.
+/// The views are valid during the call of the hook only.
+struct span {
+  std::uint64_t id = 0;      ///< unique within the client, never 0
+  std::uint64_t parent = 0;  ///< the lock wait this RPC was sent for, else 0
+  std::string_view name;
+  std::string_view key;  ///< the key (a txn's first compared or written key), without the namespace
+  int attempt = 0;
+  std::string_view member;  ///< at the end of an attempt: the member that answered, where gRPC knows
+  std::chrono::steady_clock::time_point start;
+  std::chrono::nanoseconds duration{0};  ///< at the end
+  boost::system::error_code status;      ///< at the end
+  /// The context given with with_span_context to the operation this span belongs to, or to the
+  /// lock wait it was sent for; null when none.
+  const void* context = nullptr;
+};
+
+/// Called at the start and at the end of every span, on the client's strand, never inside a
+/// coetcd call. An exception from a hook is swallowed. Both empty (the default): no span is
+/// made, and nothing is timed or allocated for them.
+struct span_hooks {
+  std::function<void(const span&)> on_start;
+  std::function<void(const span&)> on_end;
+  explicit operator bool() const noexcept { return on_start || on_end; }
+};
+
+/// A completion token that gives the operation it starts a span context: every span of that
+/// operation (its RPC attempts; for a lock, the lock wait and the RPCs it sends) carries it.
+///   co_await c.async_get("k", coetcd::with_span_context(request, asio::use_awaitable));
+template <class Token>
+struct span_context_token {
+  span_context context;
+  Token token;
+};
+
+template <class Token>
+span_context_token<std::decay_t<Token>> with_span_context(span_context context, Token&& token) {
+  return {std::move(context), std::forward<Token>(token)};
+}
+
+namespace detail {
+/// Where this thread's work belongs now: the open lock wait (if any) and the caller's context.
+struct trace_point {
+  std::uint64_t parent = 0;
+  const span_context* context = nullptr;
+};
+trace_point& current_trace() noexcept;  // thread-local
+
+/// While alive, what this thread initiates belongs to `context` (the initiation runs inside it).
+class span_context_scope {
+ public:
+  explicit span_context_scope(const span_context& context) noexcept
+      : previous_(std::exchange(current_trace(), trace_point{0, &context})) {}
+  ~span_context_scope() { current_trace() = previous_; }
+  span_context_scope(const span_context_scope&) = delete;
+  span_context_scope& operator=(const span_context_scope&) = delete;
+
+ private:
+  trace_point previous_;
+};
+}  // namespace detail
+
+}  // namespace coetcd
+
+namespace boost::asio {
+// The context is set around the inner token's initiation, whenever that runs (at once for a
+// callback, at co_await for use_awaitable, at launch for deferred): coetcd reads it there.
+template <class Token, class... Signatures>
+struct async_result<coetcd::span_context_token<Token>, Signatures...> {
+  template <class Initiation, class RawToken, class... Args>
+  static auto initiate(Initiation&& init, RawToken&& token, Args&&... args) {
+    return asio::async_initiate<Token, Signatures...>(
+        [context = token.context, init = std::forward<Initiation>(init)](auto&& handler, auto&&... a) mutable {
+          coetcd::detail::span_context_scope scope(context);
+          std::move(init)(std::forward<decltype(handler)>(handler), std::forward<decltype(a)>(a)...);
+        },
+        token.token, std::forward<Args>(args)...);  // an lvalue: Asio moves from it (Token is no reference)
+  }
+};
+}  // namespace boost::asio
