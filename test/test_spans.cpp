@@ -7,6 +7,7 @@
 #include <coetcd/mutex.hpp>
 #include <coetcd/session.hpp>
 #include <coetcd/span.hpp>
+#include <coetcd/with_lock.hpp>
 
 #include <boost/asio/deferred.hpp>
 
@@ -81,6 +82,7 @@ BOOST_AUTO_TEST_CASE(each_rpc_attempt_is_a_span_with_the_callers_context) {
     auto [ec, pr] = co_await c.async_put("spans/c", "x", bad, with_span_context(request, asio::as_tuple(use_awaitable)));
     BOOST_TEST(ec == error::lease_not_found);
   }(c));
+  ioc.poll();  // hooks are posted: the last ends may still be queued
   auto puts = r.ends("Put");
   BOOST_TEST_REQUIRE(puts.size() == 2u);
   BOOST_TEST(puts[0].key == "spans/a");
@@ -138,6 +140,7 @@ BOOST_AUTO_TEST_CASE(a_lock_wait_and_its_rpcs_form_one_trace) {
     co_await s.async_close(use_awaitable);
     co_await holder_session.async_close(use_awaitable);
   }(c));
+  ioc.poll();  // hooks are posted: the last ends may still be queued
   auto locks = r.ends("lock");
   BOOST_TEST_REQUIRE(locks.size() == 1u);
   BOOST_TEST(locks[0].key == "spans/lock");
@@ -182,12 +185,50 @@ BOOST_AUTO_TEST_CASE(spans_show_keys_without_the_namespace_and_survive_a_throwin
     BOOST_TEST_REQUIRE(got.kvs.size() == 1u);
     BOOST_TEST(got.kvs[0].value == "v");
   }(c));
+  ioc.poll();  // hooks are posted: the last ends may still be queued
   BOOST_TEST(thrown == 2);
   auto puts = r.ends("Put");
   BOOST_TEST_REQUIRE(puts.size() == 1u);
   BOOST_TEST(puts[0].key == "k");
   BOOST_TEST(puts[0].context == request.get());
   BOOST_TEST(etcdctl(server(), "get tenant-a/k --print-value-only").output == "v\n");
+}
+
+// with_lock's token form runs its body as a coroutine of its own: given a context, the lock wait
+// and every call inside the body carry it, though the body passes it to none of them.
+BOOST_AUTO_TEST_CASE(with_lock_carries_the_context_into_its_body) {
+  asio::io_context ioc;
+  recorder r;
+  auto o = options_for(server());
+  o.spans = r.hooks();
+  client c(ioc, o);
+  auto request = std::make_shared<request_info>(request_info{"req-5"});
+  run_for(ioc, [&](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    mutex m(s, "spans/with-lock");
+    auto body = [&c]() -> asio::awaitable<int> {
+      co_await c.async_put("spans/in-body", "1", use_awaitable);
+      auto got = co_await c.async_get("spans/in-body", use_awaitable);
+      co_return static_cast<int>(got.kvs.size());
+    };
+    auto token = with_span_context(request, use_awaitable);
+    const int n = co_await with_lock(m, std::move(body), {}, std::move(token));
+    BOOST_TEST(n == 1);
+    co_await c.async_get("spans/in-body", use_awaitable);  // after: no context
+    co_await s.async_close(use_awaitable);
+  }(c));
+  ioc.poll();  // hooks are posted: the last ends may still be queued
+  auto locks = r.ends("lock");
+  BOOST_TEST_REQUIRE(locks.size() == 1u);
+  BOOST_TEST(locks[0].context == request.get());
+  auto puts = r.ends("Put");
+  BOOST_TEST_REQUIRE(puts.size() == 1u);
+  BOOST_TEST(puts[0].context == request.get());
+  BOOST_TEST(puts[0].parent == 0u);  // the body's own call, not the wait's
+  auto gets = r.ends("Range");
+  BOOST_TEST_REQUIRE(gets.size() == 2u);
+  BOOST_TEST(gets[0].context == request.get());
+  BOOST_TEST(gets[1].context == nullptr);
 }
 
 // Without hooks nothing is called, and a context given anyway changes nothing.
@@ -203,5 +244,6 @@ BOOST_AUTO_TEST_CASE(without_hooks_a_context_is_ignored) {
     co_await m.async_unlock(use_awaitable);
     co_await s.async_close(use_awaitable);
   }(c));
+  ioc.poll();  // hooks are posted: the last ends may still be queued
   BOOST_TEST(request.use_count() == 1);  // nothing kept it
 }

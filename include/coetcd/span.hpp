@@ -40,9 +40,10 @@ struct span {
   const void* context = nullptr;
 };
 
-/// Called at the start and at the end of every span, on the client's strand, never inside a
-/// coetcd call. An exception from a hook is swallowed. Both empty (the default): no span is
-/// made, and nothing is timed or allocated for them.
+/// Called at the start and at the end of every span, posted to the client's strand (never inside
+/// a coetcd call; an end may come after the operation's handler ran). An exception from a hook
+/// is swallowed; a hook must not block. Both empty (the default): no span is made, and nothing
+/// is timed or allocated for them. A span open when the io_context is destroyed never ends.
 struct span_hooks {
   std::function<void(const span&)> on_start;
   std::function<void(const span&)> on_end;
@@ -50,7 +51,9 @@ struct span_hooks {
 };
 
 /// A completion token that gives the operation it starts a span context: every span of that
-/// operation (its RPC attempts; for a lock, the lock wait and the RPCs it sends) carries it.
+/// operation (its RPC attempts; for a lock, the lock wait and the RPCs it sends; for with_lock
+/// and stm, every call in the body) carries it. As Asio's adapters, it moves the inner token
+/// unless it is const.
 ///   co_await c.async_get("k", coetcd::with_span_context(request, asio::use_awaitable));
 template <class Token>
 struct span_context_token {
@@ -94,12 +97,14 @@ template <class Token, class... Signatures>
 struct async_result<coetcd::span_context_token<Token>, Signatures...> {
   template <class Initiation, class RawToken, class... Args>
   static auto initiate(Initiation&& init, RawToken&& token, Args&&... args) {
-    return asio::async_initiate<Token, Signatures...>(
+    // As Asio's own adapters (as_tuple): the inner token is moved from unless it is const.
+    using inner = std::conditional_t<std::is_const_v<std::remove_reference_t<RawToken>>, const Token, Token>;
+    return asio::async_initiate<inner, Signatures...>(
         [context = token.context, init = std::forward<Initiation>(init)](auto&& handler, auto&&... a) mutable {
           coetcd::detail::span_context_scope scope(context);
           std::move(init)(std::forward<decltype(handler)>(handler), std::forward<decltype(a)>(a)...);
         },
-        token.token, std::forward<Args>(args)...);  // an lvalue: Asio moves from it (Token is no reference)
+        token.token, std::forward<Args>(args)...);
   }
 };
 }  // namespace boost::asio

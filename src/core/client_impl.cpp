@@ -138,6 +138,7 @@ client_impl::client_impl(asio::any_io_executor ex, client_options options)
   // Read once: a sync that moves to other members must not read the TLS files again (they may
   // have moved, or the process changed its directory).
   creds_ = make_credentials(options_, eps.front().tls);
+  creds_secure_ = options_.tls || eps.front().tls;
   tls_name_ = eps.front().host;
   use_endpoints(eps, options_.endpoints);
   cq_thread_ = std::thread([this] { cq_loop(); });
@@ -171,7 +172,9 @@ std::shared_ptr<grpc::Channel> client_impl::member_channel(const std::string& en
   if (!ch) {
     try {
       auto eps = parse_endpoints({endpoint});
-      ch = make_channel(options_, eps, make_credentials(options_, eps.front().tls));
+      // The client's own credentials where they fit: the TLS files are read once, at construction.
+      const bool secure = options_.tls || eps.front().tls;
+      ch = make_channel(options_, eps, secure == creds_secure_ ? creds_ : make_credentials(options_, eps.front().tls));
     } catch (...) {
       member_channels_.erase(endpoint);
       throw;
@@ -440,6 +443,7 @@ void client_impl::authenticate() {
     if (!ec) self->token_ = r.token();
     for (auto& w : std::exchange(self->token_waiters_, {})) w(ec);
   };
+  const trace_scope shared(nullptr);  // for every caller waiting for a token, not the one that asked
   start_unary<pb::AuthenticateRequest, pb::AuthenticateResponse>(
       shared_from_this(),
       [this](grpc::ClientContext* c, const pb::AuthenticateRequest& r, grpc::CompletionQueue* q) {

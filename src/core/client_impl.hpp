@@ -323,6 +323,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::shared_ptr<keepalive_manager> keepalives_;
   std::shared_ptr<txn_batcher> batcher_;
   std::shared_ptr<grpc::ChannelCredentials> creds_;  // made once, from client_options::tls
+  bool creds_secure_ = false;                         // creds_ are TLS ones
   std::string tls_name_;  // the host name certificates are checked against: the first endpoint's
   std::mutex member_channels_mutex_;  // not on any hot path: operating calls only
   std::map<std::string, std::shared_ptr<grpc::Channel>> member_channels_;
@@ -332,7 +333,6 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   // must not keep io_context::run() from returning.
   grpc::Alarm sync_alarm_;
   strand_tag sync_tag_{strand_};
-  bool syncing_ = false;
   std::array<std::once_flag, 2> recipe_once_;
   std::array<std::shared_ptr<void>, 2> recipe_state_;
 };

@@ -60,15 +60,11 @@ void client_impl::arm_auto_sync() {
                   sync_tag_.arm([w = weak_from_this()](bool ok) {
                     auto self = w.lock();
                     if (!ok || !self || self->closed_) return;
-                    // A tick while the previous one is still reading waits for the next interval.
-                    if (self->syncing_) return self->arm_auto_sync();
-                    self->syncing_ = true;
+                    // The next tick is armed once this one's read has ended, so two never overlap.
                     self->sync_endpoints([w](error_code) {
                       // A failed read is tried again at the next interval, as Go's client does.
                       auto s = w.lock();
-                      if (!s) return;
-                      s->syncing_ = false;
-                      if (!s->closed_) s->arm_auto_sync();
+                      if (s && !s->closed_) s->arm_auto_sync();
                     });
                   }));
 }

@@ -35,15 +35,22 @@ struct lock_span_handler {
 }  // namespace
 }  // namespace coetcd::detail
 
+// The user's executor and cancellation slot, not its allocator: the wrapper goes into an
+// any_completion_handler of its own, whose storage must not be freed through the inner one's
+// (destroyed first when the handler is dropped unrun).
 namespace boost::asio {
-template <template <class, class> class Associator, class DefaultCandidate>
-struct associator<Associator, coetcd::detail::lock_span_handler, DefaultCandidate>
-    : Associator<asio::any_completion_handler<void(coetcd::error_code)>, DefaultCandidate> {
-  using inner = Associator<asio::any_completion_handler<void(coetcd::error_code)>, DefaultCandidate>;
-  static typename inner::type get(const coetcd::detail::lock_span_handler& h) noexcept { return inner::get(h.handler); }
-  static auto get(const coetcd::detail::lock_span_handler& h, const DefaultCandidate& c) noexcept
-      -> decltype(inner::get(h.handler, c)) {
-    return inner::get(h.handler, c);
+template <class Executor>
+struct associated_executor<coetcd::detail::lock_span_handler, Executor> {
+  using type = associated_executor_t<any_completion_handler<void(coetcd::error_code)>, Executor>;
+  static type get(const coetcd::detail::lock_span_handler& h, const Executor& e = Executor()) noexcept {
+    return get_associated_executor(h.handler, e);
+  }
+};
+template <class CancellationSlot>
+struct associated_cancellation_slot<coetcd::detail::lock_span_handler, CancellationSlot> {
+  using type = associated_cancellation_slot_t<any_completion_handler<void(coetcd::error_code)>, CancellationSlot>;
+  static type get(const coetcd::detail::lock_span_handler& h, const CancellationSlot& s = CancellationSlot()) noexcept {
+    return get_associated_cancellation_slot(h.handler, s);
   }
 };
 }  // namespace boost::asio

@@ -62,6 +62,7 @@ void mutex_queue::lock(std::shared_ptr<mutex_state> by, bool try_only, bool canc
     return impl.complete(std::move(h), asio::error::operation_aborted);
   const auto options = by->options;
   waiters.push_back(waiter{id, std::move(by), try_only, cancellable, std::move(cancel), std::move(h)});
+  if (impl.options_.spans) waiters.back().trace = op_trace::current();
   count_waiting();
   if (shared) {
     // Whether a reader may join a held key depends on the writers queued behind it: watch them.
@@ -132,8 +133,9 @@ void mutex_queue::spawn_driver() {
   // be cancelled either, and awaits its txn without the abandonable side task.
   const auto& first = waiters.front();
   driver_cancellable = first.try_only || first.cancellable;
-  // On the strand; with span hooks, as part of the lock wait that starts it.
-  auto ex = op_executor(*session->impl);
+  // On the strand; with span hooks, as part of the wait first in line (which it is for).
+  asio::any_io_executor ex = session->impl->strand_;
+  if (first.trace) ex = traced_executor(std::move(ex), first.trace);
   if (driver_cancellable)
     asio::co_spawn(ex, drive(), asio::bind_cancellation_slot(driver_cancel.slot(), asio::detached));
   else

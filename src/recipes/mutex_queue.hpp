@@ -61,6 +61,8 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
     /// shared: asked after a writer queued behind our read key, which is waiting for its turn:
     /// holds after that writer, with the key's next round, not with this one (FIFO).
     bool late = false;
+    /// With span hooks: the caller's wait, under which the RPCs a driver started for it go.
+    std::shared_ptr<const op_trace> trace;
   };
 
   mutex_queue(std::shared_ptr<session_state> s, const mutex_state& m)

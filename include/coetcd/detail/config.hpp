@@ -82,4 +82,19 @@ struct associator<Associator, coetcd::detail::work_tracking_handler<Handler>, De
     return Associator<Handler, DefaultCandidate>::get(h.handler, c);
   }
 };
+// A type-erased handler's allocator allocates from the handler's own storage: the wrapper, held
+// in an any_completion_handler of its own, must not free that storage through it (the inner
+// handler is gone by then when the wrapper is dropped unrun). It takes the default instead.
+template <class... Signatures, class DefaultCandidate>
+struct associator<associated_allocator, coetcd::detail::work_tracking_handler<any_completion_handler<Signatures...>>,
+                  DefaultCandidate> {
+  using type = DefaultCandidate;
+  static type get(const coetcd::detail::work_tracking_handler<any_completion_handler<Signatures...>>&) noexcept {
+    return DefaultCandidate();
+  }
+  static type get(const coetcd::detail::work_tracking_handler<any_completion_handler<Signatures...>>&,
+                  const DefaultCandidate& c) noexcept {
+    return c;
+  }
+};
 }  // namespace boost::asio

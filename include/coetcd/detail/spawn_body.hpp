@@ -3,6 +3,7 @@
 #pragma once
 
 #include <coetcd/detail/config.hpp>
+#include <coetcd/detail/trace.hpp>
 
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
@@ -52,7 +53,13 @@ auto spawn_on_strand(Token&& token, asio::any_io_executor ex, Make make) {
             asio::post(to, [h = std::move(handler), error]() mutable { std::move(h)(error, T{}); });
           return;
         }
-        asio::co_spawn(asio::make_strand(std::move(ex)), make(), std::move(handler));
+        auto strand = asio::make_strand(std::move(ex));
+        // Given a span context (with_span_context), the body's calls carry it wherever it
+        // resumes, and the caller's code after it does not.
+        if (auto trace = op_trace::current())
+          return asio::co_spawn(traced_executor(std::move(strand), std::move(trace)), make(),
+                                untraced_handler<decltype(handler)>{std::move(handler)});
+        asio::co_spawn(std::move(strand), make(), std::move(handler));
       },
       token, std::move(ex), std::move(make));
 }
