@@ -195,7 +195,8 @@ BOOST_AUTO_TEST_CASE(spans_show_keys_without_the_namespace_and_survive_a_throwin
 }
 
 // with_lock's token form runs its body as a coroutine of its own: given a context, the lock wait
-// and every call inside the body carry it, though the body passes it to none of them.
+// and every call inside the body carry it, though the body passes it to none of them, also after
+// a with_lock nested in the body; the caller's calls after it do not.
 BOOST_AUTO_TEST_CASE(with_lock_carries_the_context_into_its_body) {
   asio::io_context ioc;
   recorder r;
@@ -206,7 +207,11 @@ BOOST_AUTO_TEST_CASE(with_lock_carries_the_context_into_its_body) {
   run_for(ioc, [&](client& c) -> asio::awaitable<void> {
     auto s = co_await session::async_create(c, use_awaitable);
     mutex m(s, "spans/with-lock");
-    auto body = [&c]() -> asio::awaitable<int> {
+    mutex inner(s, "spans/with-lock-inner");
+    auto body = [&c, &inner]() -> asio::awaitable<int> {
+      // A body inside the body: its calls, and ours after it, carry the context still.
+      auto nested = [&c]() -> asio::awaitable<void> { co_await c.async_get("spans/nested", use_awaitable); };
+      co_await with_lock(inner, std::move(nested), {}, use_awaitable);
       co_await c.async_put("spans/in-body", "1", use_awaitable);
       auto got = co_await c.async_get("spans/in-body", use_awaitable);
       co_return static_cast<int>(got.kvs.size());
@@ -219,16 +224,19 @@ BOOST_AUTO_TEST_CASE(with_lock_carries_the_context_into_its_body) {
   }(c));
   ioc.poll();  // hooks are posted: the last ends may still be queued
   auto locks = r.ends("lock");
-  BOOST_TEST_REQUIRE(locks.size() == 1u);
+  BOOST_TEST_REQUIRE(locks.size() == 2u);
   BOOST_TEST(locks[0].context == request.get());
+  BOOST_TEST(locks[1].context == request.get());
   auto puts = r.ends("Put");
   BOOST_TEST_REQUIRE(puts.size() == 1u);
   BOOST_TEST(puts[0].context == request.get());
   BOOST_TEST(puts[0].parent == 0u);  // the body's own call, not the wait's
   auto gets = r.ends("Range");
-  BOOST_TEST_REQUIRE(gets.size() == 2u);
+  BOOST_TEST_REQUIRE(gets.size() == 3u);
+  BOOST_TEST(gets[0].key == "spans/nested");
   BOOST_TEST(gets[0].context == request.get());
-  BOOST_TEST(gets[1].context == nullptr);
+  BOOST_TEST(gets[1].context == request.get());
+  BOOST_TEST(gets[2].context == nullptr);
 }
 
 // Without hooks nothing is called, and a context given anyway changes nothing.

@@ -3,12 +3,14 @@
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/associator.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/prefer.hpp>
 
+#include <type_traits>
 #include <utility>
 
 #include <coetcd/error.hpp>
@@ -54,6 +56,12 @@ struct work_tracking_handler {
   }
 };
 
+/// Whether an allocator is an any_completion_handler's, which allocates from its handler.
+template <class Allocator>
+struct is_type_erased_allocator : std::false_type {};
+template <class T, class... Signatures>
+struct is_type_erased_allocator<asio::any_completion_handler_allocator<T, Signatures...>> : std::true_type {};
+
 /// Wraps a token-generic initiation so the operation body (compiled in src/) receives a
 /// type-erased handler. Keeps templates in headers thin. Callers forward the token, so `Token`
 /// is the token's own type for an rvalue and Asio moves a move-only handler, never copies it.
@@ -82,19 +90,23 @@ struct associator<Associator, coetcd::detail::work_tracking_handler<Handler>, De
     return Associator<Handler, DefaultCandidate>::get(h.handler, c);
   }
 };
-// A type-erased handler's allocator allocates from the handler's own storage: the wrapper, held
-// in an any_completion_handler of its own, must not free that storage through it (the inner
-// handler is gone by then when the wrapper is dropped unrun). It takes the default instead.
-template <class... Signatures, class DefaultCandidate>
-struct associator<associated_allocator, coetcd::detail::work_tracking_handler<any_completion_handler<Signatures...>>,
-                  DefaultCandidate> {
-  using type = DefaultCandidate;
-  static type get(const coetcd::detail::work_tracking_handler<any_completion_handler<Signatures...>>&) noexcept {
-    return DefaultCandidate();
+// A type-erased handler's allocator allocates from that handler's own storage. The wrapper,
+// held in an any_completion_handler of its own, must not be freed through it: when the wrapper
+// is dropped unrun, the inner handler (and that storage) is gone first. Such an allocator,
+// wherever it comes from (a bind_executor around an any_completion_handler too), gives way to
+// the default; every other allocator is forwarded.
+template <class Handler, class DefaultCandidate>
+struct associator<associated_allocator, coetcd::detail::work_tracking_handler<Handler>, DefaultCandidate> {
+  using inner = associated_allocator<Handler, DefaultCandidate>;
+  static constexpr bool erased = coetcd::detail::is_type_erased_allocator<typename inner::type>::value;
+  using type = std::conditional_t<erased, DefaultCandidate, typename inner::type>;
+  static type get(const coetcd::detail::work_tracking_handler<Handler>& h) noexcept {
+    if constexpr (erased) return DefaultCandidate();
+    else return inner::get(h.handler);
   }
-  static type get(const coetcd::detail::work_tracking_handler<any_completion_handler<Signatures...>>&,
-                  const DefaultCandidate& c) noexcept {
-    return c;
+  static type get(const coetcd::detail::work_tracking_handler<Handler>& h, const DefaultCandidate& c) noexcept {
+    if constexpr (erased) return c;
+    else return inner::get(h.handler, c);
   }
 };
 }  // namespace boost::asio

@@ -57,8 +57,8 @@ auto spawn_on_strand(Token&& token, asio::any_io_executor ex, Make make) {
         // Given a span context (with_span_context), the body's calls carry it wherever it
         // resumes, and the caller's code after it does not.
         if (auto trace = op_trace::current())
-          return asio::co_spawn(traced_executor(std::move(strand), std::move(trace)), make(),
-                                untraced_handler<decltype(handler)>{std::move(handler)});
+          return asio::co_spawn(traced_executor(std::move(strand), trace), make(),
+                                untraced_handler<decltype(handler)>{std::move(handler), trace});
         asio::co_spawn(std::move(strand), make(), std::move(handler));
       },
       token, std::move(ex), std::move(make));

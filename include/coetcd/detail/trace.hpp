@@ -38,8 +38,9 @@ class trace_scope {
 };
 
 /// An executor that makes `trace` the thread's trace while a function it runs runs: a coroutine
-/// spawned on it sends each RPC (wherever it resumes) as part of that trace. Used only while the
-/// client has span hooks, so an untraced client's coroutines run on the strand as they are.
+/// spawned on it sends each RPC (wherever it resumes) as part of that trace. The library's own
+/// coroutines use it only while the client has span hooks; with_lock's and stm's token forms
+/// whenever the caller gave a context, hooks or not (they do not see the client's options).
 class traced_executor {
  public:
   traced_executor(asio::any_io_executor inner, std::shared_ptr<const op_trace> trace) noexcept
@@ -78,13 +79,17 @@ class traced_executor {
   std::shared_ptr<const op_trace> trace_;
 };
 
-/// A handler that runs with no trace: what a traced coroutine completes may be dispatched inline,
-/// inside the traced function, and the caller's code after it is no part of that trace.
+/// The completion of a traced coroutine, which may be dispatched inline inside the traced
+/// function: the caller's code after it is no part of that trace. The trace is dropped only
+/// when it is that coroutine's own: a caller that is itself traced (a body inside a body) has
+/// set its own trace by then, through its own executor, and keeps it.
 template <class Handler>
 struct untraced_handler {
   Handler handler;
+  std::shared_ptr<const op_trace> trace;  // the coroutine's
   template <class... Args>
   void operator()(Args&&... args) {
+    if (current_trace().context != &trace->context) return std::move(handler)(std::forward<Args>(args)...);
     const trace_scope none(nullptr);
     std::move(handler)(std::forward<Args>(args)...);
   }
