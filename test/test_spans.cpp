@@ -44,6 +44,12 @@ struct recorder {
     };
     return span_hooks{keep(true), keep(false)};
   }
+  /// The shared etcd's options with these hooks.
+  client_options options() {
+    auto o = options_for(server());
+    o.spans = hooks();
+    return o;
+  }
   std::vector<seen> ends(std::string_view name) const {
     std::vector<seen> out;
     for (auto& s : all)
@@ -66,9 +72,7 @@ struct request_info {
 BOOST_AUTO_TEST_CASE(each_rpc_attempt_is_a_span_with_the_callers_context) {
   asio::io_context ioc;
   recorder r;
-  auto o = options_for(server());
-  o.spans = r.hooks();
-  client c(ioc, o);
+  client c(ioc, r.options());
   auto request = std::make_shared<request_info>(request_info{"req-1"});
   run_for(ioc, [&](client& c) -> asio::awaitable<void> {
     co_await c.async_put("spans/a", "1", with_span_context(request, use_awaitable));
@@ -118,9 +122,7 @@ BOOST_AUTO_TEST_CASE(each_rpc_attempt_is_a_span_with_the_callers_context) {
 BOOST_AUTO_TEST_CASE(a_lock_wait_and_its_rpcs_form_one_trace) {
   asio::io_context ioc;
   recorder r;
-  auto o = options_for(server());
-  o.spans = r.hooks();
-  client c(ioc, o);
+  client c(ioc, r.options());
   client other(ioc, options_for(server()));
   auto request = std::make_shared<request_info>(request_info{"req-2"});
   run_for(ioc, [&](client& c) -> asio::awaitable<void> {
@@ -200,9 +202,7 @@ BOOST_AUTO_TEST_CASE(spans_show_keys_without_the_namespace_and_survive_a_throwin
 BOOST_AUTO_TEST_CASE(with_lock_carries_the_context_into_its_body) {
   asio::io_context ioc;
   recorder r;
-  auto o = options_for(server());
-  o.spans = r.hooks();
-  client c(ioc, o);
+  client c(ioc, r.options());
   auto request = std::make_shared<request_info>(request_info{"req-5"});
   run_for(ioc, [&](client& c) -> asio::awaitable<void> {
     auto s = co_await session::async_create(c, use_awaitable);
