@@ -28,11 +28,11 @@ using span_context = std::shared_ptr<const void>;
 struct span {
   std::uint64_t id = 0;      ///< unique within the client, never 0
   std::uint64_t parent = 0;  ///< the lock wait this RPC was sent for, else 0
-  std::string_view name;
+  std::string_view name;  ///< the gRPC method ("Range", "Txn", ...), or "lock"
   std::string_view key;  ///< the key (a txn's first compared or written key), without the namespace
-  int attempt = 0;
+  int attempt = 0;  ///< an RPC's attempt, from 1; 0 for a lock wait
   std::string_view member;  ///< at the end of an attempt: the member that answered, where gRPC knows
-  std::chrono::steady_clock::time_point start;
+  std::chrono::steady_clock::time_point start;  ///< when the attempt was sent, or the wait began
   std::chrono::nanoseconds duration{0};  ///< at the end
   boost::system::error_code status;      ///< at the end
   /// The context given with with_span_context to the operation this span belongs to, or to the
@@ -45,8 +45,9 @@ struct span {
 /// is swallowed; a hook must not block. Both empty (the default): no span is made, and nothing
 /// is timed or allocated for them. A span open when the io_context is destroyed never ends.
 struct span_hooks {
-  std::function<void(const span&)> on_start;
-  std::function<void(const span&)> on_end;
+  std::function<void(const span&)> on_start;  ///< told of a span's start (`duration`, `status`, `member` empty)
+  std::function<void(const span&)> on_end;    ///< told of its end, with everything
+  /// Whether either hook is set.
   explicit operator bool() const noexcept { return on_start || on_end; }
 };
 
@@ -57,10 +58,12 @@ struct span_hooks {
 ///   co_await c.async_get("k", coetcd::with_span_context(request, asio::use_awaitable));
 template <class Token>
 struct span_context_token {
-  span_context context;
-  Token token;
+  span_context context;  ///< what the operation's spans carry
+  Token token;           ///< the token the operation completes with
 };
 
+/// Gives the operation started with the returned token `context` for its spans, and completes it
+/// as `token` would.
 template <class Token>
 span_context_token<std::decay_t<Token>> with_span_context(span_context context, Token&& token) {
   return {std::move(context), std::forward<Token>(token)};
@@ -90,6 +93,7 @@ class span_context_scope {
 
 }  // namespace coetcd
 
+/// @cond INTERNAL
 namespace boost::asio {
 // The context is set around the inner token's initiation, whenever that runs (at once for a
 // callback, at co_await for use_awaitable, at launch for deferred): coetcd reads it there.
@@ -108,3 +112,4 @@ struct async_result<coetcd::span_context_token<Token>, Signatures...> {
   }
 };
 }  // namespace boost::asio
+/// @endcond
