@@ -79,7 +79,7 @@ BOOST_AUTO_TEST_CASE(a_client_given_one_member_follows_members_added_and_removed
   asio::io_context ioc;
   std::mutex m;
   std::vector<std::string> changes, failures;
-  int writes_cut = 0;  // writes that failed with UNAVAILABLE: on the wire to the removed member
+  int writes_cut = 0;  // writes cut by the reconfiguration (below)
   client_options o;
   o.endpoints = {cl.member(0).endpoint()};
   o.request_timeout = 5s;
@@ -118,9 +118,13 @@ BOOST_AUTO_TEST_CASE(a_client_given_one_member_follows_members_added_and_removed
           auto [pec, put] = co_await c.async_put("sync/key", value, asio::as_tuple(use_awaitable));
           auto [gec, got] = co_await c.async_get("sync/key", asio::as_tuple(use_awaitable));
           std::lock_guard g(m);
-          // The member stopping itself answers "raft: stopped" or drops the connection (UNAVAILABLE).
+          // Cut by the reconfiguration: the removed member stopping itself answers "raft:
+          // stopped" or drops the connection (UNAVAILABLE); a proposal a follower forwarded while
+          // the leader moved is dropped by raft without an answer, and the write times out
+          // (request_timeout, 5 s here; Go's client waits for its deadline too). A clean-clone CI
+          // run saw one such timeout on etcd 3.4; which step it came in was not logged.
           if ((pec == condition::transient && pec.category() == grpc_category()) ||
-              pec.message().find("stopped") != std::string::npos)
+              pec.message().find("stopped") != std::string::npos || pec == error::request_timeout)
             ++writes_cut;
           else if (pec) failures.push_back("put " + value + ": " + pec.message());
           if (gec) failures.push_back("get " + value + ": " + gec.message());
@@ -173,7 +177,7 @@ BOOST_AUTO_TEST_CASE(a_client_given_one_member_follows_members_added_and_removed
   BOOST_TEST(before_removal > 0);
   BOOST_TEST(writes_cut <= 3);
   BOOST_TEST_MESSAGE(rounds << " rounds of a write and a read; endpoints changed " << changes.size() << " times; "
-                            << writes_cut << " writes cut by the removed member's stop");
+                            << writes_cut << " writes cut by the reconfiguration");
 }
 
 BOOST_AUTO_TEST_CASE(a_sync_on_demand_reports_an_unreachable_cluster_and_keeps_the_endpoints) {
