@@ -166,11 +166,18 @@ BOOST_AUTO_TEST_CASE(a_namespaced_mutex_excludes_gos_namespaced_mutex) {
     for (int i = 0; i < 200 && same->output().find("locked job/") == std::string::npos; ++i) co_await sleep_for(25ms);
     BOOST_TEST(same->output().find("locked job/") != std::string::npos, same->output());
     co_await m.async_lock(use_awaitable);
-    BOOST_TEST(same->output().find("unlocked") != std::string::npos, same->output());
+    // Go prints "unlocked" only after its delete has returned, so our lock may come first; what
+    // must hold is that Go's key is gone by the time we hold the lock.
+    auto out = same->output();
+    auto at = out.find("locked job/");
+    BOOST_REQUIRE(at != std::string::npos);
+    auto go_key = out.substr(at + 7, out.find('\n', at) - (at + 7));
+    BOOST_TEST((co_await a.async_get(go_key, use_awaitable)).kvs.empty(), go_key);
     co_await m.async_unlock(use_awaitable);
     co_await s.async_close(use_awaitable);
   }(), 30s);
   BOOST_TEST(same->wait(10000ms).value_or(-1) == 0, same->output());
+  BOOST_TEST(same->output().find("unlocked") != std::string::npos, same->output());
   BOOST_TEST(other->wait(10000ms).value_or(-1) == 0, other->output());
 }
 #endif
