@@ -500,6 +500,15 @@ asio::awaitable<void> worker(run_state& st, coetcd::client& c, int client, int i
   --st.running;
 }
 
+const char* mode_name(coetcd::completion_mode m) {
+  switch (m) {
+    case coetcd::completion_mode::poll: return "poll";
+    case coetcd::completion_mode::adaptive: return "adaptive";
+    case coetcd::completion_mode::thread: break;
+  }
+  return "thread";
+}
+
 config parse_args(int argc, char** argv) {
   config cfg;
   std::string endpoints = "127.0.0.1:2379", duration = "5s", hold = "0s", completions = "thread";
@@ -528,7 +537,7 @@ config parse_args(int argc, char** argv) {
       ("fair-hold", po::value(&fair_hold_ms), "mutex_options::fair_hold in ms (default: the library's)")
       ("fair-handoffs", po::value(&fair_handoffs), "mutex_options::fair_handoffs (default: the library's)")
       ("prefix", po::value(&cfg.prefix), "key prefix (default /coetcd-bench/<pid>/)")
-      ("completions", po::value(&completions), "thread (default) | poll: client_options::completions")
+      ("completions", po::value(&completions), "thread (default here, so the committed figures keep their meaning) | poll | adaptive (the library's default): client_options::completions")
       ("keep-abseil-deadlock-detection", po::bool_switch(&cfg.keep_abseil_deadlock_detection),
        "client_options::keep_abseil_deadlock_detection (to measure what turning it off saves)")
       ("fenced", po::bool_switch(&cfg.fenced),
@@ -565,6 +574,7 @@ config parse_args(int argc, char** argv) {
   if (cfg.mode == "delete_chain") cfg.workers = cfg.locks = 1;
   if (cfg.permits < 1) throw std::invalid_argument("--permits must be >= 1");
   if (completions == "poll") cfg.completions = coetcd::completion_mode::poll;
+  else if (completions == "adaptive") cfg.completions = coetcd::completion_mode::adaptive;
   else if (completions != "thread") throw std::invalid_argument("unknown --completions '" + completions + "'");
   return cfg;
 }
@@ -738,7 +748,7 @@ int main(int argc, char** argv) {
         per_acq("Range"), per_acq("DeleteRange"), per_acq("Watch"), ms(st.read_wait.quantile(0.5)),
         ms(st.read_wait.quantile(0.99)), ms(st.write_wait.quantile(0.5)), ms(st.write_wait.quantile(0.99)), st.writes,
         st.violations, st.errors, leftover,
-        bench::json_string(st.first_error).c_str(), cfg.completions == coetcd::completion_mode::poll ? "poll" : "thread",
+        bench::json_string(st.first_error).c_str(), mode_name(cfg.completions),
         st.late, std::chrono::duration<double, std::milli>(st.max_idle).count(), cfg.keep_going ? "true" : "false",
         cfg.fenced ? "true" : "false", cfg.checked ? "true" : "false", st.refused, st.lost_updates);
   } else {

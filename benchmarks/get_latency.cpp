@@ -92,11 +92,12 @@ int main(int argc, char** argv) {
   }
   int count = argc > 2 ? std::stoi(argv[2]) : 5000;
   int rounds = argc > 3 ? std::max(1, std::stoi(argv[3])) : 3;
-  std::vector<stats> bases, threads, polls;
+  std::vector<stats> bases, threads, polls, adaptives;
   for (int r = 0; r < rounds; ++r) {
     bases.push_back(run_blocking_grpc(argv[1], count));
     threads.push_back(run_coetcd(argv[1], count, coetcd::completion_mode::thread));
     polls.push_back(run_coetcd(argv[1], count, coetcd::completion_mode::poll));
+    adaptives.push_back(run_coetcd(argv[1], count, coetcd::completion_mode::adaptive));
   }
   auto base = median(bases);
   std::printf("| client (median of %d rounds of %d gets) | gets/s | p50 µs | p99 µs |\n|---|---:|---:|---:|\n", rounds,
@@ -109,4 +110,5 @@ int main(int argc, char** argv) {
   };
   row("coetcd `co_await async_get` (completions: thread)", median(threads));
   row("coetcd `co_await async_get` (completions: poll)", median(polls));
+  row("coetcd `co_await async_get` (completions: adaptive)", median(adaptives));
 }

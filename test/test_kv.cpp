@@ -1,6 +1,7 @@
 // KV and txn operations against a real etcd.
 #define BOOST_TEST_MODULE coetcd_kv
 #include "support/fixture.hpp"
+#include "support/tcp_proxy.hpp"
 
 #include <boost/asio/deferred.hpp>
 
@@ -308,4 +309,42 @@ BOOST_AUTO_TEST_CASE(polled_completions_serve_every_call_and_rest_when_idle) {
     BOOST_TEST(co_await eventually(std::move(all_ended), 5s));
     BOOST_TEST(*failed == 0);
   }(c));
+}
+
+// completion_mode::adaptive (the default) polls for short round trips with few requests in
+// flight, and lets the client thread wait where a wake-up is a small part of the round trip:
+// behind a 3 ms delay it stops polling after a reply or two, and its CPU stays far below the
+// wall time (polling the whole time would take about all of it). completion_mode::thread never
+// polls.
+BOOST_AUTO_TEST_CASE(adaptive_completions_poll_only_where_round_trips_are_short) {
+  BOOST_TEST((client_options{}.completions == completion_mode::adaptive));
+  tcp_proxy proxy(server().endpoint());
+  proxy.delay(3ms);
+  asio::io_context ioc;
+  auto o = options_for(server());
+  client near(ioc, o);
+  o.endpoints = {proxy.endpoint()};
+  client far(ioc, o);
+  o = options_for(server());
+  o.completions = completion_mode::thread;
+  client blocking(ioc, o);
+  run_for(ioc, [](client& near, client& far, client& blocking) -> asio::awaitable<void> {
+    co_await near.async_put("/kv/adaptive", "v", use_awaitable);
+    for (int i = 0; i < 200; ++i) co_await near.async_get("/kv/adaptive", use_awaitable);
+    BOOST_TEST(near.stats().replies_polled > 0u);
+
+    for (int i = 0; i < 5; ++i) co_await far.async_get("/kv/adaptive", use_awaitable);  // learns the delay
+    const auto polled = far.stats().replies_polled;
+    const double cpu_before = process_cpu_seconds();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < 30; ++i) co_await far.async_get("/kv/adaptive", use_awaitable);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double cpu = process_cpu_seconds() - cpu_before;
+    BOOST_TEST(far.stats().replies_polled - polled <= 2u, far.stats().replies_polled - polled);
+    BOOST_TEST(cpu < wall / 2, "CPU " << cpu << " s in " << wall << " s of 30 gets 6 ms apart");
+
+    for (int i = 0; i < 50; ++i) co_await blocking.async_get("/kv/adaptive", use_awaitable);
+    BOOST_TEST(blocking.stats().replies_polled == 0u);
+    co_await near.async_delete("/kv/adaptive", use_awaitable);
+  }(near, far, blocking), 30s);
 }

@@ -29,6 +29,13 @@ enum class completion_mode {
   /// no wake-up. That thread is busy for the whole round trip of every request: it trades CPU
   /// for latency. Idle, the client thread takes over again and nothing spins.
   poll,
+  /// `poll` where it pays, `thread` elsewhere (the default). The loop polls while at most
+  /// four unary requests are in flight and replies have been coming back within a millisecond
+  /// (a moving average of the last round trips): there a cross-thread wake-up is a large part of
+  /// each round trip. With more requests in flight the loop is rarely idle and takes replies in
+  /// batches, and across a slow network a wake-up is a small part of the wait, so it blocks
+  /// instead. client_stats::replies_polled counts the replies it polled.
+  adaptive,
 };
 
 /// What a client connects to and how (see client::client).
@@ -80,10 +87,10 @@ struct client_options {
   /// context a caller gave the operation (with_span_context). Empty (the default): no span is
   /// made.
   span_hooks spans;
-  /// See completion_mode. `poll` suits latency-sensitive programs that make requests one after
-  /// another; the default suits everything else.
-  completion_mode completions = completion_mode::thread;
-  /// How long `poll` keeps polling after the last reply: a request sent within it finds the loop
+  /// See completion_mode. `adaptive` polls only for short round trips with few requests in flight;
+  /// `thread` never spends CPU waiting; `poll` always polls while a request is out.
+  completion_mode completions = completion_mode::adaptive;
+  /// How long `poll` and `adaptive` keep polling after the last reply: a request sent within it finds the loop
   /// polling still, and skips the hand-over (two wake-ups).
   std::chrono::microseconds poll_linger{200};
   /// Debian's Abseil is built without NDEBUG, so its mutexes check lock order for deadlocks:

@@ -273,10 +273,25 @@ void client_impl::reap() {
   // worker's txn + delete 326-462 acq/s spinning, 503-582 yielding; Go's client 392-498).
   if (got == 0) std::this_thread::yield();
   const auto now = std::chrono::steady_clock::now();
-  if (got > 0) last_reply_ = now;
-  if (unary_in_flight_ > 0 || now - last_reply_ < options_.poll_linger) return again();
+  if (got > 0) {
+    last_reply_ = now;
+    bump(telemetry_.replies_polled, static_cast<std::uint64_t>(got));
+  }
+  if (polling_pays() && (unary_in_flight_ > 0 || now - last_reply_ < options_.poll_linger)) return again();
   reaping_ = false;
   resume_cq_thread();
+}
+
+bool client_impl::polling_pays() const noexcept {
+  switch (options_.completions) {
+    case completion_mode::poll:
+      return true;
+    case completion_mode::adaptive:
+      return unary_in_flight_ <= adaptive_max_in_flight && round_trip_ <= adaptive_max_round_trip;
+    case completion_mode::thread:
+      break;
+  }
+  return false;
 }
 
 void client_impl::resume_cq_thread() {
@@ -323,7 +338,7 @@ void client_impl::close_now() {
     if (auto s = w.lock()) s->finish(error::client_closed, error::client_closed);
   for (auto& send : std::exchange(unary_queue_, {})) send();  // each finds us closed
   // A parked client thread goes back to the queue to drain it (completion_mode::poll).
-  if (options_.completions == completion_mode::poll) resume_cq_thread();
+  if (options_.completions != completion_mode::thread) resume_cq_thread();
   sync_alarm_.Cancel();
   {
     std::lock_guard g(member_channels_mutex_);

@@ -74,6 +74,7 @@ client_stats telemetry::snapshot() const {
   s.watchers = watchers.load(r);
   s.leases_kept = leases.load(r);
   s.sessions_lost = sessions_lost.load(r);
+  s.replies_polled = replies_polled.load(r);
   std::lock_guard lock(locks_mutex_);
   for (const auto& [name, w] : locks_) {
     auto c = w.lock();

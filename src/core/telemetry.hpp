@@ -56,7 +56,7 @@ class telemetry {
   rpc_counters& rpc(rpc_kind k) noexcept { return rpcs_[static_cast<unsigned>(k)]; }
   stream_counters& stream(stream_kind k) noexcept { return streams_[static_cast<unsigned>(k)]; }
   std::atomic<std::int64_t> in_flight{0}, watchers{0}, leases{0};
-  std::atomic<std::uint64_t> sessions_lost{0};
+  std::atomic<std::uint64_t> sessions_lost{0}, replies_polled{0};
 
   /// The counters of lock name `name`, shared by every local mutex of the name while one exists.
   std::shared_ptr<lock_counters> lock(const std::string& name);

@@ -136,6 +136,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     if (client_->options_.spans) span_.begin(*client_, rpc_name(rpc_kind_of<Req>()), span_key(*client_, key_of(req_)), sends_, trace_.get());
     bump(counters().sent);
     bump(client_->telemetry_.in_flight);
+    sent_at_ = std::chrono::steady_clock::now();
     reader_->StartCall();
     client_->track(this);
     reader_->Finish(&resp_, &status_, tag_.arm([self = this->shared_from_this()](bool) { self->on_finished(); }));
@@ -181,6 +182,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     if (span_.is_open()) span_.end(*client_, peer_address(*ctx_), status_.ok() ? error_code{} : client_->map_status(status_));
     if (finished_) return;
     if (status_.ok()) {
+      client_->note_round_trip(std::chrono::steady_clock::now() - sent_at_);
       client_->note_outcome(ctx_.get(), {});
       return finish({});
     }
@@ -299,6 +301,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
   int resends_ = 0;           // attempts cancelled by the resend timer
   bool resend_due_ = false;   // the resend timer cancelled the attempt on the wire
   bool on_wire_ = false;      // an attempt is on the wire and its completion not yet handled
+  std::chrono::steady_clock::time_point sent_at_;  // of the attempt on the wire (its round trip)
   bool auth_retried_ = false;
   bool user_cancelled_ = false;
   bool waiting_ = false;
