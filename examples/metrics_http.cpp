@@ -69,6 +69,9 @@ class client_collector : public prometheus::Collectable {
     gauge(family("coetcd_leases_kept", MetricType::Gauge, "Leases kept alive."), {}, s.leases_kept);
     counter(family("coetcd_sessions_lost_total", MetricType::Counter, "Sessions whose lease ended without close()."), {},
             static_cast<double>(s.sessions_lost));
+    counter(family("coetcd_replies_polled_total", MetricType::Counter,
+                   "Replies the event loop's thread polled from gRPC's queue itself (completion_mode)."),
+            {}, static_cast<double>(s.replies_polled));
 
     auto& held = family("coetcd_lock_held", MetricType::Gauge, "Local holders of a lock name.");
     auto& waiting = family("coetcd_lock_waiting", MetricType::Gauge, "Local callers waiting for a lock name.");

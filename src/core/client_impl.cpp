@@ -287,7 +287,7 @@ bool client_impl::polling_pays() const noexcept {
     case completion_mode::poll:
       return true;
     case completion_mode::adaptive:
-      return unary_in_flight_ <= adaptive_max_in_flight && round_trip_ <= adaptive_max_round_trip;
+      return in_flight_average_ <= adaptive_max_in_flight && round_trip_ <= adaptive_max_round_trip;
     case completion_mode::thread:
       break;
   }

@@ -201,6 +201,10 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   /// A unary call went on the wire: under completion_mode::poll (and adaptive, where it pays)
   /// the strand polls the queue until the replies are in. On strand.
   void poll_while_in_flight() {
+    // A moving average, so that a moment with few calls out among many (replies taken in a
+    // batch, the next calls not yet sent) does not start a poll that the next sends end:
+    // each start and end is a hand-over between the threads.
+    in_flight_average_ += (static_cast<double>(unary_in_flight_) - in_flight_average_) / 8;
     if (!reaping_ && !closed_ && polling_pays()) start_reaping();
   }
   /// A unary call's reply came `rtt` after it was sent. On strand.
@@ -293,10 +297,10 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   /// Whether the strand should poll the queue now (completion_mode).
   bool polling_pays() const noexcept;
   // completion_mode::adaptive's bounds, measured on 2 cores with etcd beside the client (docs/
-  // completions.md): polling won 1.2-1.4x on one request in flight and on lock chains, about
+  // completions.md): polling won 1.2-1.5x on one request in flight and on lock chains, about
   // 1.1x for puts at 10 and 100 in flight, and nothing at 10 or 100 txns in flight, where it
   // doubled the CPU. A wake-up here costs 50-200 us; behind a millisecond it is a tenth or less.
-  static constexpr std::size_t adaptive_max_in_flight = 4;
+  static constexpr double adaptive_max_in_flight = 4;
   static constexpr std::chrono::microseconds adaptive_max_round_trip{1000};
   void reap();
   void resume_cq_thread();
@@ -318,6 +322,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   bool reaping_ = false;  // strand: a poll episode is on
   std::chrono::steady_clock::time_point last_reply_;
   std::chrono::steady_clock::duration round_trip_{};  // strand: note_round_trip's average
+  double in_flight_average_ = 0;  // strand: unary calls out, averaged over the last sends
   std::shared_ptr<struct client_registry> registry_;
   std::string last_peer_;  // the member that answered last when the story last changed
   bool link_down_ = false;
