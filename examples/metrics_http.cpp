@@ -13,7 +13,9 @@
 #include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
 
+#include <deque>
 #include <iostream>
+#include <iterator>
 #include <limits>
 
 namespace asio = boost::asio;
@@ -28,7 +30,8 @@ class client_collector : public prometheus::Collectable {
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     const auto s = client_.stats();
-    std::vector<prometheus::MetricFamily> out;
+    // A deque: each family is filled after the next ones are added, so it must not move.
+    std::deque<prometheus::MetricFamily> out;
     using prometheus::MetricType;
     auto family = [&](const char* name, MetricType type, const char* help) -> prometheus::MetricFamily& {
       return out.emplace_back(prometheus::MetricFamily{name, help, type, {}});
@@ -70,7 +73,7 @@ class client_collector : public prometheus::Collectable {
     counter(family("coetcd_sessions_lost_total", MetricType::Counter, "Sessions whose lease ended without close()."), {},
             static_cast<double>(s.sessions_lost));
     counter(family("coetcd_replies_polled_total", MetricType::Counter,
-                   "Replies the event loop's thread polled from gRPC's queue itself (completion_mode)."),
+                   "Completions the event loop's thread polled from gRPC's queue itself (completion_mode)."),
             {}, static_cast<double>(s.replies_polled));
 
     auto& held = family("coetcd_lock_held", MetricType::Gauge, "Local holders of a lock name.");
@@ -98,7 +101,7 @@ class client_collector : public prometheus::Collectable {
         m.histogram.bucket.push_back({cumulative, bound});
       }
     }
-    return out;
+    return {std::make_move_iterator(out.begin()), std::make_move_iterator(out.end())};
   }
 
  private:

@@ -60,8 +60,8 @@ struct lock_stats {
 struct client_stats {
   std::map<std::string, rpc_stats> rpcs;  ///< by gRPC method, only those used so far
   std::int64_t rpcs_in_flight = 0;  ///< unary RPCs on the wire now
-  /// Replies the event loop's thread took from gRPC's queue itself (completion_mode::poll and
-  /// adaptive); the others came through the client's thread.
+  /// Completions (replies, stream messages) the event loop's thread took from gRPC's queue
+  /// itself (completion_mode::poll and adaptive); the others came through the client's thread.
   std::uint64_t replies_polled = 0;
   std::map<std::string, stream_stats> streams;  ///< by stream (`Watch`, `LeaseKeepAlive`)
   std::int64_t watchers = 0;        ///< watchers on the shared Watch stream (a lock view's included)

@@ -273,11 +273,11 @@ void client_impl::reap() {
   // worker's txn + delete 326-462 acq/s spinning, 503-582 yielding; Go's client 392-498).
   if (got == 0) std::this_thread::yield();
   const auto now = std::chrono::steady_clock::now();
-  if (got > 0) {
-    last_reply_ = now;
-    bump(telemetry_.replies_polled, static_cast<std::uint64_t>(got));
-  }
-  if (polling_pays() && (unary_in_flight_ > 0 || now - last_reply_ < options_.poll_linger)) return again();
+  if (got > 0) bump(telemetry_.replies_polled, static_cast<std::uint64_t>(got));
+  // last_reply_: the start of this poll, or the last unary reply since (note_reply).
+  const bool stalled = options_.completions == completion_mode::adaptive && now - last_reply_ > adaptive_stall;
+  if (polling_pays() && !stalled && (unary_in_flight_ > 0 || now - last_reply_ < options_.poll_linger))
+    return again();
   reaping_ = false;
   resume_cq_thread();
 }
@@ -287,7 +287,8 @@ bool client_impl::polling_pays() const noexcept {
     case completion_mode::poll:
       return true;
     case completion_mode::adaptive:
-      return in_flight_average_ <= adaptive_max_in_flight && round_trip_ <= adaptive_max_round_trip;
+      return round_trips_seen_ > 0 && in_flight_average_ <= adaptive_max_in_flight &&
+             round_trip_ <= adaptive_max_round_trip;
     case completion_mode::thread:
       break;
   }

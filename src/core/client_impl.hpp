@@ -207,10 +207,12 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     in_flight_average_ += (static_cast<double>(unary_in_flight_) - in_flight_average_) / 8;
     if (!reaping_ && !closed_ && polling_pays()) start_reaping();
   }
-  /// A unary call's reply came `rtt` after it was sent. On strand.
-  void note_round_trip(std::chrono::steady_clock::duration rtt) {
-    // A moving average over about the last eight replies.
-    round_trip_ += (rtt - round_trip_) / 8;
+  /// A unary call sent at `sent_at` has its reply (or an error from the way). On strand.
+  void note_reply(std::chrono::steady_clock::time_point sent_at) {
+    last_reply_ = std::chrono::steady_clock::now();
+    // A moving average over about the last eight replies, starting from the first one.
+    const auto rtt = last_reply_ - sent_at;
+    round_trip_ = round_trips_seen_++ == 0 ? rtt : round_trip_ + (rtt - round_trip_) / 8;
   }
   void release_unary_slot() {
     --unary_in_flight_;
@@ -302,6 +304,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   // doubled the CPU. A wake-up here costs 50-200 us; behind a millisecond it is a tenth or less.
   static constexpr double adaptive_max_in_flight = 4;
   static constexpr std::chrono::microseconds adaptive_max_round_trip{1000};
+  // With requests out and no reply for this long (a member gone, a slow call), adaptive stops
+  // polling instead of spinning a core until the reply or the deadline.
+  static constexpr std::chrono::microseconds adaptive_stall{2000};
   void reap();
   void resume_cq_thread();
   void close_now();
@@ -321,7 +326,8 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::atomic<std::uint64_t> cq_resumes_{0};
   bool reaping_ = false;  // strand: a poll episode is on
   std::chrono::steady_clock::time_point last_reply_;
-  std::chrono::steady_clock::duration round_trip_{};  // strand: note_round_trip's average
+  std::chrono::steady_clock::duration round_trip_{};  // strand: note_reply's average
+  std::uint64_t round_trips_seen_ = 0;                // strand: adaptive polls once there is one
   double in_flight_average_ = 0;  // strand: unary calls out, averaged over the last sends
   std::shared_ptr<struct client_registry> registry_;
   std::string last_peer_;  // the member that answered last when the story last changed

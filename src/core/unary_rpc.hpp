@@ -176,13 +176,14 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     bump(client_->telemetry_.in_flight, -1);
     on_wire_ = false;
     resend_timer_.cancel();
+    // A call cancelled (by us or its caller) says nothing of how long replies take.
+    if (status_.error_code() != grpc::StatusCode::CANCELLED) client_->note_reply(sent_at_);
     // Our own cancel only if the call did end cancelled: a reply (or an error of the server's)
     // that came in the same turn as the timer stands.
     const bool resend_due = std::exchange(resend_due_, false) && status_.error_code() == grpc::StatusCode::CANCELLED;
     if (span_.is_open()) span_.end(*client_, peer_address(*ctx_), status_.ok() ? error_code{} : client_->map_status(status_));
     if (finished_) return;
     if (status_.ok()) {
-      client_->note_round_trip(std::chrono::steady_clock::now() - sent_at_);
       client_->note_outcome(ctx_.get(), {});
       return finish({});
     }
