@@ -330,8 +330,12 @@ BOOST_AUTO_TEST_CASE(adaptive_completions_poll_only_where_round_trips_are_short)
   client blocking(ioc, o);
   run_for(ioc, [](client& near, client& far, client& blocking) -> asio::awaitable<void> {
     co_await near.async_put("/kv/adaptive", "v", use_awaitable);
+    const auto near_start = std::chrono::steady_clock::now();
     for (int i = 0; i < 200; ++i) co_await near.async_get("/kv/adaptive", use_awaitable);
-    BOOST_TEST(near.stats().replies_polled > 0u);
+    const auto per_get = (std::chrono::steady_clock::now() - near_start) / 200;
+    // Round trips past the bound (a sanitizer build on a loaded machine) rightly do not poll.
+    if (per_get < 700us) BOOST_TEST(near.stats().replies_polled > 0u, "a get took " << per_get.count() << " ns");
+    else BOOST_TEST_MESSAGE("gets took " << per_get.count() << " ns each on loopback: no polling expected");
 
     for (int i = 0; i < 5; ++i) co_await far.async_get("/kv/adaptive", use_awaitable);  // learns the delay
     const auto polled = far.stats().replies_polled;
