@@ -122,9 +122,12 @@ BOOST_AUTO_TEST_CASE(a_client_given_one_member_follows_members_added_and_removed
           // stopped" or drops the connection (UNAVAILABLE); a proposal a follower forwarded while
           // the leader moved is dropped by raft without an answer, and the write times out
           // (request_timeout, 5 s here; Go's client waits for its deadline too). A clean-clone CI
-          // run saw one such timeout on etcd 3.4; which step it came in was not logged.
+          // run saw one such timeout on etcd 3.4; which step it came in was not logged. etcd 3.5's
+          // leader, moving its leadership away, answers a proposal raft dropped with "raft
+          // proposal dropped" (gRPC UNKNOWN, not retried, as in Go's client): never applied.
           if ((pec == condition::transient && pec.category() == grpc_category()) ||
-              pec.message().find("stopped") != std::string::npos || pec == error::request_timeout)
+              pec.message().find("stopped") != std::string::npos || pec == error::request_timeout ||
+              pec.message().find("proposal dropped") != std::string::npos)
             ++writes_cut;
           else if (pec) failures.push_back("put " + value + ": " + pec.message());
           if (gec) failures.push_back("get " + value + ": " + gec.message());
