@@ -68,8 +68,10 @@ const boost::system::error_category& grpc_category() noexcept;
 /// Failures the server explained in words that coetcd has no code for. message() is the
 /// server's text and its gRPC status, e.g. "etcdserver: key not found (gRPC INVALID_ARGUMENT)";
 /// the error compares equal to error_condition(status, grpc_category()), and grpc_status()
-/// gives the status. Transport failures (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED) stay in
-/// grpc_category().
+/// gives the status. etcd's own UNAVAILABLEs keep their words here ("etcdserver: leader
+/// changed (gRPC UNAVAILABLE)"); gRPC's transport failures (a dropped connection, a refused
+/// dial, DEADLINE_EXCEEDED, CANCELLED) stay in grpc_category(). Test a status with grpc_status()
+/// or `ec == condition::transient`, not by category.
 const boost::system::error_category& server_category() noexcept;
 /// The gRPC status of an error of grpc_category() or server_category(); -1 for any other.
 int grpc_status(const error_code& ec) noexcept;

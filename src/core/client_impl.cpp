@@ -402,9 +402,13 @@ error_code client_impl::map_status(const grpc::Status& s) const {
   if (has("unhealthy cluster")) return server_error(static_cast<int>(s.error_code()), m);
   if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
     return channel_->GetState(false) == GRPC_CHANNEL_READY ? error::request_timeout : error::endpoints_unreachable;
-  // What the server explained in words keeps its words (transport failures say nothing of etcd's).
+  // What the server explained in words keeps its words. gRPC's own UNAVAILABLE and CANCELLED
+  // (a dropped connection, a refused dial) say nothing of etcd's and stay bare; etcd's
+  // UNAVAILABLEs ("etcdserver: leader changed", "request timed out", "rpc not supported for
+  // learner") say which of several quite different things happened.
   auto code = s.error_code();
-  if (!m.empty() && code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::CANCELLED)
+  const bool etcds_words = m.rfind("etcdserver:", 0) == 0;
+  if (!m.empty() && ((code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::CANCELLED) || etcds_words))
     return server_error(static_cast<int>(code), m);
   return {static_cast<int>(code), grpc_category()};
 }
@@ -412,7 +416,7 @@ error_code client_impl::map_status(const grpc::Status& s) const {
 void client_impl::note_outcome(grpc::ClientContext* ctx, error_code ec) {
   if (!wants_events() || closed_) return;
   const bool unreachable = ec == error::endpoints_unreachable || ec == error::cluster_no_leader ||
-                           (ec.category() == grpc_category() && ec.value() == grpc::StatusCode::UNAVAILABLE);
+                           grpc_status(ec) == grpc::StatusCode::UNAVAILABLE;
   if (unreachable) {
     if (link_down_) return;
     link_down_ = true;

@@ -219,7 +219,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     // carries "hasleader"): nothing was applied, so any call may go again. Other UNAVAILABLEs may
     // have been applied, so only idempotent calls are resent after them.
     const bool not_applied = ec == error::cluster_no_leader;
-    bool transient = not_applied || (ec.category() == grpc_category() && ec.value() == grpc::StatusCode::UNAVAILABLE);
+    bool transient = not_applied || grpc_status(ec) == grpc::StatusCode::UNAVAILABLE;
     auto backoff = std::chrono::milliseconds(50 * (1 << std::min(attempts_, 4)));
     if (transient && (opts_.idempotent || not_applied) && std::chrono::system_clock::now() + backoff < deadline_) {
       ++attempts_;
