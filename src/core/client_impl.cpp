@@ -415,8 +415,10 @@ error_code client_impl::map_status(const grpc::Status& s) const {
 
 void client_impl::note_outcome(grpc::ClientContext* ctx, error_code ec) {
   if (!wants_events() || closed_) return;
+  // gRPC's own UNAVAILABLE only: one etcd explained in words ("leader changed", "unhealthy
+  // cluster") came from a member that is up.
   const bool unreachable = ec == error::endpoints_unreachable || ec == error::cluster_no_leader ||
-                           grpc_status(ec) == grpc::StatusCode::UNAVAILABLE;
+                           (ec.category() == grpc_category() && ec.value() == grpc::StatusCode::UNAVAILABLE);
   if (unreachable) {
     if (link_down_) return;
     link_down_ = true;

@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +31,33 @@ namespace coetcd::test {
 namespace fs = std::filesystem;
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
+
+namespace {
+
+/// A port handed out stays this process's until it exits: a lock on a file named after it, which
+/// the other suites (ctest -j3) check before taking a port. A port free when probed may otherwise
+/// go to two suites at once, the second etcd then failing on "bind: address already in use" for
+/// every retry on a port its peers know (a clean CI saw it once, on the soak's first start).
+/// The kernel drops the lock when the process ends, however it ends; the empty files stay (one
+/// per port ever handed out, in $TMPDIR/coetcd-ports).
+bool claim_port(unsigned short port) {
+  static const fs::path dir = [] {
+    auto d = fs::temp_directory_path() / "coetcd-ports";
+    std::error_code ec;
+    fs::create_directories(d, ec);
+    return d;
+  }();
+  const auto file = dir / (std::to_string(port) + ".lock");
+  const int fd = ::open(file.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0666);
+  if (fd < 0) return true;  // no lock to take: the probe's bind is all there is
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return false;  // another suite (or this one) has it
+  }
+  return true;  // the descriptor stays open, and the lock held, for the rest of the process
+}
+
+}  // namespace
 
 int free_port() {
   // Below the kernel's ephemeral range (32768 and up here): a port the kernel hands out for
@@ -48,7 +76,7 @@ int free_port() {
     asio::ip::tcp::acceptor a(ioc);
     a.open(asio::ip::tcp::v4(), ec);
     if (!ec) a.bind(asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), port), ec);
-    if (!ec) return port;
+    if (!ec && claim_port(port)) return port;
   }
   asio::ip::tcp::acceptor a(ioc, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
   return a.local_endpoint().port();
