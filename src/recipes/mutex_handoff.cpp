@@ -36,13 +36,13 @@ void mutex_queue::grant_all(asio::any_completion_handler<void(error_code)> unloc
       impl.complete(std::move(w.done), asio::error::operation_aborted);
       continue;
     }
-    ++m.shared_holds;
-    ++holds;
     m.rev = rev;
     m.mod_rev = mod_rev;
     m.fence = fence;
     m.header = header;
     m.sequence = ++sequence;
+    ++m.shared_holds;  // last, as `held` in grant()
+    ++holds;
     bump(counters->acquired);
     if (local) bump(counters->handoffs);
     counters->record_wait(now - w.since);
@@ -77,20 +77,21 @@ void mutex_queue::grant(asio::any_completion_handler<void(error_code)> unlocked,
   waiters.pop_front();
   count_waiting();
   auto& m = *w.by;
-  m.held = true;
+  if (m.orphaned) {  // nobody is left to unlock it
+    session->impl->complete(std::move(w.done), asio::error::operation_aborted);
+    if (unlocked) session->impl->complete(std::move(unlocked), error_code{});
+    return pass_on({}, m.options);
+  }
+  // `held` last: the accessors (any thread) read it first, and a thread that sees it set must
+  // see this hold's token, sequence and header, not the previous hold's.
   m.rev = rev;
   m.mod_rev = mod_rev;
   m.fence = fence;
   m.fence_asked = false;
   m.header = header;
   m.sequence = ++sequence;
+  m.held = true;
   holder = w.by;
-  if (m.orphaned) {  // nobody is left to unlock it
-    session->impl->complete(std::move(w.done), asio::error::operation_aborted);
-    if (unlocked) session->impl->complete(std::move(unlocked), error_code{});
-    m.held = false;
-    return pass_on({}, m.options);
-  }
   count_held();
   held_since = clock::now();
   bump(counters->acquired);
