@@ -68,7 +68,7 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   mutex_queue(std::shared_ptr<session_state> s, const mutex_state& m)
       : session(std::move(s)), name(m.name), prefix(m.prefix), key(m.key), shared(m.shared), blockers(m.blockers),
         readers(m.readers),
-        counters(session->impl->telemetry_.lock(name)), linger_timer(session->impl->strand_) {}
+        counters(session->impl->telemetry_.lock(name)) {}
   ~mutex_queue();
 
   // All on the strand.
@@ -213,7 +213,7 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   std::int64_t counted_waiting = 0;
   std::int64_t counted_held = 0;
   clock::time_point held_since{};
-  asio::steady_timer linger_timer;
+  std::optional<asio::steady_timer> linger_timer;  // made at the first linger: most queues never linger
   bool lingering = false;
   std::optional<std::uint64_t> linger_listener;
   std::optional<std::uint64_t> writers_listener;  // shared: see watch_writers
