@@ -36,7 +36,7 @@ etcd_cluster& cluster() { return *shared_cluster::instance(); }
 struct heal_cluster {
   ~heal_cluster() {
     cluster().heal();
-    cluster().wait_for_leader(30s);
+    cluster().wait_for_settled_leader(30s);
   }
 };
 

@@ -404,6 +404,11 @@ bool etcd_process::is_leader() const {
   return metrics().find("\netcd_server_is_leader 1") != std::string::npos;
 }
 
+bool etcd_process::has_leader() const {
+  if (pid_ <= 0) return false;
+  return metrics().find("\netcd_server_has_leader 1") != std::string::npos;
+}
+
 etcd_cluster::etcd_cluster(int members, etcd_config common, bool partitionable) {
   std::vector<etcd_config> cfgs;
   std::string cluster;
@@ -510,6 +515,20 @@ int etcd_cluster::wait_for_leader(std::chrono::seconds limit) const {
     std::this_thread::sleep_for(50ms);
   }
   throw std::runtime_error("no etcd leader within " + std::to_string(limit.count()) + " s");
+}
+
+int etcd_cluster::wait_for_settled_leader(std::chrono::seconds limit) const {
+  auto until = std::chrono::steady_clock::now() + limit;
+  int seen = -1;
+  while (std::chrono::steady_clock::now() < until) {
+    int l = leader();
+    for (const auto& m : members_)
+      if (m->pid() > 0 && !m->has_leader()) l = -1;
+    if (l >= 0 && l == seen) return l;
+    seen = l;
+    std::this_thread::sleep_for(300ms);
+  }
+  throw std::runtime_error("no settled etcd leader within " + std::to_string(limit.count()) + " s");
 }
 
 double etcd_process::grpc_started(const std::string& method) const {

@@ -52,6 +52,7 @@ class etcd_process {
   void resume();                 // SIGCONT
   bool running() const { return pid_ > 0; }
   bool is_leader() const;        // from /metrics; false when it does not answer
+  bool has_leader() const;       // from /metrics: it follows (or is) a leader; false when it does not answer
   int pid() const { return pid_; }
 
   std::string endpoint() const;  // host:port, or https://host:port with TLS
@@ -94,6 +95,10 @@ class etcd_cluster {
   int leader() const;
   /// Waits until some running member is leader; returns its index. Throws after `limit`.
   int wait_for_leader(std::chrono::seconds limit = std::chrono::seconds(20)) const;
+  /// After a heal: until every running member follows one leader, the same at two looks 300 ms
+  /// apart. etcd 3.4 runs without pre-vote, so a member cut off for a while comes back with a
+  /// higher term and unseats the leader that wait_for_leader() had just seen.
+  int wait_for_settled_leader(std::chrono::seconds limit = std::chrono::seconds(30)) const;
   /// Starts every stopped member together and waits until all are healthy.
   void start_all();
 
