@@ -317,7 +317,7 @@ void mutex_queue::start_linger(std::chrono::milliseconds d) {
     // Not from inside the view's notification: the release goes through the view.
     asio::post(q->session->impl->strand_, [q] { q->end_linger(); });
   });
-  if (!linger_timer) linger_timer.emplace(session->impl->strand_);
+  if (!linger_timer) linger_timer = std::make_unique<asio::steady_timer>(session->impl->strand_);
   linger_timer->expires_after(d);
   linger_timer->async_wait([self = shared_from_this()](error_code ec) {
     if (!ec) self->end_linger();

@@ -213,7 +213,7 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   std::int64_t counted_waiting = 0;
   std::int64_t counted_held = 0;
   clock::time_point held_since{};
-  std::optional<asio::steady_timer> linger_timer;  // made at the first linger: most queues never linger
+  std::unique_ptr<asio::steady_timer> linger_timer;  // made at the first linger: most queues never linger
   bool lingering = false;
   std::optional<std::uint64_t> linger_listener;
   std::optional<std::uint64_t> writers_listener;  // shared: see watch_writers
