@@ -34,10 +34,25 @@ bool eventually(Pred pred, std::chrono::seconds limit = 20s) {
 /// Asks until etcd takes the change: it refuses reconfigurations while a member has been up for
 /// less than 5 s ("unhealthy cluster"), and a learner's promotion while its log is behind. A
 /// transient error (a leader change, a proposal that timed out) leaves the change perhaps applied:
-/// as an operator would, the test then reads the member list, and `settled` says from it whether
-/// the change is in (its result) or not (ask again).
+/// as an operator would, the test then reads the member list for a few seconds (each read is
+/// answered from one member's applied state, which may lag), and `settled` says from it whether
+/// the change is in (its result) or not (ask again). Asked again after such an error, etcd may
+/// answer that it is done already ("Peer URLs already exists", "member not found", "can only
+/// promote a learner member"): then the list must show it.
 template <class Result, class Start, class Settled>
 Result until_taken(coetcd::cluster& members, Start start, const char* refusal, Settled settled) {
+  auto look = [&](std::chrono::seconds limit) -> std::optional<Result> {
+    for (auto end = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < end;) {
+      std::promise<std::tuple<error_code, member_list_result>> listed;  // as_tuple(use_future): not in Asio 1.81
+      members.async_member_list([&](error_code e, member_list_result l) { listed.set_value({e, std::move(l)}); });
+      auto [lec, list] = listed.get_future().get();
+      if (!lec)
+        if (std::optional<Result> in = settled(list)) return in;
+      std::this_thread::sleep_for(200ms);
+    }
+    return std::nullopt;
+  };
+  bool ambiguous = false;
   for (int tries = 0;; ++tries) {
     BOOST_TEST_REQUIRE(tries < 150);
     std::promise<std::tuple<error_code, Result>> answer;
@@ -46,14 +61,18 @@ Result until_taken(coetcd::cluster& members, Start start, const char* refusal, S
     if (!ec) return r;
     const auto why = ec.message();
     const bool refused = why.find(refusal) != std::string::npos || why.find("unhealthy cluster") != std::string::npos;
-    if (!refused) {
-      BOOST_TEST_REQUIRE((ec == condition::transient), why);
+    if (!refused && ec == condition::transient) {
       BOOST_TEST_MESSAGE("a reconfiguration step: " << why << "; reading the member list");
-      std::promise<std::tuple<error_code, member_list_result>> listed;  // as_tuple(use_future): not in Asio 1.81
-      members.async_member_list([&](error_code e, member_list_result l) { listed.set_value({e, std::move(l)}); });
-      auto [lec, list] = listed.get_future().get();
-      if (!lec)
-        if (std::optional<Result> in = settled(list)) return *in;
+      ambiguous = true;
+      if (auto in = look(5s)) return *in;
+    } else if (!refused) {
+      const bool done_already = why.find("already exists") != std::string::npos ||
+                                why.find("member not found") != std::string::npos ||
+                                why.find("can only promote a learner member") != std::string::npos;
+      BOOST_TEST_REQUIRE((ambiguous && done_already), why);
+      auto in = look(10s);
+      BOOST_TEST_REQUIRE(in.has_value(), why << ", yet the member list does not show the change");
+      return *in;
     }
     std::this_thread::sleep_for(200ms);
   }
