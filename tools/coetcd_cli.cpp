@@ -115,11 +115,19 @@ struct app {
   asio::awaitable<void> acquire(Lock& m) {
     const auto& name = args.args[0];
     const auto& cmd = args.command;
+    // Every exit closes the session first: a key of ours whose clean-up is still on its way (a
+    // semaphore that found the permits differ, say) goes with the lease instead of staying until
+    // the lease expires and blocking the name meanwhile.
     if (args.try_only) {
       auto [ec] = co_await m.async_try_lock(as_result);
-      if (ec == coetcd::error::locked)
-        die(held, cmd + ": '" + name + "' is held by another session" + (cmd == "sem" ? " (no permits free)" : ""));
-      if (ec) fail(failed, "cannot lock '" + name + "'", ec);
+      if (ec == coetcd::error::locked) {
+        auto msg = cmd + ": '" + name + "' is held by another session" + (cmd == "sem" ? " (no permits free)" : "");
+        co_await give_up(held, std::move(msg));
+      }
+      if (ec) {
+        auto msg = cmd + ": cannot lock '" + name + "': " + ec.message();
+        co_await give_up(failed, std::move(msg));
+      }
       co_return;
     }
     asio::steady_timer limit(ioc);
@@ -129,7 +137,10 @@ struct app {
     if (r.index() == 1)
       co_await give_up(timed_out, cmd + ": gave up waiting for '" + name + "' after " + std::to_string(args.timeout) + " s");
     if (r.index() == 2) co_await give_up(130, cmd + ": interrupted while waiting for '" + name + "'");
-    if (auto [ec] = std::get<0>(r); ec) fail(failed, "cannot lock '" + name + "'", ec);
+    if (auto [ec] = std::get<0>(r); ec) {
+      auto msg = cmd + ": cannot lock '" + name + "': " + ec.message();
+      co_await give_up(failed, std::move(msg));
+    }
   }
 
   static std::string json_string(const std::string& v) {
@@ -243,7 +254,10 @@ struct app {
       if (exit == lost) co_return;  // the lease is gone; nothing to release
     }
     auto [uec] = co_await m.async_unlock(as_result);
-    if (uec && exit == ok) fail(failed, "cannot release '" + m.key() + "'", uec);
+    if (uec && exit == ok) {
+      auto msg = args.command + ": cannot release '" + m.key() + "': " + uec.message();
+      co_await give_up(failed, std::move(msg));
+    }
   }
 
   // Runs the command with the lock's key and fencing token in its environment and waits for it,
