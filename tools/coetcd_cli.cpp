@@ -57,6 +57,11 @@ struct app {
     if (open) co_await open->async_close(as_result);
     die(code, msg);
   }
+  /// fail(), after closing the open session (give_up).
+  asio::awaitable<void> fail_closing(int code, const std::string& what, error_code ec) {
+    auto msg = args.command + ": " + what + ": " + ec.message();
+    co_await give_up(code, std::move(msg));
+  }
 
   asio::awaitable<coetcd::session> open_session() {
     auto [ec, s] = co_await coetcd::session::async_create(
@@ -125,8 +130,8 @@ struct app {
         co_await give_up(held, std::move(msg));
       }
       if (ec) {
-        auto msg = cmd + ": cannot lock '" + name + "': " + ec.message();
-        co_await give_up(failed, std::move(msg));
+        auto what = "cannot lock '" + name + "'";
+        co_await fail_closing(failed, what, ec);
       }
       co_return;
     }
@@ -138,8 +143,8 @@ struct app {
       co_await give_up(timed_out, cmd + ": gave up waiting for '" + name + "' after " + std::to_string(args.timeout) + " s");
     if (r.index() == 2) co_await give_up(130, cmd + ": interrupted while waiting for '" + name + "'");
     if (auto [ec] = std::get<0>(r); ec) {
-      auto msg = cmd + ": cannot lock '" + name + "': " + ec.message();
-      co_await give_up(failed, std::move(msg));
+      auto what = "cannot lock '" + name + "'";
+      co_await fail_closing(failed, what, ec);
     }
   }
 
@@ -255,8 +260,8 @@ struct app {
     }
     auto [uec] = co_await m.async_unlock(as_result);
     if (uec && exit == ok) {
-      auto msg = args.command + ": cannot release '" + m.key() + "': " + uec.message();
-      co_await give_up(failed, std::move(msg));
+      auto what = "cannot release '" + m.key() + "'";
+      co_await fail_closing(failed, what, uec);
     }
   }
 

@@ -318,9 +318,10 @@ asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_vie
 }
 
 bool may_pass(const error_code& ec) {
+  const int status = grpc_status(ec);
   return ec == error::endpoints_unreachable || ec == error::request_timeout || ec == error::cluster_no_leader ||
-         ec == error::invalid_auth_token ||
-         grpc_status(ec) == grpc::StatusCode::UNAVAILABLE || grpc_status(ec) == grpc::StatusCode::DEADLINE_EXCEEDED;
+         ec == error::invalid_auth_token || status == grpc::StatusCode::UNAVAILABLE ||
+         status == grpc::StatusCode::DEADLINE_EXCEEDED;
 }
 
 asio::awaitable<std::int64_t> delete_key(session_state& s, const std::string& key, std::int64_t rev) {

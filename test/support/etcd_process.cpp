@@ -409,11 +409,6 @@ bool etcd_process::is_leader() const {
   return metrics().find("\netcd_server_is_leader 1") != std::string::npos;
 }
 
-bool etcd_process::has_leader() const {
-  if (pid_ <= 0) return false;
-  return metrics().find("\netcd_server_has_leader 1") != std::string::npos;
-}
-
 etcd_cluster::etcd_cluster(int members, etcd_config common, bool partitionable) {
   std::vector<etcd_config> cfgs;
   std::string cluster;

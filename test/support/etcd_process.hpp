@@ -52,7 +52,6 @@ class etcd_process {
   void resume();                 // SIGCONT
   bool running() const { return pid_ > 0; }
   bool is_leader() const;        // from /metrics; false when it does not answer
-  bool has_leader() const;       // from /metrics: it follows (or is) a leader; false when it does not answer
   int pid() const { return pid_; }
 
   std::string endpoint() const;  // host:port, or https://host:port with TLS
