@@ -27,11 +27,15 @@ asio::awaitable<void> session_state::wait_deleted(const std::string& key) {
 delete_in_flight::delete_in_flight(session_state& s, std::string key)
     : s_(s), key_(std::move(key)), done_(std::make_shared<asio::steady_timer>(s.impl->strand_)) {
   done_->expires_at(asio::steady_timer::time_point::max());
-  s_.deleting[key_] = done_;
+  s_.deleting.emplace(key_, done_);
 }
 
 delete_in_flight::~delete_in_flight() {
-  if (auto it = s_.deleting.find(key_); it != s_.deleting.end() && it->second == done_) s_.deleting.erase(it);
+  for (auto [it, end] = s_.deleting.equal_range(key_); it != end; ++it)
+    if (it->second == done_) {
+      s_.deleting.erase(it);
+      break;
+    }
   done_->cancel();
 }
 

@@ -33,8 +33,11 @@ struct session_state : std::enable_shared_from_this<session_state> {
   /// The local queue of each lock key in use, by {prefix, key} (see recipes/mutex_queue.hpp; only
   /// its name is known here); expired entries are replaced.
   std::map<std::pair<std::string, std::string>, std::weak_ptr<mutex_queue>> mutex_queues;
-  /// Keys whose delete is on the wire; each timer is cancelled when it completes.
-  std::map<std::string, std::shared_ptr<asio::steady_timer>> deleting;
+  /// Keys whose delete is on the wire, one entry per delete; each timer is cancelled when its
+  /// delete completes. A multimap: two clean-ups of one key may overlap (a driver that failed,
+  /// then the next one cancelled before its txn), and a key read by the one still running must
+  /// not be put again by a new lock because the other one finished first.
+  std::multimap<std::string, std::shared_ptr<asio::steady_timer>> deleting;
 
   /// Waits while `key` is being deleted: a put-if-absent applied before that delete would adopt
   /// the old key, which the delete then removes under its new user. Returns early if cancelled.
