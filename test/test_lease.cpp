@@ -1,6 +1,9 @@
 // Leases and the shared keepalive stream against a real etcd.
 #define BOOST_TEST_MODULE coetcd_lease
 #include "support/fixture.hpp"
+#include "support/tcp_proxy.hpp"
+
+#include <thread>
 
 using namespace coetcd;
 using namespace coetcd::test;
@@ -176,4 +179,61 @@ BOOST_AUTO_TEST_CASE(an_adopted_lease_is_lost_by_its_real_expiry) {
     }
     s.orphan();
   }(c), 30s);
+}
+
+namespace {
+client_options through(const tcp_proxy& p) {
+  client_options o;
+  o.endpoints = {p.endpoint()};
+  o.request_timeout = 5s;
+  return o;
+}
+}  // namespace
+
+// etcd starts a new lease's TTL when it applies the grant, before its answer travels back. With
+// 750 ms each way and nothing answered after the grant, the session must be lost by its TTL after
+// the grant was sent; counting from the answer trusted the lease for 1.5 s after etcd could have
+// expired it, and passed its locks on.
+BOOST_AUTO_TEST_CASE(a_sessions_first_deadline_counts_from_when_it_asked_for_the_lease) {
+  tcp_proxy proxy(server().endpoint());
+  asio::io_context ioc;
+  client c(ioc, through(proxy));
+  run_for(ioc, [](tcp_proxy& proxy, client& c) -> asio::awaitable<void> {
+    co_await c.async_get("/lease/connected", use_awaitable);  // connected before the delay
+    proxy.delay(750ms);
+    const auto asked = std::chrono::steady_clock::now();
+    auto s = co_await session::async_create(c, session_options{.ttl = 3s}, use_awaitable);
+    proxy.hold();  // no renewal gets through from here on
+    const auto answered = std::chrono::steady_clock::now() - asked;
+    BOOST_TEST_REQUIRE((answered >= 1400ms), "the proxy did not delay the grant");
+    while (!s.lost() && std::chrono::steady_clock::now() - asked < 8s) co_await sleep_for(20ms);
+    const auto lost_after = std::chrono::steady_clock::now() - asked;
+    BOOST_TEST(s.lost());
+    BOOST_TEST((lost_after < 3400ms), "lost " << std::chrono::duration<double>(lost_after).count()
+                                            << " s after the grant was sent, TTL 3 s");
+    proxy.restore();
+    proxy.delay(0ms);
+    s.orphan();
+  }(proxy, c), 30s);
+}
+
+// A loop too busy to run the keepalive's timer on time must not make a lease look alive past its
+// deadline: lost() reads the clock, and grants check it, while async_wait_lost waits for the timer.
+BOOST_AUTO_TEST_CASE(lost_is_true_past_the_deadline_before_a_busy_loop_runs_the_keepalive_timer) {
+  tcp_proxy proxy(server().endpoint());
+  asio::io_context ioc;
+  client c(ioc, through(proxy));
+  run_for(ioc, [](tcp_proxy& proxy, client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, session_options{.ttl = 3s}, use_awaitable);
+    auto told = std::make_shared<bool>(false);
+    s.async_wait_lost([told](error_code) { *told = true; });
+    proxy.hold();
+    BOOST_TEST(!s.lost());
+    std::this_thread::sleep_for(3500ms);  // the loop's only thread is busy past the TTL
+    BOOST_TEST(s.lost(), "past its deadline, the session still says it lives");
+    BOOST_TEST(!*told, "the keepalive's timer ran although the loop was busy");
+    while (!*told) co_await sleep_for(20ms);
+    proxy.restore();
+    s.orphan();
+  }(proxy, c), 30s);
 }

@@ -92,7 +92,10 @@ class session {
   /// boost::system::system_error: asio::error::bad_descriptor for an empty session,
   /// error::client_closed once the client object is destroyed.
   client& get_client() const;
-  /// True once the lease is known to be gone (revoked, expired, not renewed in time, closed).
+  /// True once the lease is known to be gone (revoked, expired, not renewed in time, closed),
+  /// or its local deadline has passed: no renewal sent since one TTL ago has been answered, so
+  /// etcd may have expired it. That is read from the clock, so it can be true a moment before
+  /// async_wait_lost completes (whose timer a busy event loop may run late).
   bool lost() const noexcept;
 
   /// Completes when the session is lost; at once (posted) when it is already. Any number may be

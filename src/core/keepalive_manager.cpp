@@ -9,11 +9,12 @@ keepalive_manager::keepalive_manager(std::shared_ptr<client_impl> c)
 
 void keepalive_manager::add(const std::shared_ptr<kept_lease>& l, std::chrono::seconds ttl_hint) {
   auto now = std::chrono::steady_clock::now();
-  l->deadline = now + (ttl_hint.count() > 0 ? std::chrono::duration_cast<std::chrono::steady_clock::duration>(ttl_hint)
-                                            : std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                  client_->options_.request_timeout));
+  l->ttl = ttl_hint.count() > 0 ? std::chrono::duration_cast<std::chrono::steady_clock::duration>(ttl_hint)
+                                : std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                      client_->options_.request_timeout);
+  // From `since`, not now: the grant's answer took its time to come, and this dispatch too.
+  l->set_deadline(std::min(l->since, now) + l->ttl);
   l->next_send = now;
-  l->ttl = l->deadline - now;
   if (closed_) return lose(l, error::client_closed);
   leases_.emplace(l->id, l);
   count_leases();
@@ -145,8 +146,11 @@ void keepalive_manager::on_message(const pb::LeaseKeepAliveResponse& r) {
       gone.push_back(it->second);
       continue;
     }
+    // Answered after the local deadline (the timer that would have lost it is late): the lease
+    // may have counted as lost already (session::lost() reads the clock), and must stay so.
+    if (now >= l.deadline) continue;
     auto ttl = std::chrono::seconds(r.ttl());
-    l.deadline = l.sent_at + ttl;
+    l.set_deadline(l.sent_at + ttl);
     l.ttl = ttl;
     l.late_told = false;
     l.next_send = now + std::max<std::chrono::steady_clock::duration>(ttl / 3, 500ms);
@@ -220,9 +224,16 @@ lease_keepalive client::keep_alive(std::int64_t id, std::chrono::seconds ttl_hin
 
 lease_keepalive detail::keep_alive_on(const std::shared_ptr<detail::client_impl>& impl, std::int64_t id,
                                       std::chrono::seconds ttl_hint) {
+  return lease_keepalive(start_keepalive(impl, id, ttl_hint, std::chrono::steady_clock::now()), id);
+}
+
+std::shared_ptr<detail::kept_lease> detail::start_keepalive(const std::shared_ptr<detail::client_impl>& impl,
+                                                            std::int64_t id, std::chrono::seconds ttl_hint,
+                                                            steady_time since) {
   auto l = std::make_shared<detail::kept_lease>();
   l->id = id;
   l->client = impl;
+  l->since = since;
   asio::dispatch(impl->strand_, [l, ttl_hint] {
     if (l->client->closed()) {
       l->done = true;
@@ -232,7 +243,7 @@ lease_keepalive detail::keep_alive_on(const std::shared_ptr<detail::client_impl>
     l->manager = l->client->keepalives().shared_from_this();
     l->manager->add(l, ttl_hint);
   });
-  return lease_keepalive(std::move(l), id);
+  return l;
 }
 
 lease_keepalive& lease_keepalive::operator=(lease_keepalive&& other) noexcept {

@@ -5,21 +5,35 @@
 
 #include "bidi_stream.hpp"
 
+#include <atomic>
 #include <map>
 
 namespace coetcd::detail {
 
+class keepalive_manager;
+struct kept_lease;
+using steady_time = std::chrono::steady_clock::time_point;
+
 /// client::keep_alive for code that holds the client's state rather than the user's object.
 lease_keepalive keep_alive_on(const std::shared_ptr<client_impl>& impl, std::int64_t id, std::chrono::seconds ttl_hint);
-
-class keepalive_manager;
-using steady_time = std::chrono::steady_clock::time_point;
+/// Starts keeping lease `id` alive. `since`: a time at or before etcd last started the lease's
+/// `ttl_hint` (a session passes the moment it sent its grant): the local deadline counts from it,
+/// so the lease never counts as alive here after etcd may have expired it.
+std::shared_ptr<kept_lease> start_keepalive(const std::shared_ptr<client_impl>& impl, std::int64_t id,
+                                            std::chrono::seconds ttl_hint, steady_time since);
 
 struct kept_lease {
   std::shared_ptr<client_impl> client;          // set at creation: public calls dispatch to its strand
   std::shared_ptr<keepalive_manager> manager;   // set on the strand when renewal starts
   std::int64_t id = 0;
+  steady_time since{};  // see start_keepalive
   steady_time deadline{};
+  /// `deadline`, readable from any thread (session::lost() compares the clock with it).
+  std::atomic<steady_time::rep> published_deadline{steady_time::max().time_since_epoch().count()};
+  void set_deadline(steady_time d) {
+    deadline = d;
+    published_deadline.store(d.time_since_epoch().count(), std::memory_order_relaxed);
+  }
   steady_time next_send{};
   steady_time sent_at{};
   steady_time::duration ttl{};  // the last granted TTL: decides when a renewal is late
@@ -45,6 +59,9 @@ class keepalive_manager final : public std::enable_shared_from_this<keepalive_ma
             std::shared_ptr<early_cancel> cancel);
   void stop(const std::shared_ptr<kept_lease>& l);
   void close();
+  /// Loses every lease past its local deadline now, as the timer would a moment later (a busy
+  /// loop runs it late): their waits complete with error::lease_expired, renewals stop.
+  void expire_due() { tick(); }
 
   client_impl& client() noexcept { return *client_; }
 

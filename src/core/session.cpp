@@ -15,6 +15,21 @@ void session_state::finish(error_code reason, error_code for_waiters) {
   loss_signal.emit(asio::cancellation_type::terminal);
 }
 
+bool session_state::past_deadline() const noexcept {
+  if (!kept) return false;
+  const auto d = kept->published_deadline.load(std::memory_order_relaxed);
+  return std::chrono::steady_clock::now().time_since_epoch().count() >= d;
+}
+
+bool session_state::lost_by_now() {
+  if (lost || !past_deadline()) return lost;
+  // The keepalive loses the lease now (its renewals stop, and the session's own wait for the
+  // loss reports it: event and telemetry), and the session ends at once, before the caller grants.
+  if (kept->manager) kept->manager->expire_due();
+  finish(error::lease_expired, error::lease_expired);
+  return lost;
+}
+
 asio::awaitable<void> session_state::wait_deleted(const std::string& key) {
   for (auto it = deleting.find(key); it != deleting.end(); it = deleting.find(key)) {
     auto done = it->second;
@@ -54,6 +69,9 @@ asio::awaitable<std::tuple<error_code, session>> create(std::shared_ptr<client_i
   std::int64_t id = o.lease;
   std::int64_t ttl = o.ttl.count();
   std::int64_t left = 0;  // what is left of an adopted lease: it expires then unless renewed
+  // Before asking: etcd starts (or measures) the TTL after this, so a deadline counted from here
+  // is never later than etcd's.
+  const auto asked = std::chrono::steady_clock::now();
   if (id != 0) {
     auto init = [c](handler<lease_ttl_result> h, std::int64_t id) { start_lease_ttl(c, id, false, std::move(h)); };
     auto [ec, r] = co_await asio::async_initiate<decltype(as_result), void(error_code, lease_ttl_result)>(init, as_result, id);
@@ -78,7 +96,9 @@ asio::awaitable<std::tuple<error_code, session>> create(std::shared_ptr<client_i
   s->ttl = std::chrono::seconds(ttl);
   // The local deadline until the first renewal answers: the granted TTL of a new lease, what
   // remains of an adopted one (counting from its granted TTL would trust it for too long).
-  s->keep = keep_alive_on(c, id, left > 0 ? std::chrono::seconds(left) : s->ttl);
+  auto kept = start_keepalive(c, id, left > 0 ? std::chrono::seconds(left) : s->ttl, asked);
+  s->kept = kept;
+  s->keep = lease_keepalive(std::move(kept), id);
   s->keep.async_wait_lost(asio::bind_executor(s->impl->strand_, [w = std::weak_ptr<session_state>(s)](error_code ec) {
     auto s = w.lock();
     if (!s || ec == asio::error::operation_aborted) return;  // stopped by close()/orphan()
@@ -178,7 +198,7 @@ client& session::get_client() const {
     throw boost::system::system_error(make_error_code(error::client_closed), "coetcd: the session's client is gone");
   return *state_->impl->user_;
 }
-bool session::lost() const noexcept { return !state_ || state_->lost; }
+bool session::lost() const noexcept { return !state_ || state_->lost || state_->past_deadline(); }
 asio::cancellation_slot session::loss_slot() const noexcept {
   return state_ ? state_->loss_signal.slot() : asio::cancellation_slot();
 }

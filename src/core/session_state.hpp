@@ -12,6 +12,8 @@
 
 namespace coetcd::detail {
 
+struct kept_lease;
+
 struct mutex_queue;
 
 struct session_state : std::enable_shared_from_this<session_state> {
@@ -19,6 +21,7 @@ struct session_state : std::enable_shared_from_this<session_state> {
   std::int64_t lease = 0;
   std::chrono::seconds ttl{0};
   lease_keepalive keep;
+  std::shared_ptr<kept_lease> kept;  // keep's state: its local deadline
   std::atomic<bool> lost{false};  // the lease is gone (or closed/orphaned); read by lost() anywhere
   bool ended = false;  // closed or orphaned by the user
   error_code why;
@@ -42,6 +45,15 @@ struct session_state : std::enable_shared_from_this<session_state> {
   /// Waits while `key` is being deleted: a put-if-absent applied before that delete would adopt
   /// the old key, which the delete then removes under its new user. Returns early if cancelled.
   asio::awaitable<void> wait_deleted(const std::string& key);
+
+  /// The lease's local deadline has passed (no renewal sent since TTL ago has been answered):
+  /// etcd may have expired it, even if the keepalive's timer has not fired yet (a busy loop runs
+  /// it late). Any thread.
+  bool past_deadline() const noexcept;
+  /// On the strand, before a lock, a hand-off or a leadership is granted: a lease past its
+  /// deadline is lost now (as the keepalive's timer would tell a moment later), so that nothing
+  /// is granted under a lease etcd may have given away. Returns whether the session is lost.
+  bool lost_by_now();
 
   // All on the strand.
   void finish(error_code reason, error_code for_waiters);

@@ -82,7 +82,7 @@ asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::st
   }
   // Lost while the txn was on the wire (orphaned, or its keepalive deadline passed): the loss
   // was told before anything of ours listened, and a txn that showed us oldest would lead on it.
-  if (!ec && s.lost) ec = error::session_lost;
+  if (!ec && s.lost_by_now()) ec = error::session_lost;
   if (!ec && !a.owner) {
     if (co_await cancellation_requested()) ec = asio::error::operation_aborted;
     else if (a.rev == 0) ec = error::session_lost;

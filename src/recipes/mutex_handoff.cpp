@@ -17,6 +17,10 @@ bool mutex_queue::may_join() const {
 }
 
 void mutex_queue::grant_all(asio::any_completion_handler<void(error_code)> unlocked, bool local) {
+  if (session->lost_by_now()) {  // the loss listener has failed the waiters
+    if (unlocked) session->impl->complete(std::move(unlocked), error::session_lost);
+    return;
+  }
   // Joining a held key (local) needs no writer anywhere, and the writer a late reader came
   // after may have gone since: then nobody is late.
   const bool keep_late = !local && !may_join();
@@ -73,6 +77,10 @@ bool mutex_queue::end_hold(const std::shared_ptr<mutex_state>& by) {
 }
 
 void mutex_queue::grant(asio::any_completion_handler<void(error_code)> unlocked, bool local) {
+  if (session->lost_by_now()) {  // the loss listener has failed the waiters
+    if (unlocked) session->impl->complete(std::move(unlocked), error::session_lost);
+    return;
+  }
   auto w = std::move(waiters.front());
   waiters.pop_front();
   count_waiting();

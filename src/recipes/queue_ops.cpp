@@ -311,6 +311,9 @@ asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_vie
   if (!o->done) co_await o->wake.async_wait(as_result);
   view->core().remove(id);
   s.unlisten(lid);
+  // The view says it is our turn, but the lease may be past its deadline with the keepalive's
+  // timer still queued behind this (a busy loop): etcd may have expired it and given the turn on.
+  if (o->done && !o->ec && s.lost_by_now()) co_return error::session_lost;
   // A cancelled wait never reports ownership: the canceller (a timeout, say) has moved on and
   // would never release it.
   if (co_await cancellation_requested()) co_return asio::error::operation_aborted;

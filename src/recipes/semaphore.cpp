@@ -130,7 +130,7 @@ asio::awaitable<error_code> acquire_permits(std::shared_ptr<semaphore_state> mp,
   bump(m.counters->waiting, -1);
   // Cancelled after the read showed our turn: the caller has moved on and would never release.
   if (!ec && (m.orphaned || co_await cancellation_requested())) ec = asio::error::operation_aborted;
-  if (!ec && s.lost) ec = error::session_lost;  // lost during a try's second read
+  if (!ec && s.lost_by_now()) ec = error::session_lost;  // lost during a try's second read, or past its deadline
   if (ec) {
     // a.rev 0: the txn failed and its outcome is unknown; release_key sweeps a late put up.
     // A refused try waits for its key's delete (etcd has just answered; a process that exits on
