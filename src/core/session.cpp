@@ -198,7 +198,7 @@ client& session::get_client() const {
     throw boost::system::system_error(make_error_code(error::client_closed), "coetcd: the session's client is gone");
   return *state_->impl->user_;
 }
-bool session::lost() const noexcept { return !state_ || state_->lost || state_->past_deadline(); }
+bool session::lost() const noexcept { return !state_ || state_->counts_as_lost(); }
 asio::cancellation_slot session::loss_slot() const noexcept {
   return state_ ? state_->loss_signal.slot() : asio::cancellation_slot();
 }

@@ -50,6 +50,8 @@ struct session_state : std::enable_shared_from_this<session_state> {
   /// etcd may have expired it, even if the keepalive's timer has not fired yet (a busy loop runs
   /// it late). Any thread.
   bool past_deadline() const noexcept;
+  /// What session::lost() says: lost, or past the deadline. Any thread.
+  bool counts_as_lost() const noexcept { return lost || past_deadline(); }
   /// On the strand, before a lock, a hand-off or a leadership is granted: a lease past its
   /// deadline is lost now (as the keepalive's timer would tell a moment later), so that nothing
   /// is granted under a lease etcd may have given away. Returns whether the session is lost.

@@ -69,7 +69,7 @@ asio::awaitable<error_code> lock_all(std::shared_ptr<multi_lock_state> ms, bool 
   // part waited: etcd may have passed that part on. Read from this strand: the parts' sessions
   // may belong to other clients, whose strands own the rest of their state.
   for (std::size_t i = 0; !ec && i < ms->parts.size(); ++i)
-    if (const auto& s = *ms->parts[i]->session; s.lost || s.past_deadline()) ec = error::session_lost;
+    if (ms->parts[i]->session->counts_as_lost()) ec = error::session_lost;
   if (ec) {
     co_await unlock_first(ms, taken);
     co_return ec;
