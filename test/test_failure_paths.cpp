@@ -19,13 +19,6 @@ BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
 namespace {
 
-client_options via(const tcp_proxy& p, std::chrono::milliseconds request_timeout) {
-  client_options o;
-  o.endpoints = {p.endpoint()};
-  o.request_timeout = request_timeout;
-  return o;
-}
-
 std::uint64_t sent(const client& c, const std::string& method) {
   auto st = c.stats();
   auto it = st.rpcs.find(method);

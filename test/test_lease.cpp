@@ -181,15 +181,6 @@ BOOST_AUTO_TEST_CASE(an_adopted_lease_is_lost_by_its_real_expiry) {
   }(c), 30s);
 }
 
-namespace {
-client_options through(const tcp_proxy& p) {
-  client_options o;
-  o.endpoints = {p.endpoint()};
-  o.request_timeout = 5s;
-  return o;
-}
-}  // namespace
-
 // etcd starts a new lease's TTL when it applies the grant, before its answer travels back. With
 // 750 ms each way and nothing answered after the grant, the session must be lost by its TTL after
 // the grant was sent; counting from the answer trusted the lease for 1.5 s after etcd could have
@@ -197,7 +188,7 @@ client_options through(const tcp_proxy& p) {
 BOOST_AUTO_TEST_CASE(a_sessions_first_deadline_counts_from_when_it_asked_for_the_lease) {
   tcp_proxy proxy(server().endpoint());
   asio::io_context ioc;
-  client c(ioc, through(proxy));
+  client c(ioc, via(proxy));
   run_for(ioc, [](tcp_proxy& proxy, client& c) -> asio::awaitable<void> {
     co_await c.async_get("/lease/connected", use_awaitable);  // connected before the delay
     proxy.delay(750ms);
@@ -222,7 +213,7 @@ BOOST_AUTO_TEST_CASE(a_sessions_first_deadline_counts_from_when_it_asked_for_the
 BOOST_AUTO_TEST_CASE(lost_is_true_past_the_deadline_before_a_busy_loop_runs_the_keepalive_timer) {
   tcp_proxy proxy(server().endpoint());
   asio::io_context ioc;
-  client c(ioc, through(proxy));
+  client c(ioc, via(proxy));
   run_for(ioc, [](tcp_proxy& proxy, client& c) -> asio::awaitable<void> {
     auto s = co_await session::async_create(c, session_options{.ttl = 3s}, use_awaitable);
     auto told = std::make_shared<bool>(false);

@@ -19,17 +19,6 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
-namespace {
-
-client_options via(const tcp_proxy& p, std::chrono::milliseconds request_timeout = 5000ms) {
-  client_options o;
-  o.endpoints = {p.endpoint()};
-  o.request_timeout = request_timeout;
-  return o;
-}
-
-}  // namespace
-
 // A client cut off while 1500 keys are written under a lock name comes back to a watch that
 // catches up 1000 revisions at a time, each response stamped with the current revision. A
 // waiter whose key was made after the gap must not look gone (session_lost) before the view has

@@ -11,6 +11,8 @@
 // The member and every client that does not use the proxy see nothing.
 #pragma once
 
+#include <coetcd/client_options.hpp>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -297,5 +299,13 @@ class tcp_proxy {
   std::atomic<int> connections_{0};
   std::thread thread_;
 };
+
+/// Options for a client that reaches etcd only through `p`.
+inline client_options via(const tcp_proxy& p, std::chrono::milliseconds request_timeout = std::chrono::milliseconds(5000)) {
+  client_options o;
+  o.endpoints = {p.endpoint()};
+  o.request_timeout = request_timeout;
+  return o;
+}
 
 }  // namespace coetcd::test
