@@ -122,7 +122,11 @@ std::shared_ptr<grpc::Channel> make_channel(const client_options& o, const std::
 }  // namespace
 
 client_impl::client_impl(asio::any_io_executor ex, client_options options)
-    : io_ex_(ex), strand_(asio::make_strand(ex)), options_(std::move(options)), telemetry_(options_.on_event) {
+    : io_ex_(ex),
+      completion_ex_(as_completion_executor(io_ex_)),
+      strand_(asio::make_strand(ex)),
+      options_(std::move(options)),
+      telemetry_(options_.on_event) {
   auto eps = parse_endpoints(options_.endpoints);
   if (options_.request_timeout.count() <= 0)
     throw boost::system::system_error(make_error_code(error::invalid_argument),

@@ -12,6 +12,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <boost/asio/append.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
@@ -227,7 +228,8 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   template <class... Args>
   void complete(asio::any_completion_handler<void(error_code, Args...)> h, error_code ec, Args... args) {
     asio::get_associated_cancellation_slot(h).clear();
-    asio::post(io_ex_, asio::append(std::move(h), ec, std::move(args)...));
+    auto ex = asio::get_associated_executor(h, completion_ex_);
+    asio::post(io_ex_, asio::bind_executor(std::move(ex), asio::append(std::move(h), ec, std::move(args)...)));
   }
 
   watch_stream& watches();
@@ -242,6 +244,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   void note_outcome(grpc::ClientContext* ctx, error_code ec);
 
   asio::any_io_executor io_ex_;
+  /// io_ex_ as the candidate executor when asking a type-erased handler for its own: given an
+  /// any_io_executor, Asio converts it to an any_completion_executor, on the heap, at each ask.
+  asio::any_completion_executor completion_ex_;
   strand_type strand_;
   client_options options_;
   telemetry telemetry_;

@@ -140,7 +140,7 @@ inline void spawn_grant_op(const std::shared_ptr<client_impl>& c, asio::awaitabl
   auto done = [c, cancel, to_body, h = std::move(h), give_back = std::move(give_back)](std::exception_ptr e,
                                                                                    error_code ec) mutable {
     if (e) ec = exception_to_error(e);
-    auto ex = asio::get_associated_executor(h, c->io_ex_);
+    auto ex = asio::get_associated_executor(h, c->completion_ex_);
     auto deliver = [c, cancel, ec, h = std::move(h), give_back = std::move(give_back)]() mutable {
       asio::get_associated_cancellation_slot(h).clear();
       if (!ec && cancel->emitted()) {

@@ -8,6 +8,7 @@
 #include <boost/asio/associator.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/prefer.hpp>
 
 #include <type_traits>
@@ -56,6 +57,22 @@ struct work_tracking_handler {
   }
 };
 
+/// `ex` as the executor an any_completion_handler reports. Asio 1.81 wraps an any_io_executor
+/// in a shared, heap-allocated copy when it converts it, once per query of a type-erased
+/// handler's executor; the io_context's own executor, which an any_io_executor usually holds,
+/// fits in the small buffer instead. Same target, so the same executor either way.
+template <class Executor>
+asio::any_completion_executor as_completion_executor(const Executor& ex) noexcept {
+  if constexpr (std::is_same_v<Executor, asio::any_completion_executor>) {
+    return ex;
+  } else {
+    if constexpr (std::is_same_v<Executor, asio::any_io_executor>)
+      if (auto* io = ex.template target<asio::io_context::executor_type>())
+        return asio::any_completion_executor(std::nothrow, *io);
+    return asio::any_completion_executor(std::nothrow, ex);
+  }
+}
+
 /// Whether an allocator is an any_completion_handler's, which allocates from its handler.
 template <class Allocator>
 struct is_type_erased_allocator : std::false_type {};
@@ -88,6 +105,18 @@ struct associator<Associator, coetcd::detail::work_tracking_handler<Handler>, De
   static auto get(const coetcd::detail::work_tracking_handler<Handler>& h, const DefaultCandidate& c) noexcept
       -> decltype(Associator<Handler, DefaultCandidate>::get(h.handler, c)) {
     return Associator<Handler, DefaultCandidate>::get(h.handler, c);
+  }
+};
+// Asked by the any_completion_handler that holds the wrapper (the candidate is then an
+// any_completion_executor), the executor comes back in the form that costs no allocation.
+template <class Handler>
+struct associator<associated_executor, coetcd::detail::work_tracking_handler<Handler>, any_completion_executor> {
+  using type = any_completion_executor;
+  static type get(const coetcd::detail::work_tracking_handler<Handler>& h) noexcept {
+    return coetcd::detail::as_completion_executor(get_associated_executor(h.handler));
+  }
+  static type get(const coetcd::detail::work_tracking_handler<Handler>& h, const any_completion_executor& c) noexcept {
+    return coetcd::detail::as_completion_executor(get_associated_executor(h.handler, c));
   }
 };
 // A type-erased handler's allocator allocates from that handler's own storage. The wrapper,
