@@ -15,14 +15,14 @@ void session_state::finish(error_code reason, error_code for_waiters) {
   loss_signal.emit(asio::cancellation_type::terminal);
 }
 
-bool session_state::past_deadline() const noexcept {
+bool session_state::past_deadline(std::chrono::steady_clock::time_point now) const noexcept {
   if (!kept) return false;
   const auto d = kept->published_deadline.load(std::memory_order_relaxed);
-  return std::chrono::steady_clock::now().time_since_epoch().count() >= d;
+  return now.time_since_epoch().count() >= d;
 }
 
-bool session_state::lost_by_now() {
-  if (lost || !past_deadline()) return lost;
+bool session_state::lost_by_now(std::chrono::steady_clock::time_point now) {
+  if (lost || !past_deadline(now)) return lost;
   // The keepalive loses the lease now (its renewals stop, and the session's own wait for the
   // loss reports it: event and telemetry), and the session ends at once, before the caller grants.
   if (kept->manager) kept->manager->expire_due();

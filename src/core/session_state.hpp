@@ -6,6 +6,7 @@
 #include <coetcd/session.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <utility>
@@ -49,13 +50,13 @@ struct session_state : std::enable_shared_from_this<session_state> {
   /// The lease's local deadline has passed (no renewal sent since TTL ago has been answered):
   /// etcd may have expired it, even if the keepalive's timer has not fired yet (a busy loop runs
   /// it late). Any thread.
-  bool past_deadline() const noexcept;
+  bool past_deadline(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) const noexcept;
   /// What session::lost() says: lost, or past the deadline. Any thread.
   bool counts_as_lost() const noexcept { return lost || past_deadline(); }
   /// On the strand, before a lock, a hand-off or a leadership is granted: a lease past its
   /// deadline is lost now (as the keepalive's timer would tell a moment later), so that nothing
   /// is granted under a lease etcd may have given away. Returns whether the session is lost.
-  bool lost_by_now();
+  bool lost_by_now(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
 
   // All on the strand.
   void finish(error_code reason, error_code for_waiters);

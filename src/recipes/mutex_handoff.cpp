@@ -17,7 +17,8 @@ bool mutex_queue::may_join() const {
 }
 
 void mutex_queue::grant_all(asio::any_completion_handler<void(error_code)> unlocked, bool local) {
-  if (session->lost_by_now()) {  // the loss listener has failed the waiters
+  const auto now = clock::now();
+  if (session->lost_by_now(now)) {  // the loss listener has failed the waiters
     if (unlocked) session->impl->complete(std::move(unlocked), error::session_lost);
     return;
   }
@@ -32,7 +33,6 @@ void mutex_queue::grant_all(asio::any_completion_handler<void(error_code)> unloc
   }
   count_waiting();
   auto& impl = *session->impl;
-  const auto now = clock::now();
   if (holds == 0) held_since = now;
   for (auto& w : all) {
     auto& m = *w.by;
@@ -68,7 +68,7 @@ bool mutex_queue::end_hold(const std::shared_ptr<mutex_state>& by) {
     --holds;
   } else {
     if (!held_by(by)) return false;
-    by->held = false;
+    by->held.store(false, std::memory_order_release);
     holder.reset();
     if (by->fence_asked.exchange(false)) fence_due = true;
   }
@@ -77,7 +77,8 @@ bool mutex_queue::end_hold(const std::shared_ptr<mutex_state>& by) {
 }
 
 void mutex_queue::grant(asio::any_completion_handler<void(error_code)> unlocked, bool local) {
-  if (session->lost_by_now()) {  // the loss listener has failed the waiters
+  const auto now = clock::now();  // one read of the clock: a hand-off's own cost is a few of them
+  if (session->lost_by_now(now)) {  // the loss listener has failed the waiters
     if (unlocked) session->impl->complete(std::move(unlocked), error::session_lost);
     return;
   }
@@ -90,18 +91,20 @@ void mutex_queue::grant(asio::any_completion_handler<void(error_code)> unlocked,
     if (unlocked) session->impl->complete(std::move(unlocked), error_code{});
     return pass_on({}, m.options);
   }
-  // `held` last: the accessors (any thread) read it first, and a thread that sees it set must
-  // see this hold's token, sequence and header, not the previous hold's.
-  m.rev = rev;
-  m.mod_rev = mod_rev;
-  m.fence = fence;
-  m.fence_asked = false;
+  // `held` last, released: the accessors (any thread) read it first, and a thread that sees it
+  // set must see this hold's token, sequence and header, not the previous hold's. The others
+  // need no order of their own (each a locked instruction when sequentially consistent).
+  constexpr auto relaxed = std::memory_order_relaxed;
+  m.rev.store(rev, relaxed);
+  m.mod_rev.store(mod_rev, relaxed);
+  m.fence.store(fence, relaxed);
+  m.fence_asked.store(false, relaxed);
   m.header = header;
-  m.sequence = ++sequence;
-  m.held = true;
+  m.sequence.store(++sequence, relaxed);
+  m.held.store(true, std::memory_order_release);
   holder = w.by;
   count_held();
-  held_since = clock::now();
+  held_since = now;
   bump(counters->acquired);
   if (local) bump(counters->handoffs);
   if (std::exchange(fence_moved, false)) bump(counters->fenced_handoffs);
@@ -114,6 +117,26 @@ void mutex_queue::grant(asio::any_completion_handler<void(error_code)> unlocked,
   deliver(std::move(w), std::move(unlocked));
 }
 
+namespace {
+
+// One post carries a grant and the unlock that made it, if any: each is then dispatched to its
+// own executor (inline when that is the one running).
+template <class ToHolder>
+void post_grant(client_impl& impl, ToHolder to_holder, asio::any_completion_handler<void(error_code)> unlocked) {
+  if (!unlocked) return asio::post(impl.io_ex_, [to_holder = std::move(to_holder)]() mutable {
+    asio::dispatch(std::move(to_holder));
+  });
+  asio::get_associated_cancellation_slot(unlocked).clear();
+  auto ex = asio::get_associated_executor(unlocked, impl.completion_ex_);
+  auto to_unlocker = asio::bind_executor(std::move(ex), asio::append(std::move(unlocked), error_code{}));
+  asio::post(impl.io_ex_, [to_holder = std::move(to_holder), to_unlocker = std::move(to_unlocker)]() mutable {
+    asio::dispatch(std::move(to_holder));
+    asio::dispatch(std::move(to_unlocker));
+  });
+}
+
+}  // namespace
+
 void mutex_queue::deliver(waiter w, asio::any_completion_handler<void(error_code)> unlocked) {
   // One post carries the grant and, on a local hand-off, the completion of the unlock that made
   // it: each handler is then dispatched to its own executor (inline when that is the one running).
@@ -123,7 +146,11 @@ void mutex_queue::deliver(waiter w, asio::any_completion_handler<void(error_code
   // unlock. So the slot stays ours until then, and the check is made on the handler's executor,
   // where the cancellation is emitted; a grant given back passes on, on the strand.
   auto& impl = *session->impl;
-  auto ex = asio::get_associated_executor(w.done, impl.io_ex_);
+  auto ex = asio::get_associated_executor(w.done, impl.completion_ex_);
+  if (!w.cancel) {  // nobody can cancel the caller: nothing to check on its executor
+    auto to_holder = asio::bind_executor(std::move(ex), asio::append(std::move(w.done), error_code{}));
+    return post_grant(impl, std::move(to_holder), std::move(unlocked));
+  }
   auto to_holder = asio::bind_executor(ex, [self = shared_from_this(), w = std::move(w)]() mutable {
     asio::get_associated_cancellation_slot(w.done).clear();
     if (!w.cancel || !w.cancel->emitted()) return std::move(w.done)(error_code{});
@@ -145,12 +172,7 @@ void mutex_queue::deliver(waiter w, asio::any_completion_handler<void(error_code
     });
     std::move(w.done)(make_error_code(asio::error::operation_aborted));
   });
-  asio::post(impl.io_ex_, [to_holder = std::move(to_holder), unlocked = std::move(unlocked)]() mutable {
-    asio::dispatch(std::move(to_holder));
-    if (!unlocked) return;
-    asio::get_associated_cancellation_slot(unlocked).clear();
-    asio::dispatch(asio::append(std::move(unlocked), error_code{}));
-  });
+  post_grant(impl, std::move(to_holder), std::move(unlocked));
 }
 
 bool mutex_queue::own_writer_after(std::int64_t r) const {
