@@ -12,17 +12,29 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/strand.hpp>
 
-#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <new>
 
 using namespace coetcd;
 
-// Every allocation of this program is counted: a test reads the count around one call.
+// Allocations are counted on the thread that runs the tests, not on gRPC's: a test reads the
+// count around one call. Not under AddressSanitizer, whose own operator new must stay (it pairs
+// each allocation with its release).
+#if defined(__SANITIZE_ADDRESS__)
+#define COETCD_COUNTS_ALLOCATIONS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define COETCD_COUNTS_ALLOCATIONS 0
+#endif
+#endif
+#ifndef COETCD_COUNTS_ALLOCATIONS
+#define COETCD_COUNTS_ALLOCATIONS 1
+#endif
 namespace {
-std::atomic<long> allocations{0};
+thread_local long allocations = 0;
 }
+#if COETCD_COUNTS_ALLOCATIONS
 void* operator new(std::size_t n) {
   ++allocations;
   if (void* p = std::malloc(n ? n : 1)) return p;
@@ -30,6 +42,7 @@ void* operator new(std::size_t n) {
 }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#endif
 
 // Two clean-ups of one key may overlap (a lock's driver fails with its put's outcome unknown, the
 // next driver is cancelled while it waits for that delete). Each reads the key and deletes what
@@ -81,7 +94,8 @@ BOOST_AUTO_TEST_CASE(asking_a_callers_handler_for_its_executor_allocates_nothing
   auto on_io = erased(asio::bind_executor(io, [](error_code) {}));
   const long before = allocations;
   auto ex = asio::get_associated_executor(on_io, candidate);
-  BOOST_TEST(allocations - before == 0);
+  if (COETCD_COUNTS_ALLOCATIONS) BOOST_TEST(allocations - before == 0);
+  else BOOST_TEST_MESSAGE("allocations not counted under AddressSanitizer");
   auto* target = ex.target<asio::io_context::executor_type>();
   BOOST_TEST_REQUIRE(target != nullptr);
   BOOST_TEST((*target == ioc.get_executor()));

@@ -110,10 +110,11 @@ struct associator<Associator, coetcd::detail::work_tracking_handler<Handler>, De
 // Asked by the any_completion_handler that holds the wrapper (the candidate is then an
 // any_completion_executor), the executor comes back in the form that costs no allocation.
 template <class Handler>
-struct associator<associated_executor, coetcd::detail::work_tracking_handler<Handler>, any_completion_executor> {
+struct associator<associated_executor, coetcd::detail::work_tracking_handler<Handler>, any_completion_executor>
+    : associated_executor<Handler, any_completion_executor> {  // for its traits only
   using type = any_completion_executor;
   static type get(const coetcd::detail::work_tracking_handler<Handler>& h) noexcept {
-    return coetcd::detail::as_completion_executor(get_associated_executor(h.handler));
+    return get(h, any_completion_executor());
   }
   static type get(const coetcd::detail::work_tracking_handler<Handler>& h, const any_completion_executor& c) noexcept {
     return coetcd::detail::as_completion_executor(get_associated_executor(h.handler, c));
