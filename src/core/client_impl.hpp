@@ -224,12 +224,18 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     }
   }
 
+  /// `h` with its result, bound to its own executor: what a completion posts. Its cancellation
+  /// slot is cleared, since the operation has ended.
+  template <class... Args>
+  auto bound(asio::any_completion_handler<void(error_code, Args...)> h, error_code ec, Args... args) {
+    asio::get_associated_cancellation_slot(h).clear();
+    auto ex = asio::get_associated_executor(h, completion_ex_);
+    return asio::bind_executor(std::move(ex), asio::append(std::move(h), ec, std::move(args)...));
+  }
   /// Completes a user handler: never inline, on its associated executor.
   template <class... Args>
   void complete(asio::any_completion_handler<void(error_code, Args...)> h, error_code ec, Args... args) {
-    asio::get_associated_cancellation_slot(h).clear();
-    auto ex = asio::get_associated_executor(h, completion_ex_);
-    asio::post(io_ex_, asio::bind_executor(std::move(ex), asio::append(std::move(h), ec, std::move(args)...)));
+    asio::post(io_ex_, bound(std::move(h), ec, std::move(args)...));
   }
 
   watch_stream& watches();

@@ -126,9 +126,7 @@ void post_grant(client_impl& impl, ToHolder to_holder, asio::any_completion_hand
   if (!unlocked) return asio::post(impl.io_ex_, [to_holder = std::move(to_holder)]() mutable {
     asio::dispatch(std::move(to_holder));
   });
-  asio::get_associated_cancellation_slot(unlocked).clear();
-  auto ex = asio::get_associated_executor(unlocked, impl.completion_ex_);
-  auto to_unlocker = asio::bind_executor(std::move(ex), asio::append(std::move(unlocked), error_code{}));
+  auto to_unlocker = impl.bound(std::move(unlocked), error_code{});
   asio::post(impl.io_ex_, [to_holder = std::move(to_holder), to_unlocker = std::move(to_unlocker)]() mutable {
     asio::dispatch(std::move(to_holder));
     asio::dispatch(std::move(to_unlocker));
@@ -138,22 +136,17 @@ void post_grant(client_impl& impl, ToHolder to_holder, asio::any_completion_hand
 }  // namespace
 
 void mutex_queue::deliver(waiter w, asio::any_completion_handler<void(error_code)> unlocked) {
-  // One post carries the grant and, on a local hand-off, the completion of the unlock that made
-  // it: each handler is then dispatched to its own executor (inline when that is the one running).
-  //
   // A cancellation emitted before the new holder's handler runs (the other branch of an `||`
   // finished first, and the lock's result will be discarded) must win, or nobody would ever
   // unlock. So the slot stays ours until then, and the check is made on the handler's executor,
   // where the cancellation is emitted; a grant given back passes on, on the strand.
   auto& impl = *session->impl;
+  if (!w.cancel)  // nobody can cancel the caller: nothing to check on its executor
+    return post_grant(impl, impl.bound(std::move(w.done), error_code{}), std::move(unlocked));
   auto ex = asio::get_associated_executor(w.done, impl.completion_ex_);
-  if (!w.cancel) {  // nobody can cancel the caller: nothing to check on its executor
-    auto to_holder = asio::bind_executor(std::move(ex), asio::append(std::move(w.done), error_code{}));
-    return post_grant(impl, std::move(to_holder), std::move(unlocked));
-  }
-  auto to_holder = asio::bind_executor(ex, [self = shared_from_this(), w = std::move(w)]() mutable {
+  auto to_holder = asio::bind_executor(std::move(ex), [self = shared_from_this(), w = std::move(w)]() mutable {
     asio::get_associated_cancellation_slot(w.done).clear();
-    if (!w.cancel || !w.cancel->emitted()) return std::move(w.done)(error_code{});
+    if (!w.cancel->emitted()) return std::move(w.done)(error_code{});
     asio::dispatch(self->session->impl->strand_, [self, by = w.by] {
       if (self->shared ? by->shared_holds > 0 : self->held_by(by)) {
         if (self->shared) {
