@@ -98,7 +98,9 @@ void mutex_queue::cancel_waiter(std::uint64_t id) {
   // completes).
   if (waiters.empty() && state == key_state::acquiring && driver_cancellable) {
     parting.emplace_back(std::move(h), asio::error::operation_aborted);
-    return driver_cancel.emit(asio::cancellation_type::terminal);
+    if (!turn) return driver_cancel.emit(asio::cancellation_type::terminal);
+    turn->cancelled = true;
+    return turn_ended(asio::error::operation_aborted);
   }
   session->impl->complete(std::move(h), asio::error::operation_aborted);
 }
@@ -179,19 +181,65 @@ asio::awaitable<void> mutex_queue::drive() {
     error_code ec;
     if (waiters.empty() || co_await cancellation_requested()) ec = asio::error::operation_aborted;
     else if (a.rev == 0) ec = error::session_lost;
+    else if (s.lost) ec = error::session_lost;  // lost while our txn was on the wire
     else {
-      queued_rev = a.rev;
-      ec = co_await wait_turn(s, view, prefix, key, a.rev, waits_for);
-      queued_rev = 0;
+      await_turn(a.rev, a.mod_rev, a.txn.header, waits_for);
+      co_return;  // this frame and its spawn are freed while the key waits
     }
-    if (ec) {
-      give_up(ec);
-      if (refused) clean_up(a.rev, std::move(*refused));
-      else clean_up(a.rev);
-      co_return acquire_failed();
-    }
+    give_up(ec);
+    if (refused) clean_up(a.rev, std::move(*refused));
+    else clean_up(a.rev);
+    co_return acquire_failed();
   }
   acquired(a.rev, a.mod_rev, a.txn.header);
+}
+
+void mutex_queue::await_turn(std::int64_t r, std::int64_t m, response_header h, turn_rule rule) {
+  ensure_view();
+  queued_rev = r;
+  // With span hooks, what follows stays part of the wait the driver is for.
+  turn.emplace(turn_wait{.mod_rev = m, .header = std::move(h), .trace = op_trace::current()});
+  turn->in_view = view->core().add({key, r, [w = weak_from_this()](error_code ec) {
+                                      if (auto q = w.lock()) q->turn_ended(ec);
+                                    },
+                                    std::move(rule)});
+  // Decided inside add() (in a hand-off the release's watch event often comes before our txn's
+  // answer): on at once, as the driver went on without a pause.
+  if (turn->told) return after_turn();
+  // The listener owns the queue while the key waits (as the driver's frame did), so a key whose
+  // callers all left without a way to cancel is still taken and released, not left behind. The
+  // session's end drops it, which ends the wait.
+  turn->listener = session->listen([self = shared_from_this()] { self->turn_ended(error::session_lost); });
+}
+
+void mutex_queue::turn_ended(error_code ec) {
+  if (!turn || turn->told) return;
+  turn->told = true;
+  turn->ec = ec;
+  if (!turn->listener) return;  // inside add(): await_turn goes on
+  // Not from inside the view's or the session's loop of notifications: the rest changes both.
+  auto rest = [self = shared_from_this()] { self->after_turn(); };
+  auto& strand = session->impl->strand_;
+  if (turn->trace) asio::post(traced_executor(strand, turn->trace), std::move(rest));
+  else asio::post(strand, std::move(rest));
+}
+
+void mutex_queue::after_turn() {
+  const auto t = std::move(*turn);
+  turn.reset();
+  const auto r = std::exchange(queued_rev, 0);
+  view->core().remove(t.in_view);
+  if (t.listener) session->unlisten(*t.listener);
+  auto ec = t.ec;
+  // The view says it is our turn, but the lease may be past its deadline with the keepalive's
+  // timer still queued behind this (a busy loop): etcd may have expired it and given the turn on.
+  if (!ec && session->lost_by_now()) ec = error::session_lost;
+  // A cancelled wait never reports ownership: the canceller (a timeout, say) has moved on.
+  else if (t.cancelled) ec = asio::error::operation_aborted;
+  if (!ec) return acquired(r, t.mod_rev, t.header);
+  give_up(ec);
+  clean_up(r);
+  acquire_failed();
 }
 
 void mutex_queue::give_up(error_code ec) {

@@ -78,6 +78,9 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   void start_driver();
   void spawn_driver();
   asio::awaitable<void> drive();
+  void await_turn(std::int64_t rev, std::int64_t mod_rev, response_header h, turn_rule rule);
+  void turn_ended(error_code ec);
+  void after_turn();
   void acquired(std::int64_t rev, std::int64_t mod_rev, response_header h);
   /// The driver is done without the key: the callers that left complete, and callers that came
   /// since get a new driver.
@@ -218,6 +221,19 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   std::optional<std::uint64_t> linger_listener;
   std::optional<std::uint64_t> writers_listener;  // shared: see watch_writers
   std::int64_t queued_rev = 0;  // the driver's key while it waits for its turn, else 0
+  // The driver's wait for its turn, kept here rather than in a coroutine frame: a waiting key
+  // costs a few words instead of the frames, the spawn and a timer (about 1.5 KB; heaptrack).
+  struct turn_wait {
+    std::int64_t mod_rev = 0;
+    response_header header;
+    std::shared_ptr<const op_trace> trace;   // with span hooks: the wait the driver is for
+    std::uint64_t in_view = 0;               // the view's id for our key
+    std::optional<std::uint64_t> listener;   // the session's id for the wait's loss listener
+    bool told = false;                       // the first word came: the rest is under way
+    bool cancelled = false;                  // the last caller left: never report ownership
+    error_code ec;
+  };
+  std::optional<turn_wait> turn;
   std::optional<std::uint64_t> loss_listener;
 };
 
