@@ -4,8 +4,14 @@ extra waiting worker, and where they come from (per allocation site, the site's 
 workers less the same with one, divided by N - 1).
 
 usage: memory.py WORKDIR ONE N ETCD_VERSION OUT.jsonl OUT.md
-WORKDIR holds summary-K.txt (heaptrack_print), stacks-K.txt (its -F output, peak costs) and
-bench-K.json (coetcd-bench --json) for K in ONE and N.
+WORKDIR holds summary-K.txt (heaptrack_print), stacks-K.txt (its -F output, peak costs),
+massif-K.txt (its -M output: the heap over time) and bench-K.json (coetcd-bench --json) for K in
+ONE and N.
+
+Two figures per run. The peak is the process's largest heap: with many workers, the start, when
+every worker's acquire txn is in flight at once. The waiting heap is the median of the snapshots
+from half to 85 % of the run's time: after the start's burst and before the workers part, while
+all but one wait (the timeline of a 1000-worker run is flat there to within 1 %).
 """
 import collections
 import json
@@ -20,6 +26,16 @@ def peak_heap(k):
     text = open(f"{work}/summary-{k}.txt").read()
     m = re.search(r"peak heap memory consumption: ([0-9.]+)([KMG]?)", text)
     return float(m.group(1)) * UNITS[m.group(2)]
+
+
+def waiting_heap(k):
+    """The median heap of the snapshots between 50 % and 85 % of the run's time."""
+    text = open(f"{work}/massif-{k}.txt").read()
+    times = [float(t) for t in re.findall(r"^time=([0-9.]+)$", text, re.M)]
+    heaps = [int(h) for h in re.findall(r"^mem_heap_B=([0-9]+)$", text, re.M)]
+    end = max(times)
+    middle = sorted(h for t, h in zip(times, heaps) if 0.5 * end <= t <= 0.85 * end)
+    return middle[len(middle) // 2]
 
 
 def qualified(frame):
@@ -60,6 +76,8 @@ def sites(k):
 workers = int(n)
 base, many = peak_heap(one), peak_heap(n)
 per_waiter = (many - base) / (workers - 1)
+waiting_base, waiting_many = waiting_heap(one), waiting_heap(n)
+per_waiting = (waiting_many - waiting_base) / (workers - 1)
 a, b = sites(n), sites(one)
 rows = sorted(set(a) | set(b), key=lambda s: -(a[s] - b[s]))
 shown = [s for s in rows if (a[s] - b[s]) / (workers - 1) >= 40][:18]
@@ -75,6 +93,7 @@ benches = {k: bench(k) for k in (one, n)}
 with open(out_jsonl, "w") as f:
     for k in (one, n):
         f.write(json.dumps({"etcd": etcd, "workers": int(k), "peak_heap_bytes": peak_heap(k),
+                            "waiting_heap_bytes": waiting_heap(k),
                             "acquisitions": benches[k].get("acquisitions"),
                             "sites": {s: c for s, c in sites(k).most_common(40)}}) + "\n")
 
@@ -82,22 +101,26 @@ lines = [
     "# Memory per waiting worker",
     "",
     f"`benchmarks/memory`: `coetcd-bench --mode mutex` under heaptrack on etcd {etcd}, one lock, each "
-    f"worker with its own session, 4 s; {one} worker against {n}. Peak heap is heaptrack's "
-    "(the process's largest live heap); a site's bytes are its own peak with "
-    f"{n} workers less the same with {one}, divided by {workers - 1}. Sites name the two innermost "
-    "frames of coetcd's code in the allocation's stack (innermost first). Per-site peaks need not "
-    "coincide in time, so the sites' sum can differ a little from the marginal peak.",
+    f"worker with its own session, 4 s; {one} worker against {n}. *While waiting*: the median of "
+    "heaptrack's heap snapshots from half to 85 % of the run's time, when all workers but the "
+    "holder wait for their turn. *Peak*: the process's largest heap, which with many workers comes "
+    "at the start, while every worker's acquire txn is in flight at once.",
     "",
-    "| workers | peak heap | acquisitions |",
-    "|---:|---:|---:|",
+    "| workers | heap while waiting | peak heap | acquisitions |",
+    "|---:|---:|---:|---:|",
 ]
 for k in (one, n):
-    lines.append(f"| {k} | {peak_heap(k) / 1e6:.2f} MB | {benches[k].get('acquisitions')} |")
+    lines.append(f"| {k} | {waiting_heap(k) / 1e6:.2f} MB | {peak_heap(k) / 1e6:.2f} MB | {benches[k].get('acquisitions')} |")
 lines += [
     "",
-    f"**Marginal peak heap per extra waiting worker: {per_waiter / 1e3:.2f} KB.**",
+    f"**Marginal heap per extra waiting worker: {per_waiting / 1e3:.2f} KB while waiting, "
+    f"{per_waiter / 1e3:.2f} KB at the peak.**",
     "",
-    "| bytes per waiter | site |",
+    f"What the peak holds: a site's bytes at the process's peak with {n} workers, less the same "
+    f"with {one}, divided by {workers - 1}. Sites name the two innermost frames of coetcd's code in "
+    "the allocation's stack (innermost first).",
+    "",
+    "| bytes per worker | site |",
     "|---:|---|",
 ]
 for s in shown:
