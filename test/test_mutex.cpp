@@ -878,6 +878,55 @@ BOOST_AUTO_TEST_CASE(objects_left_behind_a_stopped_loop_are_freed_at_shutdown) {
   BOOST_TEST(impl.expired());
 }
 
+// held() and is_leader() answer from the clock, as session::lost() does: past the lease's local
+// deadline etcd may have let another holder or leader in, whether or not the loop has run the
+// keepalive's timer that ends the session. Here the loop stops (no renewal goes out) while the
+// test waits out the TTL.
+BOOST_AUTO_TEST_CASE(held_and_is_leader_end_at_the_leases_deadline_while_the_loop_is_stopped) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  std::optional<session> s;
+  std::optional<mutex> m;
+  std::optional<election> e;
+  std::optional<rw_mutex> rw;
+  std::optional<mutex> a, b;
+  std::optional<multi_lock> both;
+  run_for(ioc, [&]() -> asio::awaitable<void> {
+    s.emplace(co_await session::async_create(c, session_options{.ttl = 2s}, use_awaitable));
+    m.emplace(*s, "deadline-held/m");
+    e.emplace(*s, "deadline-held/e");
+    rw.emplace(*s, "deadline-held/rw");
+    a.emplace(*s, "deadline-held/a");
+    b.emplace(*s, "deadline-held/b");
+    both.emplace(std::vector<multi_lock::part>{*a, *b});
+    co_await m->async_lock(use_awaitable);
+    co_await e->async_campaign("v", use_awaitable);
+    co_await rw->async_lock(use_awaitable);
+    co_await both->async_lock(use_awaitable);
+  }());
+  BOOST_TEST_REQUIRE(m->held());
+  BOOST_TEST_REQUIRE(e->is_leader());
+  BOOST_TEST_REQUIRE(rw->held());
+  BOOST_TEST_REQUIRE(both->held());
+  std::this_thread::sleep_for(s->ttl() + 1s);  // the loop is stopped: no renewal since
+  BOOST_TEST(s->lost());
+  BOOST_TEST(!m->held(), "mutex::held() past the lease's deadline");
+  BOOST_TEST(!e->is_leader(), "is_leader() past the lease's deadline");
+  BOOST_TEST(!rw->held(), "rw_mutex::held() past the lease's deadline");
+  BOOST_TEST(!both->held(), "multi_lock::held() past the lease's deadline");
+  // The loop runs again: the session ends, and its keys go with the lease.
+  run_for(ioc, [&]() -> asio::awaitable<void> {
+    both.reset();
+    a.reset();
+    b.reset();
+    rw.reset();
+    m.reset();
+    e.reset();
+    co_await s->async_close(asio::as_tuple(use_awaitable));
+    BOOST_TEST(co_await settled_keys(c, "deadline-held/", 0) == 0);
+  }());
+}
+
 // A waiter whose key is deleted while it waits (an operator's `etcdctl del`, say) fails with
 // error::session_lost at once and never reports the lock: the key that held its place is gone, so
 // its turn means nothing. Go's Mutex.Lock reads its own key again after waiting for the same

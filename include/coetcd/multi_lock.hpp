@@ -148,7 +148,8 @@ class multi_lock {
   executor_type get_executor() const noexcept;
   /// The parts' names in the order they are taken.
   std::vector<std::string> names() const;
-  /// Between a successful lock and unlock.
+  /// Between a successful lock and unlock: false once a part's session counts as lost, its
+  /// lease's local deadline included (see session::lost()), even before the loss is delivered.
   bool held() const noexcept;
 
  private:

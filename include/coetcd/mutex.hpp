@@ -183,7 +183,9 @@ class mutex {
   const std::string& name() const noexcept;
   /// Our key: name + "/" + hex(lease).
   const std::string& key() const noexcept;
-  /// True between a successful lock and unlock through this object (as far as this process knows).
+  /// True between a successful lock and unlock through this object (as far as this process
+  /// knows): false once the session counts as lost, its lease's local deadline included (see
+  /// session::lost()), even before the session's loss is delivered.
   bool held() const noexcept;
   /// While held, the etcd revision at which this hold began, else 0: the revision of the txn
   /// that found our key the oldest, of the view that saw our turn come, or of the put of a fenced

@@ -175,7 +175,8 @@ class rw_mutex {
   const std::string& write_key() const noexcept;
   /// Our read key: name + "/read/" + hex(lease).
   const std::string& read_key() const noexcept;
-  /// Held exclusively through this object.
+  /// Held exclusively through this object: false once the session counts as lost, its lease's
+  /// local deadline included (see session::lost()), even before the loss is delivered.
   bool held() const noexcept;
   /// Shared holds of this object not yet unlocked.
   int shared_holds() const noexcept;

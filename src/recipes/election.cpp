@@ -322,7 +322,10 @@ election::executor_type election::get_executor() const noexcept {
 }
 const std::string& election::name() const noexcept { return state_ ? state_->name : detail::empty_string(); }
 const std::string& election::key() const noexcept { return state_ ? state_->key : detail::empty_string(); }
-bool election::is_leader() const noexcept { return state_ && state_->leader; }
+bool election::is_leader() const noexcept {
+  // As mutex::held(): past the lease's deadline another campaign may already have won.
+  return state_ && state_->leader && !state_->session->counts_as_lost();
+}
 std::int64_t election::revision() const noexcept { return state_ && state_->leader ? state_->rev.load() : 0; }
 response_header election::header() const noexcept { return state_ ? state_->header.load() : response_header{}; }
 

@@ -219,6 +219,11 @@ std::vector<std::string> multi_lock::names() const {
   return out;
 }
 
-bool multi_lock::held() const noexcept { return state_ && state_->held; }
+bool multi_lock::held() const noexcept {
+  if (!state_ || !state_->held) return false;
+  // As mutex::held(): a part whose session counts as lost may have another holder already.
+  return std::none_of(state_->parts.begin(), state_->parts.end(),
+                      [](const auto& p) { return p->session->counts_as_lost(); });
+}
 
 }  // namespace coetcd
