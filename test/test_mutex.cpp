@@ -2,6 +2,8 @@
 #define BOOST_TEST_MODULE coetcd_mutex
 #include "support/fixture.hpp"
 
+#include <coetcd/leader.hpp>
+
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
 #include <algorithm>
@@ -891,7 +893,12 @@ BOOST_AUTO_TEST_CASE(held_and_is_leader_end_at_the_leases_deadline_while_the_loo
   std::optional<rw_mutex> rw;
   std::optional<mutex> a, b;
   std::optional<multi_lock> both;
+  std::optional<leader> ld;
+  asio::cancellation_signal stop_ld;
   run_for(ioc, [&]() -> asio::awaitable<void> {
+    ld.emplace(c, "deadline-held/l", leader_options{.value = "v", .ttl = 2s});
+    ld->async_run([](leader_term) -> asio::awaitable<void> { co_await sleep_for(1h); },
+                  asio::bind_cancellation_slot(stop_ld.slot(), asio::detached));
     s.emplace(co_await session::async_create(c, session_options{.ttl = 2s}, use_awaitable));
     m.emplace(*s, "deadline-held/m");
     e.emplace(*s, "deadline-held/e");
@@ -903,19 +910,25 @@ BOOST_AUTO_TEST_CASE(held_and_is_leader_end_at_the_leases_deadline_while_the_loo
     co_await e->async_campaign("v", use_awaitable);
     co_await rw->async_lock(use_awaitable);
     co_await both->async_lock(use_awaitable);
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return ld->is_leader(); }, 5s));
   }());
   BOOST_TEST_REQUIRE(m->held());
   BOOST_TEST_REQUIRE(e->is_leader());
   BOOST_TEST_REQUIRE(rw->held());
   BOOST_TEST_REQUIRE(both->held());
-  std::this_thread::sleep_for(s->ttl() + 1s);  // the loop is stopped: no renewal since
+  // The loop is stopped: no renewal since (the leader's session has the same TTL).
+  std::this_thread::sleep_for(s->ttl() + 1s);
   BOOST_TEST(s->lost());
   BOOST_TEST(!m->held(), "mutex::held() past the lease's deadline");
   BOOST_TEST(!e->is_leader(), "is_leader() past the lease's deadline");
   BOOST_TEST(!rw->held(), "rw_mutex::held() past the lease's deadline");
   BOOST_TEST(!both->held(), "multi_lock::held() past the lease's deadline");
+  BOOST_TEST(!ld->is_leader(), "leader::is_leader() past the lease's deadline");
   // The loop runs again: the session ends, and its keys go with the lease.
   run_for(ioc, [&]() -> asio::awaitable<void> {
+    stop_ld.emit(asio::cancellation_type::terminal);
+    co_await eventually([&] { return !ld->is_leader(); }, 5s);
+    ld.reset();
     both.reset();
     a.reset();
     b.reset();

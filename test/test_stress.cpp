@@ -272,7 +272,8 @@ asio::awaitable<void> one_op(world& w, int k, sess_ptr s, const choice& c, std::
     auto start = [&](auto tok) { return c.kind == mutex_try ? m.async_try_lock(std::move(tok)) : m.async_lock(std::move(tok)); };
     auto ec = co_await cancellable(start, c);
     tally(w, c.kind, "lock", ec, s, stamp);
-    if (ec == aborted) co_await expect_not_held(w, k, c, [&] { return m.held(); });
+    // Not held(), which is false once the session counts as lost: the hold itself.
+    if (ec == aborted) co_await expect_not_held(w, k, c, [&] { return m.local_sequence() != 0; });
     if (ec) co_return;
     auto fence = m.is_owner();  // named: a temporary across co_await trips g++ 12
     {
@@ -292,7 +293,7 @@ asio::awaitable<void> one_op(world& w, int k, sess_ptr s, const choice& c, std::
     };
     auto ec = co_await cancellable(start, c);
     tally(w, c.kind, "lock", ec, s, stamp);
-    if (ec == aborted) co_await expect_not_held(w, k, c, [&] { return rw.held() || rw.shared_holds() > 0; });
+    if (ec == aborted) co_await expect_not_held(w, k, c, [&] { return rw.fencing_token() != 0 || rw.shared_holds() > 0; });
     if (ec) co_return;
     std::optional<compare> fence;  // a writer's only
     if (write) fence = rw.is_owner();

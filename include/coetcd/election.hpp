@@ -146,6 +146,7 @@ class election {
   const std::string& key() const noexcept;
   /// True between a successful campaign and resign (as far as this process knows): false once
   /// the session counts as lost, its lease's local deadline included (see session::lost()).
+  /// async_resign() (or destroying the object) still ends the leadership here.
   bool is_leader() const noexcept;
   /// Our key's create revision while leader (a fencing token, as for the mutex).
   std::int64_t revision() const noexcept;

@@ -169,7 +169,9 @@ class leader {
   executor_type get_executor() const noexcept;
   /// The election's name.
   const std::string& name() const noexcept;
-  /// True while a term lasts, as far as this process knows.
+  /// True while a term lasts, as far as this process knows: false once the term's session
+  /// counts as lost, its lease's local deadline included (see session::lost()), even before the
+  /// term's end is delivered.
   bool is_leader() const noexcept;
   /// The current term's revision while leading, else 0.
   std::int64_t revision() const noexcept;

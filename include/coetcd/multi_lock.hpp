@@ -150,6 +150,7 @@ class multi_lock {
   std::vector<std::string> names() const;
   /// Between a successful lock and unlock: false once a part's session counts as lost, its
   /// lease's local deadline included (see session::lost()), even before the loss is delivered.
+  /// The hold still ends with async_unlock(), as mutex::held() says.
   bool held() const noexcept;
 
  private:

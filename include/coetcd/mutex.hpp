@@ -185,7 +185,9 @@ class mutex {
   const std::string& key() const noexcept;
   /// True between a successful lock and unlock through this object (as far as this process
   /// knows): false once the session counts as lost, its lease's local deadline included (see
-  /// session::lost()), even before the session's loss is delivered.
+  /// session::lost()), even before the session's loss is delivered. Not a sign that the hold is
+  /// over here: async_unlock() (or destroying the object) still ends it, and fencing_token() and
+  /// is_owner() answer for it until then (etcd checks them).
   bool held() const noexcept;
   /// While held, the etcd revision at which this hold began, else 0: the revision of the txn
   /// that found our key the oldest, of the view that saw our turn come, or of the put of a fenced

@@ -176,7 +176,8 @@ class rw_mutex {
   /// Our read key: name + "/read/" + hex(lease).
   const std::string& read_key() const noexcept;
   /// Held exclusively through this object: false once the session counts as lost, its lease's
-  /// local deadline included (see session::lost()), even before the loss is delivered.
+  /// local deadline included (see session::lost()), even before the loss is delivered. The hold
+  /// still ends with async_unlock(), as mutex::held() says.
   bool held() const noexcept;
   /// Shared holds of this object not yet unlocked.
   int shared_holds() const noexcept;

@@ -23,6 +23,9 @@ struct leader_state : std::enable_shared_from_this<leader_state> {
   std::string name;
   leader_options options;
   std::atomic<bool> leading{false};
+  // The term's session, for is_leader() on any thread: past its lease's deadline the term may
+  // be over at etcd before the loop has run the timer that ends it here.
+  std::atomic<std::shared_ptr<session_state>> term_session;
   std::atomic<std::int64_t> term_revision{0};
   std::atomic<std::uint64_t> terms{0};
   bool running = false;
@@ -47,6 +50,7 @@ struct leader_state : std::enable_shared_from_this<leader_state> {
   void end_term(std::int64_t rev, error_code why) {
     if (!leading || term_revision != rev) return;
     leading = false;
+    term_session.store(nullptr);
     term_revision = 0;
     tell({leader_event::kind::lost, rev, why});
   }
@@ -146,6 +150,7 @@ asio::awaitable<term_outcome> one_term(leader_state& s, leader_body& body) {
   if (!cec) {
     leader_term term{e.key(), e.revision(), sess.lease(), &sess};
     s.term_revision = term.revision;
+    s.term_session.store(sess.state());
     s.leading = true;
     ++s.terms;
     s.tell({leader_event::kind::elected, term.revision, {}});
@@ -314,7 +319,11 @@ void leader::stop() noexcept {
 
 leader::executor_type leader::get_executor() const noexcept { return state_ ? state_->ex : executor_type(); }
 const std::string& leader::name() const noexcept { return state_ ? state_->name : detail::empty_string(); }
-bool leader::is_leader() const noexcept { return state_ && state_->leading; }
+bool leader::is_leader() const noexcept {
+  if (!state_ || !state_->leading) return false;
+  const auto s = state_->term_session.load();
+  return s && !s->counts_as_lost();  // as election::is_leader()
+}
 std::int64_t leader::revision() const noexcept { return state_ ? state_->term_revision.load() : 0; }
 std::uint64_t leader::terms() const noexcept { return state_ ? state_->terms.load() : 0; }
 
