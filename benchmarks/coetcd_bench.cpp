@@ -5,7 +5,9 @@
 // Modes: mutex (async_lock/unlock), try_lock (retry at once when held), election
 // (campaign/resign), txn (the raw floor: one put-if-absent txn + one delete per operation, no
 // waiting, retried at once when taken), delete_chain (the hand-off floor: one worker deleting
-// single keys one after another; each delete counts as an "acquisition"), local (the in-process
+// single keys one after another; each delete counts as an "acquisition"), handoff_chain (the
+// same with a hand-off's write: each step one txn deleting the last key and putting the next
+// under a lease, as a release carrying the next caller's put does), local (the in-process
 // reference: the same workers on an async FIFO lock in this process, no etcd: the physical limit
 // of a local hand-off), and the client core's own twin of Go's: put, get and kv_txn (each
 // worker is one request in flight on a key of its own, put beforehand; kv_txn is a compare on
@@ -409,6 +411,41 @@ asio::awaitable<void> delete_chain_loop(run_state& st, coetcd::client& c) {
   co_await c.async_delete(base, coetcd::delete_options{.prefix = true}, asio::as_tuple(use_awaitable));
 }
 
+// The hand-off floor with a hand-off's own write: each step one txn that deletes the last key
+// (guarded by its create revision) and puts the next under a lease if absent, the shape of a
+// release carrying the next caller's put (lock_view_core::release): one commit, two mutations,
+// where delete_chain's step has one. Serial, one worker.
+asio::awaitable<void> handoff_chain_loop(run_state& st, coetcd::client& c) {
+  using coetcd::compare;
+  using coetcd::txn;
+  using coetcd::txn_op;
+  auto s = co_await coetcd::session::async_create(c, coetcd::session_options{.ttl = st.cfg.ttl}, use_awaitable);
+  const std::string base = st.cfg.prefix + "handoff-chain/";
+  std::string last;
+  std::int64_t last_rev = 0, n = 0;
+  co_await wait_for_start(st);
+  while (!st.done()) {
+    auto t0 = clock_type::now();
+    std::string next = base + std::to_string(n++);
+    txn t;
+    if (!last.empty())
+      t.then(txn_op::nested(txn().when(compare::create_revision(last) == last_rev).then(txn_op::del(last))));
+    t.then(txn_op::nested(txn()
+                              .when(compare::create_revision(next) == 0)
+                              .then(txn_op::put(next, "", coetcd::put_options{.lease = s.lease()}))
+                              .otherwise(txn_op::get(next))));
+    auto [ec, r] = co_await c.async_txn(t, asio::as_tuple(use_awaitable));
+    if (ec) {
+      st.fail("txn: " + ec.message());
+      break;
+    }
+    last = std::move(next);
+    last_rev = r.header.revision;
+    record_acquisition(st, t0);
+  }
+  co_await s.async_close(asio::as_tuple(use_awaitable));  // its key goes with the lease
+}
+
 bool kv_mode(const std::string& mode) { return mode == "put" || mode == "get" || mode == "kv_txn"; }
 
 // One request after another on the worker's own key: latency is the round trip of one call.
@@ -520,7 +557,7 @@ config parse_args(int argc, char** argv) {
   desc.add_options()
       ("help,h", "this text")
       ("endpoints", po::value(&endpoints), "comma-separated host:port list (default 127.0.0.1:2379)")
-      ("mode", po::value(&cfg.mode), "mutex | try_lock | election | txn | delete_chain | local | rw (rw_mutex; worker i writes when i % 10 == 0) | sem (semaphore, one of --permits per acquisition) | put | get | kv_txn (one request per worker in flight) "
+      ("mode", po::value(&cfg.mode), "mutex | try_lock | election | txn | delete_chain | handoff_chain | local | rw (rw_mutex; worker i writes when i % 10 == 0) | sem (semaphore, one of --permits per acquisition) | put | get | kv_txn (one request per worker in flight) "
        "(default mutex)")
       ("workers", po::value(&cfg.workers), "concurrent workers (default 1)")
       ("locks", po::value(&cfg.locks), "lock names; worker i uses lock i % locks (default 1)")
@@ -565,13 +602,13 @@ config parse_args(int argc, char** argv) {
   if (fair_hold_ms >= 0) cfg.lock_options.fair_hold = std::chrono::milliseconds(fair_hold_ms);
   if (fair_handoffs >= 0) cfg.lock_options.fair_handoffs = static_cast<std::size_t>(fair_handoffs);
   if (cfg.prefix.empty()) cfg.prefix = "/coetcd-bench/" + std::to_string(::getpid()) + "/";
-  const std::vector<std::string> modes{"mutex", "try_lock", "election", "txn", "delete_chain", "local", "rw", "sem",
-                                       "put", "get", "kv_txn"};
+  const std::vector<std::string> modes{"mutex", "try_lock", "election", "txn", "delete_chain", "handoff_chain",
+                                       "local", "rw", "sem", "put", "get", "kv_txn"};
   if (std::find(modes.begin(), modes.end(), cfg.mode) == modes.end())
     throw std::invalid_argument("unknown --mode '" + cfg.mode + "'");
   if (cfg.workers < 1 || cfg.locks < 1 || cfg.clients < 1 || cfg.endpoints.empty())
     throw std::invalid_argument("--workers, --locks, --clients must be >= 1 and --endpoints non-empty");
-  if (cfg.mode == "delete_chain") cfg.workers = cfg.locks = 1;
+  if (cfg.mode == "delete_chain" || cfg.mode == "handoff_chain") cfg.workers = cfg.locks = 1;
   if (cfg.permits < 1) throw std::invalid_argument("--permits must be >= 1");
   if (completions == "poll") cfg.completions = coetcd::completion_mode::poll;
   else if (completions == "adaptive") cfg.completions = coetcd::completion_mode::adaptive;
@@ -616,9 +653,10 @@ int main(int argc, char** argv) {
         shared[i] = std::make_shared<coetcd::session>(co_await coetcd::session::async_create(
             *clients[i], coetcd::session_options{.ttl = cfg.ttl}, use_awaitable));
     st.running = cfg.workers;
-    if (cfg.mode == "delete_chain") {
+    if (cfg.mode == "delete_chain" || cfg.mode == "handoff_chain") {
       asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-        co_await delete_chain_loop(st, *clients[0]);
+        if (cfg.mode == "delete_chain") co_await delete_chain_loop(st, *clients[0]);
+        else co_await handoff_chain_loop(st, *clients[0]);
         --st.running;
       }, asio::detached);
     } else {
@@ -708,7 +746,8 @@ int main(int argc, char** argv) {
   for (auto& s : st.slots) counted += s.counter;
   const auto expected = cfg.mode == "rw" ? st.writes : st.acquisitions + st.late;
   // (A semaphore's holders overlap by design: sem_loop counts over-admissions instead.)
-  if (cfg.mode != "delete_chain" && cfg.mode != "sem" && !kv_mode(cfg.mode) && counted != expected && !(cfg.share_session && cfg.mode == "election"))
+  const bool chain = cfg.mode == "delete_chain" || cfg.mode == "handoff_chain";
+  if (!chain && cfg.mode != "sem" && !kv_mode(cfg.mode) && counted != expected && !(cfg.share_session && cfg.mode == "election"))
     st.violations += std::llabs(expected - counted);
 
   // Fairness between sessions sharing names (--share-session with several clients): each one's
