@@ -447,6 +447,8 @@ asio::awaitable<void> handoff_chain_loop(run_state& st, coetcd::client& c) {
 }
 
 bool kv_mode(const std::string& mode) { return mode == "put" || mode == "get" || mode == "kv_txn"; }
+// One serial worker against etcd with no lock: the floors.
+bool chain_mode(const std::string& mode) { return mode == "delete_chain" || mode == "handoff_chain"; }
 
 // One request after another on the worker's own key: latency is the round trip of one call.
 asio::awaitable<void> kv_loop(run_state& st, coetcd::client& c, int index) {
@@ -608,7 +610,7 @@ config parse_args(int argc, char** argv) {
     throw std::invalid_argument("unknown --mode '" + cfg.mode + "'");
   if (cfg.workers < 1 || cfg.locks < 1 || cfg.clients < 1 || cfg.endpoints.empty())
     throw std::invalid_argument("--workers, --locks, --clients must be >= 1 and --endpoints non-empty");
-  if (cfg.mode == "delete_chain" || cfg.mode == "handoff_chain") cfg.workers = cfg.locks = 1;
+  if (chain_mode(cfg.mode)) cfg.workers = cfg.locks = 1;
   if (cfg.permits < 1) throw std::invalid_argument("--permits must be >= 1");
   if (completions == "poll") cfg.completions = coetcd::completion_mode::poll;
   else if (completions == "adaptive") cfg.completions = coetcd::completion_mode::adaptive;
@@ -653,7 +655,7 @@ int main(int argc, char** argv) {
         shared[i] = std::make_shared<coetcd::session>(co_await coetcd::session::async_create(
             *clients[i], coetcd::session_options{.ttl = cfg.ttl}, use_awaitable));
     st.running = cfg.workers;
-    if (cfg.mode == "delete_chain" || cfg.mode == "handoff_chain") {
+    if (chain_mode(cfg.mode)) {
       asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
         if (cfg.mode == "delete_chain") co_await delete_chain_loop(st, *clients[0]);
         else co_await handoff_chain_loop(st, *clients[0]);
@@ -746,8 +748,7 @@ int main(int argc, char** argv) {
   for (auto& s : st.slots) counted += s.counter;
   const auto expected = cfg.mode == "rw" ? st.writes : st.acquisitions + st.late;
   // (A semaphore's holders overlap by design: sem_loop counts over-admissions instead.)
-  const bool chain = cfg.mode == "delete_chain" || cfg.mode == "handoff_chain";
-  if (!chain && cfg.mode != "sem" && !kv_mode(cfg.mode) && counted != expected && !(cfg.share_session && cfg.mode == "election"))
+  if (!chain_mode(cfg.mode) && cfg.mode != "sem" && !kv_mode(cfg.mode) && counted != expected && !(cfg.share_session && cfg.mode == "election"))
     st.violations += std::llabs(expected - counted);
 
   // Fairness between sessions sharing names (--share-session with several clients): each one's
