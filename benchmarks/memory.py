@@ -14,6 +14,7 @@ from half to 85 % of the run's time: after the start's burst and before the work
 all but one wait (the timeline of a 1000-worker run is flat there to within 1 %).
 """
 import collections
+import functools
 import json
 import re
 import sys
@@ -22,12 +23,14 @@ work, one, n, etcd, out_jsonl, out_md = sys.argv[1:7]
 UNITS = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}  # heaptrack_print's units are powers of 1000
 
 
+@functools.cache  # each file is read once, for the JSON line and for the table
 def peak_heap(k):
     text = open(f"{work}/summary-{k}.txt").read()
     m = re.search(r"peak heap memory consumption: ([0-9.]+)([KMG]?)", text)
     return float(m.group(1)) * UNITS[m.group(2)]
 
 
+@functools.cache
 def waiting_heap(k):
     """The median heap of the snapshots between 50 % and 85 % of the run's time."""
     text = open(f"{work}/massif-{k}.txt").read()

@@ -149,11 +149,7 @@ mutex::executor_type mutex::get_executor() const noexcept {
 }
 const std::string& mutex::name() const noexcept { return state_ ? state_->name : detail::empty_string(); }
 const std::string& mutex::key() const noexcept { return state_ ? state_->key : detail::empty_string(); }
-bool mutex::held() const noexcept {
-  // Past the lease's deadline etcd may have expired it and let another holder in; the loop may
-  // run the keepalive's timer that ends the session only later (session::lost() reads it too).
-  return state_ && state_->held && !state_->session->counts_as_lost();
-}
+bool mutex::held() const noexcept { return state_ && state_->holds_now(); }
 std::int64_t mutex::fencing_token() const noexcept {
   if (!state_ || !state_->held) return 0;
   state_->fence_asked = true;

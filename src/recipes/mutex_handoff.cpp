@@ -172,7 +172,7 @@ bool mutex_queue::own_writer_after(std::int64_t r) const {
   // Its put may still be on the wire (no revision yet): then it queues after our read key.
   auto w = session->mutex_queues.find({prefix, blockers + "/" + lease_hex(session->lease)});
   auto writer = w == session->mutex_queues.end() ? nullptr : w->second.lock();
-  return writer && writer->state == key_state::acquiring && (writer->queued_rev == 0 || writer->queued_rev > r);
+  return writer && writer->state == key_state::acquiring && (writer->queued_rev() == 0 || writer->queued_rev() > r);
 }
 
 void mutex_queue::watch_writers() {

@@ -71,8 +71,8 @@ void mutex_queue::lock(std::shared_ptr<mutex_state> by, bool try_only, bool canc
     if (may_join()) return grant_all({}, true);
     // Our read key waits for its turn and a writer queued after it: this reader comes after
     // that writer.
-    if (state == key_state::acquiring && queued_rev != 0 &&
-        (view->core().has_keys_under_after(blockers, queued_rev) || own_writer_after(queued_rev)))
+    if (state == key_state::acquiring && queued_rev() != 0 &&
+        (view->core().has_keys_under_after(blockers, queued_rev()) || own_writer_after(queued_rev())))
       waiters.back().late = true;
     if (state == key_state::none) start_driver();
     return;
@@ -160,8 +160,8 @@ asio::awaitable<void> mutex_queue::drive() {
   auto a = co_await acquire_or_abandon(session, prefix, key, no_value, via, cancellable, waits_for);
   if (a.ec) {
     // The txn may have been applied: remove what it may have made (abandoned: its side task does).
+    if (!a.abandoned) co_return fail_acquisition(a.ec, 0);
     give_up(a.ec);
-    if (!a.abandoned) clean_up(0);
     co_return acquire_failed();
   }
   // Only the header is used from here on: the txn's reads (the oldest key, ours) would stay in
@@ -186,19 +186,15 @@ asio::awaitable<void> mutex_queue::drive() {
       await_turn(a.rev, a.mod_rev, a.txn.header, waits_for);
       co_return;  // this frame and its spawn are freed while the key waits
     }
-    give_up(ec);
-    if (refused) clean_up(a.rev, std::move(*refused));
-    else clean_up(a.rev);
-    co_return acquire_failed();
+    co_return fail_acquisition(ec, a.rev, refused ? std::move(*refused) : asio::any_completion_handler<void(error_code)>{});
   }
   acquired(a.rev, a.mod_rev, a.txn.header);
 }
 
 void mutex_queue::await_turn(std::int64_t r, std::int64_t m, response_header h, turn_rule rule) {
   ensure_view();
-  queued_rev = r;
   // With span hooks, what follows stays part of the wait the driver is for.
-  turn.emplace(turn_wait{.mod_rev = m, .header = std::move(h), .trace = op_trace::current()});
+  turn.emplace(turn_wait{.rev = r, .mod_rev = m, .header = std::move(h), .trace = op_trace::current()});
   turn->in_view = view->core().add({key, r, [w = weak_from_this()](error_code ec) {
                                       if (auto q = w.lock()) q->turn_ended(ec);
                                     },
@@ -227,7 +223,6 @@ void mutex_queue::turn_ended(error_code ec) {
 void mutex_queue::after_turn() {
   const auto t = std::move(*turn);
   turn.reset();
-  const auto r = std::exchange(queued_rev, 0);
   view->core().remove(t.in_view);
   if (t.listener) session->unlisten(*t.listener);
   auto ec = t.ec;
@@ -236,9 +231,13 @@ void mutex_queue::after_turn() {
   if (!ec && session->lost_by_now()) ec = error::session_lost;
   // A cancelled wait never reports ownership: the canceller (a timeout, say) has moved on.
   else if (t.cancelled) ec = asio::error::operation_aborted;
-  if (!ec) return acquired(r, t.mod_rev, t.header);
+  if (!ec) return acquired(t.rev, t.mod_rev, t.header);
+  fail_acquisition(ec, t.rev);
+}
+
+void mutex_queue::fail_acquisition(error_code ec, std::int64_t r, asio::any_completion_handler<void(error_code)> refused) {
   give_up(ec);
-  clean_up(r);
+  clean_up(r, std::move(refused));
   acquire_failed();
 }
 

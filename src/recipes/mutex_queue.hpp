@@ -45,6 +45,11 @@ struct mutex_state {
   std::atomic<bool> fence_asked{false};
   std::atomic<std::uint64_t> sequence{0};
   published_header header;
+
+  /// held() of mutex and rw_mutex: held, and the session not past its lease's deadline, where
+  /// etcd may have expired it and let another holder in before the loop runs the keepalive's
+  /// timer that ends the session (session::lost() reads the deadline too).
+  bool holds_now() const { return held && !session->counts_as_lost(); }
 };
 
 struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
@@ -88,6 +93,8 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   /// The driver's acquisition failed (`ec`) or was given up (operation_aborted): the callers
   /// that left complete now, and the others get `ec`, before any clean-up runs.
   void give_up(error_code ec);
+  /// give_up(ec), clean_up(rev, refused), acquire_failed(): a driver done without the key.
+  void fail_acquisition(error_code ec, std::int64_t rev, asio::any_completion_handler<void(error_code)> refused = {});
   /// Removes what the driver's txn made (`rev`, 0 when unknown), in the background as far as
   /// callers go: counted in client::stats() (`cleaning`) and told as a lock_released event.
   /// `refused`, a try_lock that found the name taken, gets error::locked once the key is gone.
@@ -220,10 +227,12 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   bool lingering = false;
   std::optional<std::uint64_t> linger_listener;
   std::optional<std::uint64_t> writers_listener;  // shared: see watch_writers
-  std::int64_t queued_rev = 0;  // the driver's key while it waits for its turn, else 0
+  /// The key's create revision while it waits for its turn, else 0.
+  std::int64_t queued_rev() const { return turn ? turn->rev : 0; }
   // The driver's wait for its turn, kept here rather than in a coroutine frame: a waiting key
   // costs a few words instead of the frames, the spawn and a timer (about 2.7 KB; benchmarks/memory).
   struct turn_wait {
+    std::int64_t rev = 0;
     std::int64_t mod_rev = 0;
     response_header header;
     std::shared_ptr<const op_trace> trace;   // with span hooks: the wait the driver is for

@@ -65,7 +65,7 @@ const std::string& rw_mutex::name() const noexcept { return write_ ? write_->nam
 const std::string& rw_mutex::write_key() const noexcept { return write_ ? write_->key : detail::empty_string(); }
 const std::string& rw_mutex::read_key() const noexcept { return read_ ? read_->key : detail::empty_string(); }
 bool rw_mutex::held() const noexcept {
-  return write_ && write_->held && !write_->session->counts_as_lost();  // as mutex::held()
+  return write_ && write_->holds_now();
 }
 int rw_mutex::shared_holds() const noexcept { return read_ ? read_->shared_holds.load() : 0; }
 std::int64_t rw_mutex::fencing_token() const noexcept {
