@@ -77,9 +77,15 @@ inline std::chrono::microseconds parse_duration(const std::string& text) {
   return std::chrono::microseconds(static_cast<std::int64_t>(v * scale));
 }
 
-/// grpc_server_msg_received_total per gRPC method, from etcd's /metrics on `host:port`: every
-/// unary request and every message on a stream (watch create, keepalive) counts one.
-inline std::map<std::string, double> grpc_messages_received(const std::string& endpoint) {
+/// What one read of etcd's /metrics tells: grpc_server_msg_received_total per gRPC method (every
+/// unary request and every message on a stream, watch create or keepalive, counts one) and the
+/// server process's CPU seconds so far (-1 if not shown).
+struct server_metrics {
+  std::map<std::string, double> received;
+  double cpu_s = -1;
+};
+
+inline server_metrics read_server_metrics(const std::string& endpoint) {
   namespace asio = boost::asio;
   std::string hostport = endpoint;
   if (auto p = hostport.find("://"); p != std::string::npos) hostport = hostport.substr(p + 3);
@@ -94,7 +100,12 @@ inline std::map<std::string, double> grpc_messages_received(const std::string& e
   std::string body;
   boost::system::error_code ec;
   asio::read(sock, asio::dynamic_buffer(body), ec);  // HTTP/1.0: the server closes at the end
-  std::map<std::string, double> out;
+  server_metrics out;
+  const std::string cpu = "\nprocess_cpu_seconds_total ";
+  if (auto c = body.find(cpu); c != std::string::npos) {
+    c += cpu.size();
+    out.cpu_s = std::stod(body.substr(c, body.find('\n', c) - c));
+  }
   const std::string metric = "grpc_server_msg_received_total{";
   for (std::size_t pos = 0; (pos = body.find(metric, pos)) != std::string::npos;) {
     auto eol = body.find('\n', pos);
@@ -104,7 +115,7 @@ inline std::map<std::string, double> grpc_messages_received(const std::string& e
     auto sp = line.rfind(' ');
     if (m == std::string::npos || sp == std::string::npos) continue;
     m += 13;
-    out[line.substr(m, line.find('"', m) - m)] += std::stod(line.substr(sp + 1));
+    out.received[line.substr(m, line.find('"', m) - m)] += std::stod(line.substr(sp + 1));
   }
   return out;
 }

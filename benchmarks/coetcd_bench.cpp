@@ -72,6 +72,9 @@ struct config {
   // --fenced: each mutex holder reads its fencing token, as a holder that fences its writes
   // does, so every local hand-off first puts the key again (one write each).
   bool fenced = false;
+  // --watched: a chain's client watches the chain's prefix and reads every event, as the client
+  // of a lock's waiters does (what a hand-off learned by watch costs, apart from the lock).
+  bool watched = false;
 };
 
 // The in-process reference lock: FIFO, a hand-off is one post.
@@ -446,6 +449,17 @@ asio::awaitable<void> handoff_chain_loop(run_state& st, coetcd::client& c) {
   co_await s.async_close(asio::as_tuple(use_awaitable));  // its key goes with the lease
 }
 
+// --watched: reads every event of the chain's prefix until the run ends (the client closes).
+asio::awaitable<void> watch_chain(run_state& st, coetcd::watcher w) {
+  for (;;) {
+    auto [ec, b] = co_await w.async_next(asio::as_tuple(use_awaitable));
+    if (ec) {
+      if (!st.done()) st.fail("watch: " + ec.message());
+      co_return;
+    }
+  }
+}
+
 bool kv_mode(const std::string& mode) { return mode == "put" || mode == "get" || mode == "kv_txn"; }
 // One serial worker against etcd with no lock: the floors.
 bool chain_mode(const std::string& mode) { return mode == "delete_chain" || mode == "handoff_chain"; }
@@ -579,6 +593,9 @@ config parse_args(int argc, char** argv) {
       ("completions", po::value(&completions), "thread (default here, so the committed figures keep their meaning) | poll | adaptive (the library's default): client_options::completions")
       ("keep-abseil-deadlock-detection", po::bool_switch(&cfg.keep_abseil_deadlock_detection),
        "client_options::keep_abseil_deadlock_detection (to measure what turning it off saves)")
+      ("watched", po::bool_switch(&cfg.watched),
+       "delete_chain, handoff_chain: the client also watches the chain's keys and reads every event, "
+       "as the client of a lock's waiters does")
       ("fenced", po::bool_switch(&cfg.fenced),
        "mutex: each holder reads its fencing token (a fenced hand-off: one put per local hand-off)")
       ("checked", po::bool_switch(&cfg.checked),
@@ -643,6 +660,7 @@ int main(int argc, char** argv) {
   st.per_session.resize(static_cast<std::size_t>(cfg.clients));
 
   std::map<std::string, double> rpc_before, rpc_after;
+  double etcd_cpu_before = -1, etcd_cpu_after = -1;  // the first endpoint's process
   double cpu_before = 0, cpu_after = 0;
   std::int64_t leftover = -1;
 
@@ -657,6 +675,13 @@ int main(int argc, char** argv) {
     st.running = cfg.workers;
     if (chain_mode(cfg.mode)) {
       asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+        if (cfg.watched) {
+          const auto base = cfg.prefix + (cfg.mode == "delete_chain" ? "chain/" : "handoff-chain/");
+          auto [ec, w] = co_await clients[0]->async_watch(base, coetcd::watch_options{.prefix = true},
+                                                          asio::as_tuple(use_awaitable));
+          if (ec) st.fail("watch: " + ec.message());
+          else asio::co_spawn(ioc, watch_chain(st, std::move(w)), asio::detached);
+        }
         if (cfg.mode == "delete_chain") co_await delete_chain_loop(st, *clients[0]);
         else co_await handoff_chain_loop(st, *clients[0]);
         --st.running;
@@ -674,7 +699,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "coetcd-bench: %d workers ready in %.2f s; measuring\n", cfg.workers,
                    std::chrono::duration<double>(clock_type::now() - ramp).count());
     try {
-      rpc_before = bench::grpc_messages_received(cfg.endpoints.front());
+      auto m = bench::read_server_metrics(cfg.endpoints.front());
+      rpc_before = std::move(m.received);
+      etcd_cpu_before = m.cpu_s;
     } catch (const std::exception&) {
     }
     cpu_before = bench::cpu_seconds();
@@ -696,7 +723,9 @@ int main(int argc, char** argv) {
       if (s.inside == 0 && s.free_since && *s.free_since < st.end) st.max_idle = std::max(st.max_idle, st.end - *s.free_since);
     cpu_after = bench::cpu_seconds();
     try {
-      rpc_after = bench::grpc_messages_received(cfg.endpoints.front());
+      auto m = bench::read_server_metrics(cfg.endpoints.front());
+      rpc_after = std::move(m.received);
+      etcd_cpu_after = m.cpu_s;
     } catch (const std::exception&) {
     }
     if (cfg.checked) {
@@ -766,6 +795,11 @@ int main(int argc, char** argv) {
   }
   double ops_per_s = elapsed > 0 ? acq / elapsed : 0;
   double cpu_per_1000 = served > 0 ? (cpu_after - cpu_before) / served * 1000 : 0;
+  // etcd's side of the same window (-1 when its /metrics could not be read): on loopback, beside
+  // the client's, it shows where an acquisition's CPU goes.
+  double etcd_cpu_per_1000 = served > 0 && etcd_cpu_before >= 0 && etcd_cpu_after >= 0
+                                 ? (etcd_cpu_after - etcd_cpu_before) / served * 1000
+                                 : -1;
   auto ms = [](double us) { return us / 1000.0; };
   if (cfg.json) {
     std::printf(
@@ -774,23 +808,23 @@ int main(int argc, char** argv) {
         "\"seconds\":%.3f,\"share_min\":%.3f,\"share_max\":%.3f,\"max_gap_ms\":%.3f,"
         "\"acquisitions\":%" PRId64 ",\"attempts\":%" PRId64 ",\"acquisitions_per_s\":%.1f,"
         "\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"mean_ms\":%.3f,"
-        "\"cpu_s_per_1000\":%.4f,\"peak_rss_mb\":%.1f,\"rpcs_per_acq\":%.4f,\"txn_per_acq\":%.2f,"
+        "\"cpu_s_per_1000\":%.4f,\"etcd_cpu_s_per_1000\":%.4f,\"peak_rss_mb\":%.1f,\"rpcs_per_acq\":%.4f,\"txn_per_acq\":%.2f,"
         "\"range_per_acq\":%.2f,\"delete_per_acq\":%.2f,\"watch_msgs_per_acq\":%.2f,"
         "\"read_p50_ms\":%.3f,\"read_p99_ms\":%.3f,\"write_p50_ms\":%.3f,\"write_p99_ms\":%.3f,\"writes\":%" PRId64 ","
         "\"violations\":%" PRId64 ",\"errors\":%" PRId64 ",\"leftover_keys\":%" PRId64 ",\"first_error\":%s,"
-        "\"completions\":\"%s\",\"late\":%" PRId64 ",\"max_idle_ms\":%.3f,\"keep_going\":%s,\"fenced\":%s,"
+        "\"completions\":\"%s\",\"late\":%" PRId64 ",\"max_idle_ms\":%.3f,\"keep_going\":%s,\"fenced\":%s,\"watched\":%s,"
         "\"checked\":%s,\"refused\":%" PRId64 ",\"lost_updates\":%" PRId64 "}\n",
         cfg.mode == "local" ? "\"local\"" : "\"coetcd\"", bench::json_string(cfg.mode).c_str(), cfg.workers, cfg.locks,
         cfg.clients, cfg.share_session ? "true" : "false", static_cast<int>(cfg.lock_options.linger.count()), cfg.hold.count() / 1000.0, cfg.mode == "sem" ? cfg.permits : 0, elapsed, share_min, share_max, max_gap_ms, st.acquisitions,
         st.attempts,
         ops_per_s, ms(st.wait.quantile(0.5)), ms(st.wait.quantile(0.9)), ms(st.wait.quantile(0.99)),
-        ms(double(st.wait.max())), ms(st.wait.mean()), cpu_per_1000, bench::peak_rss_mb(), rpcs, per_acq("Txn"),
+        ms(double(st.wait.max())), ms(st.wait.mean()), cpu_per_1000, etcd_cpu_per_1000, bench::peak_rss_mb(), rpcs, per_acq("Txn"),
         per_acq("Range"), per_acq("DeleteRange"), per_acq("Watch"), ms(st.read_wait.quantile(0.5)),
         ms(st.read_wait.quantile(0.99)), ms(st.write_wait.quantile(0.5)), ms(st.write_wait.quantile(0.99)), st.writes,
         st.violations, st.errors, leftover,
         bench::json_string(st.first_error).c_str(), mode_name(cfg.completions),
         st.late, std::chrono::duration<double, std::milli>(st.max_idle).count(), cfg.keep_going ? "true" : "false",
-        cfg.fenced ? "true" : "false", cfg.checked ? "true" : "false", st.refused, st.lost_updates);
+        cfg.fenced ? "true" : "false", cfg.watched ? "true" : "false", cfg.checked ? "true" : "false", st.refused, st.lost_updates);
   } else {
     std::printf("coetcd %s: %d workers, %d locks, %d clients, %.1f s\n", cfg.mode.c_str(), cfg.workers, cfg.locks,
                 cfg.clients, elapsed);
