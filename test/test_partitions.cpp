@@ -9,6 +9,7 @@
 #include "support/tcp_proxy.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <sstream>
@@ -549,7 +550,9 @@ BOOST_AUTO_TEST_CASE(a_minority_leader_grants_nothing_while_the_majority_moves_o
 // 3b. A session renewed through a follower when the leader is cut off: the follower forwards
 // the renewal to the old leader and that request waits etcd's 7 s request timeout; every lease
 // renewed on the same stream waits behind it. The client ends a stream whose renewal stays
-// unanswered past max(TTL/6, 1 s), so a 5 s session survives (it did not before).
+// unanswered past max(TTL/6, 1 s), so a 5 s session survives (it did not before), provided the
+// majority elects its leader in time: etcd 3.4 has no pre-vote, and a split vote now and then
+// leaves the majority leaderless for over 3 s, past what any client could bridge with 5 s.
 BOOST_AUTO_TEST_CASE(a_session_renewed_through_a_follower_survives_the_leader_cut_off) {
   heal_cluster heal;
   const int l = cluster().wait_for_leader();
@@ -561,18 +564,41 @@ BOOST_AUTO_TEST_CASE(a_session_renewed_through_a_follower_survives_the_leader_cu
   };
   client k(ioc, ko);
   client w(ioc, options({cluster().member(other(l)).endpoint(), cluster().member(other(l, 2)).endpoint()}));
-  run_for(ioc, [](client& k, client& w, int l, std::vector<std::string>& reasons) -> asio::awaitable<void> {
+  // When the majority had its leader, in seconds after the cut (-1: not within 8 s).
+  std::atomic<double> elected{-1};
+  std::jthread watch_election;
+  run_for(ioc, [](client& k, client& w, int l, std::vector<std::string>& reasons, std::atomic<double>& elected,
+                  std::jthread& watch_election) -> asio::awaitable<void> {
     auto s = co_await session::async_create(k, session_options{.ttl = 5s}, use_awaitable);
     co_await sleep_for(2200ms);  // a renewal has been answered: the next is due in under a second
     cluster().isolate(l);
+    watch_election = std::jthread([l, &elected] {
+      const auto cut = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - cut < 8s) {
+        if (cluster().member(other(l)).is_leader() || cluster().member(other(l, 2)).is_leader()) {
+          elected = std::chrono::duration<double>(std::chrono::steady_clock::now() - cut).count();
+          return;
+        }
+        std::this_thread::sleep_for(50ms);
+      }
+    });
     co_await sleep_for(8s);
     for (auto& r : reasons) BOOST_TEST_MESSAGE("LeaseKeepAlive reopened: " << r);
-    BOOST_TEST(!s.lost(), "the session was lost on the majority side");
-    auto ttl = co_await w.async_lease_time_to_live(s.lease(), use_awaitable);
-    BOOST_TEST(ttl.ttl > 0);
+    BOOST_TEST_MESSAGE("the majority had a leader " << elected.load() << " s after the cut");
+    // The stuck stream was given up: that is the client's part, whatever the election did.
     BOOST_TEST(!reasons.empty());
+    // The lease's local deadline is 6.7 s in (its last renewal answered at 1.7 s) and a stuck
+    // renewal is given up after 1 s: with the leader later than 3 s after the cut (5.2 s in),
+    // a renewal may have no time left to be answered.
+    if (elected >= 0 && elected <= 3.0) {
+      BOOST_TEST(!s.lost(), "the session was lost on the majority side");
+      auto ttl = co_await w.async_lease_time_to_live(s.lease(), use_awaitable);
+      BOOST_TEST(ttl.ttl > 0);
+    } else {
+      BOOST_TEST_MESSAGE("the majority elected too late for any 5 s session to survive: not judged");
+    }
     co_await s.async_close(asio::as_tuple(use_awaitable));
-  }(k, w, l, reasons), 60s);
+  }(k, w, l, reasons, elected, watch_election), 60s);
 }
 
 // 4. 50 ms each way on every link (member to member, client to member): exclusion holds,
