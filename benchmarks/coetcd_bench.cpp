@@ -102,6 +102,18 @@ struct local_lock {
     waiting.pop_front();
     asio::post(ex, std::move(h));
   }
+  // --mode local_async: an unlock that keeps Asio's rules, as coetcd's async_unlock does: it
+  // hands off, then completes through a post of its own (never inline).
+  template <class Token>
+  auto async_unlock(Token&& token) {
+    return asio::async_initiate<Token, void()>(
+        [this](auto h) {
+          auto ex = asio::get_associated_executor(h);
+          unlock(ex);
+          asio::post(ex, std::move(h));
+        },
+        token);
+  }
 };
 
 struct lock_slot {
@@ -460,6 +472,8 @@ asio::awaitable<void> watch_chain(run_state& st, coetcd::watcher w) {
   }
 }
 
+// The in-process FIFO lock of the bench, no etcd.
+bool local_mode(const std::string& mode) { return mode == "local" || mode == "local_async"; }
 bool kv_mode(const std::string& mode) { return mode == "put" || mode == "get" || mode == "kv_txn"; }
 // One serial worker against etcd with no lock: the floors.
 bool chain_mode(const std::string& mode) { return mode == "delete_chain" || mode == "handoff_chain"; }
@@ -516,13 +530,14 @@ asio::awaitable<void> local_loop(run_state& st, lock_slot& slot) {
     co_await slot.local.async_lock(use_awaitable);
     record_acquisition(st, t0);
     co_await critical_section(st, slot, &me);
-    slot.local.unlock(ex);
+    if (st.cfg.mode == "local_async") co_await slot.local.async_unlock(use_awaitable);
+    else slot.local.unlock(ex);
   }
 }
 
 asio::awaitable<void> worker(run_state& st, coetcd::client& c, int client, int index,
                              std::shared_ptr<coetcd::session> s, lock_slot& slot, bool writer) {
-  if (st.cfg.mode == "local") {
+  if (local_mode(st.cfg.mode)) {
     co_await local_loop(st, slot);
     --st.running;
     co_return;
@@ -573,7 +588,7 @@ config parse_args(int argc, char** argv) {
   desc.add_options()
       ("help,h", "this text")
       ("endpoints", po::value(&endpoints), "comma-separated host:port list (default 127.0.0.1:2379)")
-      ("mode", po::value(&cfg.mode), "mutex | try_lock | election | txn | delete_chain | handoff_chain | local | rw (rw_mutex; worker i writes when i % 10 == 0) | sem (semaphore, one of --permits per acquisition) | put | get | kv_txn (one request per worker in flight) "
+      ("mode", po::value(&cfg.mode), "mutex | try_lock | election | txn | delete_chain | handoff_chain | local | local_async (local with an unlock that completes through a post, as an Asio async_unlock must) | rw (rw_mutex; worker i writes when i % 10 == 0) | sem (semaphore, one of --permits per acquisition) | put | get | kv_txn (one request per worker in flight) "
        "(default mutex)")
       ("workers", po::value(&cfg.workers), "concurrent workers (default 1)")
       ("locks", po::value(&cfg.locks), "lock names; worker i uses lock i % locks (default 1)")
@@ -622,7 +637,7 @@ config parse_args(int argc, char** argv) {
   if (fair_handoffs >= 0) cfg.lock_options.fair_handoffs = static_cast<std::size_t>(fair_handoffs);
   if (cfg.prefix.empty()) cfg.prefix = "/coetcd-bench/" + std::to_string(::getpid()) + "/";
   const std::vector<std::string> modes{"mutex", "try_lock", "election", "txn", "delete_chain", "handoff_chain",
-                                       "local", "rw", "sem", "put", "get", "kv_txn"};
+                                       "local", "local_async", "rw", "sem", "put", "get", "kv_txn"};
   if (std::find(modes.begin(), modes.end(), cfg.mode) == modes.end())
     throw std::invalid_argument("unknown --mode '" + cfg.mode + "'");
   if (cfg.workers < 1 || cfg.locks < 1 || cfg.clients < 1 || cfg.endpoints.empty())
@@ -668,7 +683,7 @@ int main(int argc, char** argv) {
     // Shared sessions first (one per client), then every worker creates its own if needed and
     // reports ready; the clock starts when all are.
     std::vector<std::shared_ptr<coetcd::session>> shared(cfg.clients);
-    if (cfg.share_session && cfg.mode != "local" && !kv_mode(cfg.mode))
+    if (cfg.share_session && !local_mode(cfg.mode) && !kv_mode(cfg.mode))
       for (int i = 0; i < cfg.clients; ++i)
         shared[i] = std::make_shared<coetcd::session>(co_await coetcd::session::async_create(
             *clients[i], coetcd::session_options{.ttl = cfg.ttl}, use_awaitable));
@@ -814,7 +829,7 @@ int main(int argc, char** argv) {
         "\"violations\":%" PRId64 ",\"errors\":%" PRId64 ",\"leftover_keys\":%" PRId64 ",\"first_error\":%s,"
         "\"completions\":\"%s\",\"late\":%" PRId64 ",\"max_idle_ms\":%.3f,\"keep_going\":%s,\"fenced\":%s,\"watched\":%s,"
         "\"checked\":%s,\"refused\":%" PRId64 ",\"lost_updates\":%" PRId64 "}\n",
-        cfg.mode == "local" ? "\"local\"" : "\"coetcd\"", bench::json_string(cfg.mode).c_str(), cfg.workers, cfg.locks,
+        local_mode(cfg.mode) ? "\"local\"" : "\"coetcd\"", bench::json_string(cfg.mode).c_str(), cfg.workers, cfg.locks,
         cfg.clients, cfg.share_session ? "true" : "false", static_cast<int>(cfg.lock_options.linger.count()), cfg.hold.count() / 1000.0, cfg.mode == "sem" ? cfg.permits : 0, elapsed, share_min, share_max, max_gap_ms, st.acquisitions,
         st.attempts,
         ops_per_s, ms(st.wait.quantile(0.5)), ms(st.wait.quantile(0.9)), ms(st.wait.quantile(0.99)),
