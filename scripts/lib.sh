@@ -119,6 +119,8 @@ start_etcd() {
     sleep 0.1
   done
   log "etcd did not become healthy"
+  cat "$ETCD_DIR/etcd.log" >&2
+  stop_etcd  # the caller's trap comes after a start that worked: this one is ours to stop
   return 1
 }
 
