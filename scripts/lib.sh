@@ -99,9 +99,23 @@ free_port() {
 }
 
 # start_etcd: a throwaway single-member etcd on loopback; sets ETCD_PID, ETCD_ENDPOINT, ETCD_DIR.
+# free_port only sees listeners: a port some connection holds as its local end fails etcd's
+# bind, and then the start is tried again on other ports (three times in all).
 start_etcd() {
+  local attempt rc
+  for attempt in 1 2 3; do
+    rc=0
+    start_etcd_once || rc=$?
+    [ "$rc" -eq 2 ] || return "$rc"
+    log "etcd's port was taken; trying other ports"
+  done
+  return 1
+}
+
+# 0: up; 2: exited because a port was taken; 1: any other failure.
+start_etcd_once() {
   ETCD_DIR=$(mktemp -d -t coetcd-etcd-XXXXXX)
-  local client peer
+  local client peer taken
   client=$(free_port)
   peer=$(free_port)
   ETCD_ENDPOINT="127.0.0.1:$client"
@@ -115,7 +129,13 @@ start_etcd() {
       log "etcd $("${COETCD_ETCD:-/usr/bin/etcd}" --version | head -1 | awk '{print $3}') up at $ETCD_ENDPOINT (pid $ETCD_PID)"
       return 0
     fi
-    kill -0 "$ETCD_PID" 2>/dev/null || { cat "$ETCD_DIR/etcd.log" >&2; return 1; }
+    if ! kill -0 "$ETCD_PID" 2>/dev/null; then
+      cat "$ETCD_DIR/etcd.log" >&2
+      taken=1
+      grep -q "address already in use" "$ETCD_DIR/etcd.log" && taken=2
+      stop_etcd  # reaps it and removes its directory
+      return "$taken"
+    fi
     sleep 0.1
   done
   log "etcd did not become healthy"
