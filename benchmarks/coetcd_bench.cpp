@@ -152,6 +152,7 @@ struct run_state {
   std::int64_t acquisitions = 0, attempts = 0, errors = 0, violations = 0;
   std::int64_t late = 0;  // acquisitions after the end: not counted, but in the counters
   std::int64_t refused = 0, lost_updates = 0;  // --checked: a holder's guard failed; writes lost
+  std::int64_t watched_events = 0;  // --watched: events the chain's watch delivered
   clock_type::duration max_idle{};  // the longest a name sat free between two holders
   std::string first_error;
 
@@ -461,14 +462,16 @@ asio::awaitable<void> handoff_chain_loop(run_state& st, coetcd::client& c) {
   co_await s.async_close(asio::as_tuple(use_awaitable));  // its key goes with the lease
 }
 
-// --watched: reads every event of the chain's prefix until the run ends (the client closes).
+// --watched: reads every event of the chain's prefix until the run ends (the client closes);
+// a watch that ends sooner, before the clock starts too, fails the run.
 asio::awaitable<void> watch_chain(run_state& st, coetcd::watcher w) {
   for (;;) {
     auto [ec, b] = co_await w.async_next(asio::as_tuple(use_awaitable));
     if (ec) {
-      if (!st.done()) st.fail("watch: " + ec.message());
+      if (!st.started || !st.done()) st.fail("watch: " + ec.message());
       co_return;
     }
+    st.watched_events += static_cast<std::int64_t>(b.events.size());
   }
 }
 
@@ -827,7 +830,7 @@ int main(int argc, char** argv) {
         "\"range_per_acq\":%.2f,\"delete_per_acq\":%.2f,\"watch_msgs_per_acq\":%.2f,"
         "\"read_p50_ms\":%.3f,\"read_p99_ms\":%.3f,\"write_p50_ms\":%.3f,\"write_p99_ms\":%.3f,\"writes\":%" PRId64 ","
         "\"violations\":%" PRId64 ",\"errors\":%" PRId64 ",\"leftover_keys\":%" PRId64 ",\"first_error\":%s,"
-        "\"completions\":\"%s\",\"late\":%" PRId64 ",\"max_idle_ms\":%.3f,\"keep_going\":%s,\"fenced\":%s,\"watched\":%s,"
+        "\"completions\":\"%s\",\"late\":%" PRId64 ",\"max_idle_ms\":%.3f,\"keep_going\":%s,\"fenced\":%s,\"watched\":%s,\"watched_events\":%" PRId64 ","
         "\"checked\":%s,\"refused\":%" PRId64 ",\"lost_updates\":%" PRId64 "}\n",
         local_mode(cfg.mode) ? "\"local\"" : "\"coetcd\"", bench::json_string(cfg.mode).c_str(), cfg.workers, cfg.locks,
         cfg.clients, cfg.share_session ? "true" : "false", static_cast<int>(cfg.lock_options.linger.count()), cfg.hold.count() / 1000.0, cfg.mode == "sem" ? cfg.permits : 0, elapsed, share_min, share_max, max_gap_ms, st.acquisitions,
@@ -839,7 +842,7 @@ int main(int argc, char** argv) {
         st.violations, st.errors, leftover,
         bench::json_string(st.first_error).c_str(), mode_name(cfg.completions),
         st.late, std::chrono::duration<double, std::milli>(st.max_idle).count(), cfg.keep_going ? "true" : "false",
-        cfg.fenced ? "true" : "false", cfg.watched ? "true" : "false", cfg.checked ? "true" : "false", st.refused, st.lost_updates);
+        cfg.fenced ? "true" : "false", cfg.watched ? "true" : "false", st.watched_events, cfg.checked ? "true" : "false", st.refused, st.lost_updates);
   } else {
     std::printf("coetcd %s: %d workers, %d locks, %d clients, %.1f s\n", cfg.mode.c_str(), cfg.workers, cfg.locks,
                 cfg.clients, elapsed);

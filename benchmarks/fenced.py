@@ -13,7 +13,8 @@ cells = [json.loads(line) for line in open(raw) if line.strip()]
 def find(impl, workers, fenced=False):
     """The cell's median round by throughput, with every round's violations and errors."""
     runs = [c for c in cells if c["impl"] == impl and c["workers"] == workers
-            and c.get("fenced", False) == fenced and (impl == "local" or c.get("share_session"))]
+            and c.get("fenced", False) == fenced and c["mode"] != "local_async"
+            and (impl == "local" or c.get("share_session"))]
     if not runs:
         return None
     runs.sort(key=lambda c: c["acquisitions_per_s"])
