@@ -395,10 +395,15 @@ asio::awaitable<void> txn_loop(run_state& st, coetcd::client& c, coetcd::session
   }
 }
 
+// Where a chain mode puts its keys (and --watched watches).
+std::string chain_prefix(const config& cfg) {
+  return cfg.prefix + (cfg.mode == "delete_chain" ? "chain/" : "handoff-chain/");
+}
+
 // The hand-off floor: single-key deletes in a serial chain (the keys are put beforehand, untimed).
 asio::awaitable<void> delete_chain_loop(run_state& st, coetcd::client& c) {
   co_await wait_for_start(st);
-  std::string base = st.cfg.prefix + "chain/";
+  const std::string base = chain_prefix(st.cfg);
   std::int64_t n = 0;
   while (!st.done()) {
     std::vector<std::string> keys;
@@ -436,7 +441,7 @@ asio::awaitable<void> handoff_chain_loop(run_state& st, coetcd::client& c) {
   using coetcd::txn;
   using coetcd::txn_op;
   auto s = co_await coetcd::session::async_create(c, coetcd::session_options{.ttl = st.cfg.ttl}, use_awaitable);
-  const std::string base = st.cfg.prefix + "handoff-chain/";
+  const std::string base = chain_prefix(st.cfg);
   std::string last;
   std::int64_t last_rev = 0, n = 0;
   co_await wait_for_start(st);
@@ -694,8 +699,7 @@ int main(int argc, char** argv) {
     if (chain_mode(cfg.mode)) {
       asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
         if (cfg.watched) {
-          const auto base = cfg.prefix + (cfg.mode == "delete_chain" ? "chain/" : "handoff-chain/");
-          auto [ec, w] = co_await clients[0]->async_watch(base, coetcd::watch_options{.prefix = true},
+          auto [ec, w] = co_await clients[0]->async_watch(chain_prefix(cfg), coetcd::watch_options{.prefix = true},
                                                           asio::as_tuple(use_awaitable));
           if (ec) st.fail("watch: " + ec.message());
           else asio::co_spawn(ioc, watch_chain(st, std::move(w)), asio::detached);

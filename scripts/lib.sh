@@ -102,8 +102,8 @@ free_port() {
 # free_port only sees listeners: a port some connection holds as its local end fails etcd's
 # bind, and then the start is tried again on other ports (three times in all).
 start_etcd() {
-  local attempt rc
-  for attempt in 1 2 3; do
+  local rc
+  for _ in 1 2 3; do
     rc=0
     start_etcd_once || rc=$?
     [ "$rc" -eq 2 ] || return "$rc"
