@@ -339,6 +339,11 @@ BOOST_AUTO_TEST_CASE(a_snapshot_is_saved_checked_and_restored_into_a_new_member)
   bool monotonic = true;
   run_for(ioc, [&]() -> asio::awaitable<void> {
     for (int i = 0; i < 50; ++i) co_await c.async_put("snap/" + std::to_string(i), std::string(4000, 'a' + i % 26), use_awaitable);
+    // The snapshot comes from member 1, which may not have applied the last put yet (this
+    // failed CI once with 49 keys); a linearizable read through it waits until it has.
+    client follower(ioc, options({cl.member(1).endpoint()}));
+    auto seen = co_await follower.async_get("snap/", get_options{.prefix = true, .count_only = true}, use_awaitable);
+    BOOST_TEST_REQUIRE(seen.count == 50);
     snapshot_options o;
     o.endpoint = cl.member(1).endpoint();
     o.progress = [&](std::uint64_t received, std::uint64_t expected) {
