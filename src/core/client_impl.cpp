@@ -1,3 +1,4 @@
+// The client's construction (channel, credentials, endpoints), its completion-queue loop, close, and the auth token.
 #include "client_impl.hpp"
 #include "unary_rpc.hpp"
 #include "session_state.hpp"

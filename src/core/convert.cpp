@@ -1,3 +1,4 @@
+// Conversions between coetcd's plain types and etcd's protobuf messages (see convert.hpp).
 #include "convert.hpp"
 
 namespace coetcd {

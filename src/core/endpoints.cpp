@@ -1,3 +1,4 @@
+// Parsing of endpoint strings (host:port, IPv4, IPv6, names) and the gRPC target built from them.
 #include "client_impl.hpp"
 
 #include <boost/system/system_error.hpp>

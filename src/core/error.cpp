@@ -1,3 +1,4 @@
+// The error categories (etcd, gRPC, server text, conditions) and their readable messages.
 #include <coetcd/error.hpp>
 
 #include <map>

@@ -1,3 +1,4 @@
+// The client's one LeaseKeepAlive stream (see keepalive_manager.hpp) and the public lease_keepalive.
 #include "keepalive_manager.hpp"
 
 namespace coetcd::detail {

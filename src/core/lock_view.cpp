@@ -1,3 +1,4 @@
+// One client's view of a lock or election name's queue (see lock_view.hpp), and the semaphore tally.
 #include "lock_view.hpp"
 
 #include "bidi_stream.hpp"

@@ -1,3 +1,4 @@
+// Sessions: a lease kept alive, its loss told to waiters and listeners, and keys deleted under it.
 #include "session_state.hpp"
 
 #include "keepalive_manager.hpp"

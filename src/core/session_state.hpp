@@ -1,3 +1,4 @@
+// What a session holds on the client's strand: its lease, keepalive, waiters and the locks using it.
 #pragma once
 
 #include "coro.hpp"

@@ -1,3 +1,4 @@
+// Counters, lock-name statistics and event text behind client::stats() and on_event (see telemetry.hpp).
 #include "telemetry.hpp"
 
 #include "client_impl.hpp"

@@ -1,3 +1,4 @@
+// Lock and election writes of a client's sessions sent together in one txn (see txn_batcher.hpp).
 #include "txn_batcher.hpp"
 #include "key_prefix.hpp"
 

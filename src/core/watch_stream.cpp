@@ -1,3 +1,4 @@
+// The client's one Watch stream, multiplexing every watcher (see watch_stream.hpp), and the public watcher.
 #include "watch_stream.hpp"
 #include "key_prefix.hpp"
 

@@ -1,3 +1,4 @@
+// Election: campaign, proclaim, resign and the observer, on queue_ops' keys like etcd's Go package.
 #include "queue_ops.hpp"
 
 #include <coetcd/election.hpp>

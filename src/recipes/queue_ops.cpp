@@ -1,3 +1,4 @@
+// The steps mutex and election share (see queue_ops.hpp): the acquiring txn, waiting a turn, releasing a key.
 #include "queue_ops.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Test support: starting and stopping a real etcd member and cluster (see etcd_process.hpp), and free ports.
 #include "etcd_process.hpp"
 #include "tcp_proxy.hpp"
 
