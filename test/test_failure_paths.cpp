@@ -19,12 +19,6 @@ BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
 namespace {
 
-std::uint64_t sent(const client& c, const std::string& method) {
-  auto st = c.stats();
-  auto it = st.rpcs.find(method);
-  return it == st.rpcs.end() ? 0 : it->second.sent;
-}
-
 /// Waits up to `limit` until `prefix` holds `n` keys; whether it does.
 asio::awaitable<bool> keys_become(client& c, std::string prefix, std::int64_t n, std::chrono::milliseconds limit) {
   auto until = std::chrono::steady_clock::now() + limit;
@@ -70,7 +64,7 @@ BOOST_AUTO_TEST_CASE(a_cancel_during_a_failed_acquisitions_clean_up_leaves_no_ke
     for (const auto& [name, start] : kinds) {
       BOOST_TEST_CONTEXT(name) {
         const auto prefix = name + "/";
-        const auto reads_before = sent(c, "Range");
+        const auto reads_before = rpcs_sent(c, "Range");
         proxy.delay(2000ms);
         asio::cancellation_signal sig;
         auto got = std::make_shared<std::optional<error_code>>();
@@ -79,7 +73,7 @@ BOOST_AUTO_TEST_CASE(a_cancel_during_a_failed_acquisitions_clean_up_leaves_no_ke
         // waits for one, #34 d), and the clean-up's read goes out.
         auto failed = [got] { return got->has_value(); };
         BOOST_TEST_REQUIRE(co_await eventually(failed, 5s), "the caller waited for its clean-up");
-        auto reading = [&c, reads_before] { return sent(c, "Range") > reads_before; };
+        auto reading = [&c, reads_before] { return rpcs_sent(c, "Range") > reads_before; };
         BOOST_TEST_REQUIRE(co_await eventually(reading, 5s), "the clean-up never read the key");
         // A cancel now, in the middle of the clean-up, must not cut it short.
         sig.emit(asio::cancellation_type::terminal);
@@ -120,13 +114,13 @@ BOOST_AUTO_TEST_CASE(a_session_lost_while_the_acquiring_txn_is_on_the_wire_fails
         semaphore theirs_s(other, name, 1), mine_s(s, name, 1);
         if (behind && sem) co_await theirs_s.async_acquire(1, use_awaitable);
         if (behind && !sem) co_await theirs_e.async_campaign("theirs", use_awaitable);
-        const auto txns_before = sent(c, "Txn");
+        const auto txns_before = rpcs_sent(c, "Txn");
         proxy.delay(300ms);
         auto got = std::make_shared<std::optional<error_code>>();
         auto record = [got](error_code ec) { *got = ec; };
         if (sem) mine_s.async_acquire(1, record);
         else mine_e.async_campaign("mine", record);
-        auto on_wire = [&c, txns_before] { return sent(c, "Txn") > txns_before; };
+        auto on_wire = [&c, txns_before] { return rpcs_sent(c, "Txn") > txns_before; };
         BOOST_TEST_REQUIRE(co_await eventually(on_wire, 5s));
         s.orphan();
         auto done = [got] { return got->has_value(); };

@@ -62,6 +62,19 @@ inline asio::awaitable<void> expect_no_keys(client& c, std::string name) {
   BOOST_TEST(left == 0, "keys left under " << name << "/");
 }
 
+/// The value of `key`, or "<none>" when it is absent.
+inline asio::awaitable<std::string> value_of(client& c, std::string key) {
+  auto r = co_await c.async_get(key, use_awaitable);
+  co_return r.kvs.empty() ? std::string("<none>") : r.kvs.front().value;
+}
+
+/// RPCs of `method` ("Txn", "Range") the client has sent so far.
+inline std::uint64_t rpcs_sent(const client& c, const std::string& method) {
+  auto st = c.stats();
+  auto it = st.rpcs.find(method);
+  return it == st.rpcs.end() ? 0 : it->second.sent;
+}
+
 /// Waits up to `limit` for `done()`, looking every 10 ms.
 inline asio::awaitable<bool> eventually(std::function<bool()> done, std::chrono::milliseconds limit) {
   auto until = std::chrono::steady_clock::now() + limit;

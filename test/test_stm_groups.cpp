@@ -1,0 +1,230 @@
+// coetcd::stm's commit groups against a real etcd: runs of one client that meet are committed in
+// one txn, and what one member of a group does (throw, stall, fail, be cancelled) stays its own.
+#define BOOST_TEST_MODULE coetcd_stm_groups
+#include "support/fixture.hpp"
+
+#include <coetcd/stm.hpp>
+
+#include <future>
+#include <set>
+
+using namespace coetcd;
+using namespace coetcd::test;
+using namespace std::chrono_literals;
+
+BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
+
+namespace {
+
+int as_int(const std::optional<std::string>& v) { return v ? std::stoi(*v) : 0; }
+
+}  // namespace
+
+// 50 runs of one client incrementing one key at once: each sees the one before, so none is
+// lost, and the group's txns are far fewer than the runs.
+BOOST_AUTO_TEST_CASE(a_commit_group_carries_many_runs_in_one_txn) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    const std::string key = "/stm/group/n";
+    co_await c.async_delete(key, use_awaitable);
+    const auto before = rpcs_sent(c, "Txn");
+    int done = 0, failed = 0;
+    std::set<int> seen;
+    auto ex = co_await asio::this_coro::executor;
+    for (int i = 0; i < 50; ++i) {
+      auto incr = [&key, &seen](stm_tx& tx) -> asio::awaitable<int> {
+        int n = as_int(co_await tx.get(key)) + 1;
+        tx.put(key, std::to_string(n));
+        co_return n;
+      };
+      asio::co_spawn(ex, stm(c, std::move(incr)), [&](std::exception_ptr e, int n) {
+        if (e) ++failed;
+        else seen.insert(n);
+        ++done;
+      });
+    }
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return done == 50; }, 20s));
+    BOOST_TEST(failed == 0);
+    BOOST_TEST(seen.size() == 50u, "two runs committed the same value");
+    BOOST_TEST(co_await value_of(c, key) == "50");
+    BOOST_TEST(rpcs_sent(c, "Txn") - before <= 10u, "50 runs took " << rpcs_sent(c, "Txn") - before << " txns");
+  }(c));
+}
+
+// A body that throws in a group writes nothing; the bodies around it commit.
+BOOST_AUTO_TEST_CASE(a_throwing_body_leaves_its_group_without_its_writes) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    int done = 0, thrown = 0;
+    auto ex = co_await asio::this_coro::executor;
+    for (int i = 0; i < 6; ++i) {
+      auto body = [i](stm_tx& tx) -> asio::awaitable<void> {
+        co_await tx.get("/stm/throwing/read");
+        tx.put("/stm/throwing/" + std::to_string(i), "v");
+        if (i % 2) throw std::runtime_error("odd");
+      };
+      asio::co_spawn(ex, stm(c, std::move(body)), [&](std::exception_ptr e) {
+        if (e) ++thrown;
+        ++done;
+      });
+    }
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return done == 6; }, 20s));
+    BOOST_TEST(thrown == 3);
+    for (int i = 0; i < 6; ++i)
+      BOOST_TEST(co_await value_of(c, "/stm/throwing/" + std::to_string(i)) == (i % 2 ? "<none>" : "v"), i);
+  }(c));
+}
+
+// A body that holds its turn (it sleeps, or calls stm() itself) does not stall the client's other
+// runs past the overtime: a run started meanwhile commits alone, and a nested stm() completes.
+BOOST_AUTO_TEST_CASE(a_slow_or_nested_body_does_not_stall_the_group) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    std::optional<std::chrono::steady_clock::time_point> slow_done, quick_done;
+    auto slow = [&c](stm_tx& tx) -> asio::awaitable<void> {
+      tx.put("/stm/slow/outer", "1");
+      // A nested run on the same client: it waits for the outer's turn, then goes alone.
+      auto inner = [](stm_tx& t) -> asio::awaitable<void> {
+        t.put("/stm/slow/inner", "1");
+        co_return;
+      };
+      co_await stm(c, std::move(inner));
+      co_await sleep_for(400ms);
+    };
+    asio::co_spawn(ex, stm(c, std::move(slow)), [&](std::exception_ptr e) {
+      BOOST_TEST(!e);
+      slow_done = std::chrono::steady_clock::now();
+    });
+    co_await sleep_for(20ms);
+    auto quick = [](stm_tx& tx) -> asio::awaitable<void> {
+      tx.put("/stm/slow/quick", "1");
+      co_return;
+    };
+    asio::co_spawn(ex, stm(c, std::move(quick)), [&](std::exception_ptr e) {
+      BOOST_TEST(!e);
+      quick_done = std::chrono::steady_clock::now();
+    });
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return slow_done && quick_done; }, 10s));
+    BOOST_TEST((*quick_done < *slow_done), "the quick run waited for the slow body");
+    for (const char* k : {"/stm/slow/outer", "/stm/slow/inner", "/stm/slow/quick"}) BOOST_TEST(co_await value_of(c, k) == "1", k);
+  }(c));
+}
+
+// Go's create-if-absent idiom, run by many callers of one client at once: a body that asks the
+// mod revision of a key an earlier body of its group wrote leaves and runs in the next group,
+// so exactly one caller creates the key.
+BOOST_AUTO_TEST_CASE(create_if_absent_in_one_group_creates_once) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    const std::string key = "/stm/create-once";
+    co_await c.async_delete(key, use_awaitable);
+    int done = 0, created = 0;
+    auto ex = co_await asio::this_coro::executor;
+    for (int i = 0; i < 20; ++i) {
+      auto create = [&key, i](stm_tx& tx) -> asio::awaitable<bool> {
+        if (co_await tx.mod_revision(key) != 0) co_return false;
+        tx.put(key, std::to_string(i));
+        co_return true;
+      };
+      asio::co_spawn(ex, stm(c, std::move(create)), [&](std::exception_ptr e, bool made) {
+        BOOST_TEST(!e);
+        created += made;
+        ++done;
+      });
+    }
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return done == 20; }, 20s));
+    BOOST_TEST(created == 1, created << " callers created the key");
+    auto r = co_await c.async_get(key, use_awaitable);
+    BOOST_TEST_REQUIRE(r.kvs.size() == 1u);
+    BOOST_TEST(r.kvs.front().version == 1);
+  }(c));
+}
+
+// A group refused for what one member brought (a put under a revoked lease): the others run
+// again alone and commit; that member gets its own error.
+BOOST_AUTO_TEST_CASE(one_members_error_does_not_fail_its_group) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto lease = co_await c.async_lease_grant(60, use_awaitable);
+    co_await c.async_lease_revoke(lease.id, use_awaitable);
+    int done = 0;
+    std::vector<error_code> results(4);
+    auto ex = co_await asio::this_coro::executor;
+    for (int i = 0; i < 4; ++i) {
+      auto body = [i, dead = lease.id](stm_tx& tx) -> asio::awaitable<void> {
+        co_await tx.get("/stm/members/read");
+        tx.put("/stm/members/" + std::to_string(i), "v", i == 2 ? dead : 0);
+      };
+      asio::co_spawn(ex, stm(c, std::move(body)), [&, i](std::exception_ptr e) {
+        try {
+          if (e) std::rethrow_exception(e);
+        } catch (const boost::system::system_error& se) {
+          results[i] = se.code();
+        }
+        ++done;
+      });
+    }
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return done == 4; }, 20s));
+    for (int i = 0; i < 4; ++i) {
+      if (i == 2) {
+        BOOST_TEST(results[i] == error::lease_not_found, results[i].message());
+        BOOST_TEST(co_await value_of(c, "/stm/members/2") == "<none>");
+      } else {
+        BOOST_TEST(!results[i], i << ": " << results[i].message());
+        BOOST_TEST(co_await value_of(c, "/stm/members/" + std::to_string(i)) == "v", i);
+      }
+    }
+  }(c));
+}
+
+// A run cancelled while it waits for its turn stops with operation_aborted and writes nothing;
+// the group goes on (a run after it commits).
+BOOST_AUTO_TEST_CASE(a_run_cancelled_while_waiting_writes_nothing_and_the_group_goes_on) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    bool slow_done = false;
+    auto slow = [](stm_tx& tx) -> asio::awaitable<void> {
+      tx.put("/stm/cancel/slow", "1");
+      co_await sleep_for(60ms);
+    };
+    asio::co_spawn(ex, stm(c, std::move(slow)), [&](std::exception_ptr e) {
+      BOOST_TEST(!e);
+      slow_done = true;
+    });
+    co_await sleep_for(10ms);
+    asio::cancellation_signal stop;
+    std::optional<error_code> cancelled;
+    auto waiting = [](stm_tx& tx) -> asio::awaitable<void> {
+      tx.put("/stm/cancel/waiting", "1");
+      co_return;
+    };
+    asio::co_spawn(ex, stm(c, std::move(waiting)), asio::bind_cancellation_slot(stop.slot(), [&](std::exception_ptr e) {
+      cancelled = error_code();
+      try {
+        if (e) std::rethrow_exception(e);
+      } catch (const boost::system::system_error& se) {
+        cancelled = se.code();
+      }
+    }));
+    co_await sleep_for(10ms);
+    stop.emit(asio::cancellation_type::terminal);
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return slow_done && cancelled.has_value(); }, 10s));
+    BOOST_TEST(*cancelled == asio::error::operation_aborted, cancelled->message());
+    BOOST_TEST(co_await value_of(c, "/stm/cancel/waiting") == "<none>");
+    auto after = [](stm_tx& tx) -> asio::awaitable<void> {
+      tx.put("/stm/cancel/after", "1");
+      co_return;
+    };
+    co_await stm(c, std::move(after));
+    BOOST_TEST(co_await value_of(c, "/stm/cancel/after") == "1");
+    BOOST_TEST(co_await value_of(c, "/stm/cancel/slow") == "1");
+  }(c));
+}
