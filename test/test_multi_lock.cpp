@@ -20,28 +20,6 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
-namespace {
-
-using outcome = std::shared_ptr<std::optional<error_code>>;
-outcome started() { return std::make_shared<std::optional<error_code>>(); }
-auto record(outcome o) {
-  return [o](error_code ec) { *o = ec; };
-}
-asio::awaitable<bool> settled(outcome o, std::chrono::milliseconds limit = 5s) {
-  std::function<bool()> done = [o] { return o->has_value(); };
-  co_return co_await eventually(std::move(done), limit);
-}
-asio::awaitable<std::int64_t> keys_settle_at(client& c, std::string prefix, std::int64_t n) {
-  auto left = co_await count_keys(c, prefix);
-  for (int i = 0; i < 200 && left != n; ++i) {
-    co_await sleep_for(10ms);
-    left = co_await count_keys(c, prefix);
-  }
-  co_return left;
-}
-
-}  // namespace
-
 // Two clients (two connections, as two processes would have), 8 sessions: half list the names
 // a, b, c and half c, b, a, while 2 more sessions take b alone. Every round completes (no
 // deadlock), and no name is ever held by two of them.
@@ -119,8 +97,8 @@ BOOST_AUTO_TEST_CASE(cancelled_part_way_releases_what_it_took) {
       BOOST_TEST(r.index() == 1u);
       BOOST_TEST(!both.held());
       BOOST_TEST(!x.held());
-      BOOST_TEST(co_await keys_settle_at(c, "ml-x/", 0) == 0, "delay " << d << " ms");
-      BOOST_TEST(co_await keys_settle_at(c, "ml-y/", 1) == 1, "delay " << d << " ms");
+      BOOST_TEST(co_await settled_keys(c, "ml-x/", 0) == 0, "delay " << d << " ms");
+      BOOST_TEST(co_await settled_keys(c, "ml-y/", 1) == 1, "delay " << d << " ms");
     }
     auto w = started();
     both.async_lock(record(w));
@@ -160,14 +138,14 @@ BOOST_AUTO_TEST_CASE(a_failed_part_releases_the_parts_taken) {
     multi_lock both({p2, p1});
     auto w = started();
     both.async_lock(record(w));
-    BOOST_TEST(co_await keys_settle_at(c, "ml-q1/", 1) == 1);  // the first part is held
+    BOOST_TEST(co_await settled_keys(c, "ml-q1/", 1) == 1);  // the first part is held
     auto rev = etcdctl(server(), "lease revoke " + hex(sb.lease()));
     BOOST_TEST_REQUIRE(rev.exit_code == 0, rev.output);
     BOOST_TEST_REQUIRE(co_await settled(w));
     BOOST_TEST(**w == error::session_lost, (*w)->message());
     BOOST_TEST(!both.held());
     BOOST_TEST(!p1.held());
-    BOOST_TEST(co_await keys_settle_at(c, "ml-q1/", 0) == 0);
+    BOOST_TEST(co_await settled_keys(c, "ml-q1/", 0) == 0);
     co_await other.async_unlock(use_awaitable);
     co_await expect_no_keys(c, "ml-q2");
   }(c));
@@ -187,7 +165,7 @@ BOOST_AUTO_TEST_CASE(try_lock_and_rw_mutex_parts) {
     co_await other_job.async_lock(use_awaitable);
     auto [e] = co_await read_and_run.async_try_lock(asio::as_tuple(use_awaitable));
     BOOST_TEST(e == error::locked, e.message());
-    BOOST_TEST(co_await keys_settle_at(c, "ml-config/", 0) == 0);  // the shared part, taken first, is let go
+    BOOST_TEST(co_await settled_keys(c, "ml-config/", 0) == 0);  // the shared part, taken first, is let go
     co_await other_job.async_unlock(use_awaitable);
     co_await read_and_run.async_try_lock(use_awaitable);
     BOOST_TEST(config.shared_holds() == 1);
@@ -235,8 +213,8 @@ BOOST_AUTO_TEST_CASE(bad_lists_are_refused_and_a_destroyed_holder_releases) {
       co_await both.async_lock(use_awaitable);
       BOOST_TEST(co_await count_keys(c, "ml-d1/") == 1);
     }
-    BOOST_TEST(co_await keys_settle_at(c, "ml-d1/", 0) == 0);
-    BOOST_TEST(co_await keys_settle_at(c, "ml-d2/", 0) == 0);
+    BOOST_TEST(co_await settled_keys(c, "ml-d1/", 0) == 0);
+    BOOST_TEST(co_await settled_keys(c, "ml-d2/", 0) == 0);
     BOOST_TEST(!a.held());
   }(c));
 }
@@ -305,8 +283,8 @@ BOOST_AUTO_TEST_CASE(a_lost_part_is_told_and_with_lock_stops_its_body) {
     BOOST_TEST(**lost == error::lease_not_found, (*lost)->message());  // the revoke, as session::async_wait_lost
     BOOST_TEST(!all.held());
     // The parts of the live session were released on the way out.
-    BOOST_TEST(co_await keys_settle_at(c, "ml-l1/", 0) == 0);
-    BOOST_TEST(co_await keys_settle_at(c, "ml-l3/", 0) == 0);
+    BOOST_TEST(co_await settled_keys(c, "ml-l1/", 0) == 0);
+    BOOST_TEST(co_await settled_keys(c, "ml-l3/", 0) == 0);
     BOOST_TEST(!p1.held());
     BOOST_TEST(!p3.held());
     // Lost already: a new wait completes at once.

@@ -22,31 +22,6 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
-namespace {
-
-using outcome = std::shared_ptr<std::optional<error_code>>;
-outcome started() { return std::make_shared<std::optional<error_code>>(); }
-auto record(outcome o) {
-  return [o](error_code ec) { *o = ec; };
-}
-asio::awaitable<bool> settled(outcome o, std::chrono::milliseconds limit = 5s) {
-  // Named first: g++ 12 destroys a by-value capture written inside a co_await expression twice.
-  std::function<bool()> done = [o] { return o->has_value(); };
-  co_return co_await eventually(std::move(done), limit);
-}
-
-/// Waits up to 1 s for exactly `n` keys under `prefix` (a cancelled put may still be landing).
-asio::awaitable<std::int64_t> keys_settle_at(client& c, std::string prefix, std::int64_t n) {
-  auto left = co_await count_keys(c, prefix);
-  for (int i = 0; i < 100 && left != n; ++i) {
-    co_await sleep_for(10ms);
-    left = co_await count_keys(c, prefix);
-  }
-  co_return left;
-}
-
-}  // namespace
-
 // One key per acquisition under the session's lease, "<lease hex>_<n hex>" holding
 // "<n>/<permits>"; bad arguments fail before any key is made.
 BOOST_AUTO_TEST_CASE(keys_values_and_bad_arguments) {
@@ -300,7 +275,7 @@ BOOST_AUTO_TEST_CASE(try_acquire_never_waits_and_leaves_no_key) {
     auto [e] = co_await b.async_try_acquire(1, asio::as_tuple(use_awaitable));
     BOOST_TEST(e == error::locked, e.message());
     BOOST_TEST(b.held() == 1);
-    BOOST_TEST(co_await keys_settle_at(c, "sem-try/", 2) == 2);
+    BOOST_TEST(co_await settled_keys(c, "sem-try/", 2) == 2);
     co_await a.async_release(1, use_awaitable);
     auto [e2] = co_await a.async_try_acquire(2, asio::as_tuple(use_awaitable));
     BOOST_TEST(e2 == error::locked, e2.message());
@@ -331,7 +306,7 @@ BOOST_AUTO_TEST_CASE(disagreeing_permits_and_foreign_keys_fail_clearly) {
     auto [e2] = co_await three.async_try_acquire(1, asio::as_tuple(use_awaitable));
     BOOST_TEST(e2 == error::permits_mismatch, e2.message());
     BOOST_TEST(three.held() == 0);
-    BOOST_TEST(co_await keys_settle_at(c, "sem-bad/", 1) == 1);
+    BOOST_TEST(co_await settled_keys(c, "sem-bad/", 1) == 1);
     // While the client's view of the name runs (a waiter of its own), a new acquisition goes
     // through the view, which sees the mismatch.
     semaphore full(so, "sem-bad", 2);
@@ -383,7 +358,7 @@ BOOST_AUTO_TEST_CASE(cancelled_at_every_delay_leaves_no_key) {
       auto r = co_await (waiter.async_acquire(1, use_awaitable) || sleep_for(std::chrono::milliseconds(d)));
       BOOST_TEST(r.index() == 1u);
       BOOST_TEST(waiter.held() == 0);
-      BOOST_TEST(co_await keys_settle_at(c, "sem-cancel/", 1) == 1, "delay " << d << " ms");
+      BOOST_TEST(co_await settled_keys(c, "sem-cancel/", 1) == 1, "delay " << d << " ms");
     }
     co_await holder.async_release(2, use_awaitable);
     co_await waiter.async_acquire(2, use_awaitable);  // still usable
@@ -460,7 +435,7 @@ BOOST_AUTO_TEST_CASE(a_destroyed_object_gives_its_permits_back) {
       co_await sem.async_acquire(1, use_awaitable);
       co_await sem.async_acquire(1, use_awaitable);
     }
-    BOOST_TEST(co_await keys_settle_at(c, "sem-gone/", 0) == 0);
+    BOOST_TEST(co_await settled_keys(c, "sem-gone/", 0) == 0);
     semaphore again(s, "sem-gone", 2);
     co_await again.async_try_acquire(2, use_awaitable);
     co_await again.async_release(2, use_awaitable);

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 namespace coetcd::test {
@@ -80,6 +81,19 @@ inline asio::awaitable<bool> eventually(std::function<bool()> done, std::chrono:
   auto until = std::chrono::steady_clock::now() + limit;
   while (!done() && std::chrono::steady_clock::now() < until) co_await sleep_for(std::chrono::milliseconds(10));
   co_return done();
+}
+
+/// The result of an operation started with a callback (record(o) as its handler), once it ran.
+using outcome = std::shared_ptr<std::optional<error_code>>;
+inline outcome started() { return std::make_shared<std::optional<error_code>>(); }
+inline auto record(outcome o) {
+  return [o](error_code ec) { *o = ec; };
+}
+/// Waits up to `limit` for the operation behind `o` to complete; whether it did.
+inline asio::awaitable<bool> settled(outcome o, std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+  // Named first: g++ 12 destroys a by-value capture written inside a co_await expression twice.
+  std::function<bool()> done = [o] { return o->has_value(); };
+  co_return co_await eventually(std::move(done), limit);
 }
 
 }  // namespace coetcd::test
