@@ -69,6 +69,12 @@ inline asio::awaitable<std::string> value_of(client& c, std::string key) {
   co_return r.kvs.empty() ? std::string("<none>") : r.kvs.front().value;
 }
 
+/// The create revision of `key`, 0 when it is absent.
+inline asio::awaitable<std::int64_t> create_revision_of(client& c, const std::string& key) {
+  auto r = co_await c.async_get(key, {}, use_awaitable);
+  co_return r.kvs.empty() ? 0 : r.kvs.front().create_revision;
+}
+
 /// RPCs of `method` ("Txn", "Range") the client has sent so far.
 inline std::uint64_t rpcs_sent(const client& c, const std::string& method) {
   auto st = c.stats();
