@@ -22,6 +22,11 @@ BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
 #ifdef COETCD_GO_RWLOCK_PATH
 namespace {
+template <class Token = asio::use_awaitable_t<>>
+auto take(rw_mutex& m, bool write, Token token = {}) {
+  return write ? m.async_lock(token) : m.async_lock_shared(token);
+}
+
 std::unique_ptr<child_process> go_rwlock(const std::string& role, const std::string& id, int rounds,
                                          const std::string& hold) {
   return std::make_unique<child_process>(std::string(COETCD_GO_RWLOCK_PATH) + " -endpoints " + server().endpoint() +
@@ -99,9 +104,7 @@ BOOST_AUTO_TEST_CASE(go_recipe_rwmutex_and_coetcd_exclude_each_other) {
     rw_mutex m(s, "rw-go");
     const std::string writer = "rw-go-check/writer", readers = "rw-go-check/reader/", mine = readers + id;
     for (int i = 0; i < 25 || !t->go_done; ++i) {
-      // Named first: g++ 12 destroys a temporary written inside a co_await expression twice.
-      auto acquire = write ? m.async_lock(use_awaitable) : m.async_lock_shared(use_awaitable);
-      co_await std::move(acquire);
+      co_await take(m, write);
       if (write) {
         auto r = co_await c.async_txn(txn()
                                           .when(compare::version(writer) == 0)

@@ -1,6 +1,6 @@
 // rwlock: readers or writers of etcd's Go recipe.RWMutex (contrib/recipes, from Debian's
-// golang-etcd-server-dev, built in GOPATH mode), for test_rw_mutex's interop case. Each hold is
-// checked in etcd itself, by the same atomic txns the coetcd side runs (see test_rw_mutex.cpp):
+// golang-etcd-server-dev, built in GOPATH mode), for test_rw_mutex_interop. Each hold is
+// checked in etcd itself, by the same atomic txns the coetcd side runs (see test_rw_mutex_interop.cpp):
 // a writer enters only if no writer and no reader marker exists; a reader enters only if no
 // writer marker exists, and counts an overlap when another reader's marker is there (and a
 // cross overlap when that reader is not one of these helpers: its value lacks the "go-" prefix).
