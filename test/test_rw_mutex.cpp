@@ -41,12 +41,6 @@ struct checker {
   void leave(bool write) { --(write ? writers : readers); }
 };
 
-template <class Token = asio::use_awaitable_t<>>
-auto take(rw_mutex& m, bool write, Token token = {}) {
-  return write ? m.async_lock(token) : m.async_lock_shared(token);
-}
-
-
 }  // namespace
 
 // Keys as Go's recipe.RWMutex lays them out, under the session's lease; none left after unlock.

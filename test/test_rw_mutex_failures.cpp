@@ -16,15 +16,6 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
-namespace {
-
-template <class Token = asio::use_awaitable_t<>>
-auto take(rw_mutex& m, bool write, Token token = {}) {
-  return write ? m.async_lock(token) : m.async_lock_shared(token);
-}
-
-}  // namespace
-
 // try_lock / try_lock_shared take it only when they would not wait, and leave no key otherwise.
 BOOST_AUTO_TEST_CASE(try_variants_never_wait_and_leave_no_key) {
   asio::io_context ioc;

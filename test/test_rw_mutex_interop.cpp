@@ -22,11 +22,6 @@ BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
 #ifdef COETCD_GO_RWLOCK_PATH
 namespace {
-template <class Token = asio::use_awaitable_t<>>
-auto take(rw_mutex& m, bool write, Token token = {}) {
-  return write ? m.async_lock(token) : m.async_lock_shared(token);
-}
-
 std::unique_ptr<child_process> go_rwlock(const std::string& role, const std::string& id, int rounds,
                                          const std::string& hold) {
   return std::make_unique<child_process>(std::string(COETCD_GO_RWLOCK_PATH) + " -endpoints " + server().endpoint() +

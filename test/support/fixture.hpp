@@ -89,6 +89,12 @@ inline asio::awaitable<bool> eventually(std::function<bool()> done, std::chrono:
   co_return done();
 }
 
+/// An rw_mutex's write side when `write`, else its read side.
+template <class Token = asio::use_awaitable_t<>>
+auto take(rw_mutex& m, bool write, Token token = {}) {
+  return write ? m.async_lock(token) : m.async_lock_shared(token);
+}
+
 /// The result of an operation started with a callback (record(o) as its handler), once it ran.
 using outcome = std::shared_ptr<std::optional<error_code>>;
 inline outcome started() { return std::make_shared<std::optional<error_code>>(); }
