@@ -4,8 +4,17 @@
 #include "keepalive_manager.hpp"
 
 #include <algorithm>
+#include <random>
 
 namespace coetcd::detail {
+
+std::uint64_t random_permit_start() {
+  // 64 bits of the system's entropy per session (sessions are rare): a session's numbers then
+  // never meet those of another session of the same lease in practice, each taking a short run
+  // from 2^60.
+  std::random_device rd;
+  return ((std::uint64_t{rd()} << 32) | rd()) >> 4;
+}
 
 void session_state::finish(error_code reason, error_code for_waiters) {
   if (lost) return;

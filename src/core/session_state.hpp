@@ -18,6 +18,9 @@ struct kept_lease;
 
 struct mutex_queue;
 
+/// Where a session's semaphore key numbers start (see session_state::last_permit_key).
+std::uint64_t random_permit_start();
+
 struct session_state : std::enable_shared_from_this<session_state> {
   std::shared_ptr<client_impl> impl;
   std::int64_t lease = 0;
@@ -33,8 +36,12 @@ struct session_state : std::enable_shared_from_this<session_state> {
   std::uint64_t next_id = 0;
   /// Locks of this session per key (holders and waiters): the key is ours to delete at zero.
   std::map<std::string, int> key_users;
-  /// The last sequence number given to a semaphore key of this session (keys are unique per lease).
-  std::uint64_t last_permit_key = 0;
+  /// The last sequence number given to a semaphore key of this session. Keys must be unique per
+  /// lease, and a lease can be adopted (a restarted process, another client): counting from 1 in
+  /// each session made the adopting session's first acquisition adopt the other holder's key, so
+  /// two holders shared one key and its permits (and one release deleted both). Each session
+  /// starts at a random point of a 60-bit range instead.
+  std::uint64_t last_permit_key = random_permit_start();
   /// The local queue of each lock key in use, by {prefix, key} (see recipes/mutex_queue.hpp; only
   /// its name is known here); expired entries are replaced.
   std::map<std::pair<std::string, std::string>, std::weak_ptr<mutex_queue>> mutex_queues;
