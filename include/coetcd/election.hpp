@@ -18,6 +18,13 @@ struct election_state;
 /// lease; the candidate with the oldest create revision leads. Candidates wait in create-revision
 /// order, on the same shared watch and local queue view as coetcd's mutex.
 ///
+/// One session is one candidate per name, as in Go: the key is the session's, not the object's.
+/// Two election objects of one session on one name share that key, so both lead at once (a
+/// campaign of the second finds the key and only proclaims), and a coetcd::mutex of that session
+/// and name is granted while they lead (Go's Mutex takes the same key). Use one session per
+/// candidate; to exclude callers of one process, campaign once and share that election, or take
+/// a mutex of the name from another session.
+///
 /// The session must outlive the election. One operation at a time per election object.
 /// Destroying an election that leads resigns in the background (as a destroyed mutex unlocks);
 /// a campaign still pending then gives its proposal up instead of leading.
