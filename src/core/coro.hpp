@@ -15,6 +15,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 
+#include <atomic>
 #include <tuple>
 #include <vector>
 
@@ -105,9 +106,16 @@ inline const std::string& empty_string() {
 
 /// The pending grant operations of one object (semaphore, election, multi_lock), so that
 /// destroying it aborts them at once with operation_aborted, as destroying an Asio object does,
-/// instead of when their turn comes. On the strand only.
+/// instead of when their turn comes. On the strand only, except mark_gone() and gone().
 class pending_ops {
  public:
+  /// The object is gone. Called by its destructor on the destructor's thread, before the rest of
+  /// the clean-up goes to the strand: a grant whose body has already succeeded but whose handler
+  /// has not run yet then completes with operation_aborted and is given back (spawn_grant_op),
+  /// whichever of the handler and that clean-up the executors run first.
+  void mark_gone() noexcept { gone_ = true; }
+  bool gone() const noexcept { return gone_; }
+
   void add(const std::shared_ptr<asio::cancellation_signal>& s) {
     // An operation launched after the object went (a deferred one) is aborted at once.
     if (aborted_) return s->emit(asio::cancellation_type::terminal);
@@ -116,6 +124,7 @@ class pending_ops {
   }
   void abort_all() {
     aborted_ = true;
+    gone_ = true;
     for (auto& w : std::exchange(ops_, {}))
       if (auto s = w.lock()) s->emit(asio::cancellation_type::terminal);
   }
@@ -123,6 +132,7 @@ class pending_ops {
  private:
   std::vector<std::weak_ptr<asio::cancellation_signal>> ops_;
   bool aborted_ = false;
+  std::atomic<bool> gone_{false};
 };
 
 /// spawn_op for an operation whose success grants something the caller must give back (a
@@ -130,20 +140,21 @@ class pending_ops {
 /// handler runs, means the caller has moved on (the other branch of an `||` finished first) and
 /// will never give it back: then `give_back()` runs on the strand and the handler gets
 /// operation_aborted. The check is made on the handler's executor, where such a cancellation is
-/// emitted, so none can slip between the check and the handler.
+/// emitted, so none can slip between the check and the handler. The same holds when the object
+/// was destroyed meanwhile (`owner` gone): its destructor promised operation_aborted.
 /// `owner`: the pending operations of the object it runs for, which its destruction aborts.
 inline void spawn_grant_op(const std::shared_ptr<client_impl>& c, asio::awaitable<error_code> body,
                            asio::any_completion_handler<void(error_code)> h, std::function<void()> give_back,
                            std::shared_ptr<pending_ops> owner = nullptr) {
   auto cancel = early_cancel::take(asio::get_associated_cancellation_slot(h), c->strand_);
   auto to_body = std::make_shared<asio::cancellation_signal>();
-  auto done = [c, cancel, to_body, h = std::move(h), give_back = std::move(give_back)](std::exception_ptr e,
-                                                                                   error_code ec) mutable {
+  auto done = [c, cancel, to_body, owner, h = std::move(h), give_back = std::move(give_back)](std::exception_ptr e,
+                                                                                          error_code ec) mutable {
     if (e) ec = exception_to_error(e);
     auto ex = asio::get_associated_executor(h, c->completion_ex_);
-    auto deliver = [c, cancel, ec, h = std::move(h), give_back = std::move(give_back)]() mutable {
+    auto deliver = [c, cancel, ec, owner = std::move(owner), h = std::move(h), give_back = std::move(give_back)]() mutable {
       asio::get_associated_cancellation_slot(h).clear();
-      if (!ec && cancel->emitted()) {
+      if (!ec && (cancel->emitted() || (owner && owner->gone()))) {
         asio::dispatch(c->strand_, std::move(give_back));
         ec = asio::error::operation_aborted;
       }

@@ -267,6 +267,7 @@ void election::abandon() noexcept {
   // would block the name, and its key's count would make the session's next election or mutex
   // on the name adopt the key and never delete it.
   auto e = std::move(state_);
+  e->pending.mark_gone();
   auto& strand = e->session->impl->strand_;
   asio::dispatch(strand, [e = std::move(e)] {
     e->orphaned = true;

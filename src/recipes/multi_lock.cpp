@@ -183,6 +183,7 @@ multi_lock& multi_lock::operator=(multi_lock&& other) noexcept {
 void multi_lock::abandon() noexcept {
   if (!state_) return;
   auto impl = state_->impl;
+  state_->pending.mark_gone();
   asio::dispatch(impl->strand_, [impl, s = std::move(state_)]() mutable {
     s->orphaned = true;
     s->pending.abort_all();

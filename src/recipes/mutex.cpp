@@ -91,8 +91,8 @@ void orphan(std::shared_ptr<mutex_state> m) {
   // object's operations do when it is destroyed; a lock still held is released in the background
   // so the key does not outlive its user, and one granted in between is released at once.
   auto& strand = m->session->impl->strand_;
+  m->orphaned = true;
   asio::dispatch(strand, [m = std::move(m)]() mutable {
-    m->orphaned = true;
     if (!m->queue) return;
     m->queue->abort_waiters_of(*m);
     if (m->held) m->queue->unlock(m, [](error_code) {});
@@ -151,9 +151,9 @@ const std::string& mutex::name() const noexcept { return state_ ? state_->name :
 const std::string& mutex::key() const noexcept { return state_ ? state_->key : detail::empty_string(); }
 bool mutex::held() const noexcept { return state_ && state_->holds_now(); }
 std::int64_t mutex::fencing_token() const noexcept {
-  if (!state_ || !state_->held) return 0;
-  state_->fence_asked = true;
-  return state_->fence;
+  std::int64_t mod = 0, token = 0;
+  if (!state_ || !state_->read_fence(mod, token)) return 0;
+  return token;
 }
 std::uint64_t mutex::local_sequence() const noexcept { return state_ && state_->held ? state_->sequence.load() : 0; }
 response_header mutex::header() const noexcept { return state_ ? state_->header.load() : response_header{}; }
@@ -161,9 +161,9 @@ compare mutex::is_owner() const {
   if (!state_) detail::throw_empty("coetcd: is_owner() of a moved-from mutex");
   // The mod revision names one holder: a fenced hand-off puts the key again before the next
   // holder of this session holds. Not held: a revision no key can have (an absent key is 0).
-  if (!state_->held) return compare::mod_revision(state_->key) == -1;
-  state_->fence_asked = true;
-  return compare::mod_revision(state_->key) == state_->mod_rev.load();
+  std::int64_t mod = 0, token = 0;
+  if (!state_->read_fence(mod, token)) return compare::mod_revision(state_->key) == -1;
+  return compare::mod_revision(state_->key) == mod;
 }
 
 }  // namespace coetcd

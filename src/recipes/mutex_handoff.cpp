@@ -68,7 +68,7 @@ bool mutex_queue::end_hold(const std::shared_ptr<mutex_state>& by) {
     --holds;
   } else {
     if (!held_by(by)) return false;
-    by->held.store(false, std::memory_order_release);
+    by->held.store(false);  // before taking the mark: see mutex_state::read_fence
     holder.reset();
     if (by->fence_asked.exchange(false)) fence_due = true;
   }
@@ -98,7 +98,7 @@ void mutex_queue::grant(asio::any_completion_handler<void(error_code)> unlocked,
   m.rev.store(rev, relaxed);
   m.mod_rev.store(mod_rev, relaxed);
   m.fence.store(fence, relaxed);
-  m.fence_asked.store(false, relaxed);
+  m.fence_asked.store(false);  // ordered with read_fence's mark, like `held` below
   m.header = header;
   m.sequence.store(++sequence, relaxed);
   m.held.store(true, std::memory_order_release);
@@ -136,36 +136,38 @@ void post_grant(client_impl& impl, ToHolder to_holder, asio::any_completion_hand
 }  // namespace
 
 void mutex_queue::deliver(waiter w, asio::any_completion_handler<void(error_code)> unlocked) {
-  // A cancellation emitted before the new holder's handler runs (the other branch of an `||`
-  // finished first, and the lock's result will be discarded) must win, or nobody would ever
-  // unlock. So the slot stays ours until then, and the check is made on the handler's executor,
-  // where the cancellation is emitted; a grant given back passes on, on the strand.
+  // Two things can make the caller unable to ever unlock a grant before its handler runs: a
+  // cancellation emitted meanwhile (the other branch of an `||` finished first, and the lock's
+  // result will be discarded), or the mutex object destroyed meanwhile (~mutex promises
+  // operation_aborted to its pending locks). Either must win, or the handler would report a
+  // hold that orphan() or nobody releases. So the check is made on the handler's executor, where
+  // the cancellation is emitted and just before the handler runs; a grant given back passes on,
+  // on the strand.
   auto& impl = *session->impl;
-  if (!w.cancel)  // nobody can cancel the caller: nothing to check on its executor
-    return post_grant(impl, impl.bound(std::move(w.done), error_code{}), std::move(unlocked));
   auto ex = asio::get_associated_executor(w.done, impl.completion_ex_);
   auto to_holder = asio::bind_executor(std::move(ex), [self = shared_from_this(), w = std::move(w)]() mutable {
     asio::get_associated_cancellation_slot(w.done).clear();
-    if (!w.cancel->emitted()) return std::move(w.done)(error_code{});
-    asio::dispatch(self->session->impl->strand_, [self, by = w.by] {
-      if (self->shared ? by->shared_holds > 0 : self->held_by(by)) {
-        if (self->shared) {
-          self->end_hold(by);
-          if (self->holds > 0) return;
-        } else {
-          by->held = false;
-        }
-        auto& impl = *self->session->impl;
-        if (impl.wants_events())
-          impl.emit({.kind = event_kind::lock_released, .name = self->name, .key = self->key,
-                     .detail = "given back: the caller had stopped waiting", .lease = self->session->lease,
-                     .revision = self->rev});
-        self->pass_on({}, by->options, true);
-      }
-    });
+    if (!w.by->orphaned.load() && !(w.cancel && w.cancel->emitted())) return std::move(w.done)(error_code{});
+    asio::dispatch(self->session->impl->strand_, [self, by = w.by] { self->give_back(by); });
     std::move(w.done)(make_error_code(asio::error::operation_aborted));
   });
   post_grant(impl, std::move(to_holder), std::move(unlocked));
+}
+
+void mutex_queue::give_back(const std::shared_ptr<mutex_state>& by) {
+  // orphan() may have released this hold already: then there is nothing left to give.
+  if (!(shared ? by->shared_holds > 0 : held_by(by))) return;
+  if (shared) {
+    end_hold(by);
+    if (holds > 0) return;
+  } else {
+    by->held = false;
+  }
+  auto& impl = *session->impl;
+  if (impl.wants_events())
+    impl.emit({.kind = event_kind::lock_released, .name = name, .key = key,
+               .detail = "given back: the caller had stopped waiting", .lease = session->lease, .revision = rev});
+  pass_on({}, by->options, true);
 }
 
 bool mutex_queue::own_writer_after(std::int64_t r) const {

@@ -164,15 +164,23 @@ asio::awaitable<void> mutex_queue::drive() {
     give_up(a.ec);
     co_return acquire_failed();
   }
+  // The key was there before our txn and no other lock or campaign of this session uses it: it
+  // is another session's of the same lease (adopted by a restarted process or another client),
+  // or a late copy of an earlier txn of ours. Its mod revision is what that holder's is_owner()
+  // compares, so the first grant on it puts it again first (see acquired()). A resent txn of
+  // ours that found its own first copy costs one needless put.
+  adopted = !a.txn.succeeded && s.key_users[key] == 1;
   // Only the header is used from here on: the txn's reads (the oldest key, ours) would stay in
   // memory for the whole wait, about 230 bytes a waiter (heaptrack, 1000 waiters).
   a.txn.responses = {};
   // A try_lock refused while alone completes once its key is gone: a try is no timed wait (etcd
   // has just answered), and a process that exits on `locked` must leave no key behind.
   std::optional<asio::any_completion_handler<void(error_code)>> refused;  // emplaced: pitfall 1
+  std::shared_ptr<early_cancel> refused_cancel;
   if (!a.owner) {
     if (try_id && !waiters.empty() && waiters.front().id == *try_id) {
       auto h = std::move(waiters.front().done);
+      refused_cancel = std::move(waiters.front().cancel);
       waiters.pop_front();
       count_waiting();
       if (waiters.empty()) refused.emplace(std::move(h));
@@ -186,7 +194,8 @@ asio::awaitable<void> mutex_queue::drive() {
       await_turn(a.rev, a.mod_rev, a.txn.header, waits_for);
       co_return;  // this frame and its spawn are freed while the key waits
     }
-    co_return fail_acquisition(ec, a.rev, refused ? std::move(*refused) : asio::any_completion_handler<void(error_code)>{});
+    co_return fail_acquisition(ec, a.rev, refused ? std::move(*refused) : asio::any_completion_handler<void(error_code)>{},
+                               std::move(refused_cancel));
   }
   acquired(a.rev, a.mod_rev, a.txn.header);
 }
@@ -235,9 +244,10 @@ void mutex_queue::after_turn() {
   fail_acquisition(ec, t.rev);
 }
 
-void mutex_queue::fail_acquisition(error_code ec, std::int64_t r, asio::any_completion_handler<void(error_code)> refused) {
+void mutex_queue::fail_acquisition(error_code ec, std::int64_t r, asio::any_completion_handler<void(error_code)> refused,
+                                   std::shared_ptr<early_cancel> refused_cancel) {
   give_up(ec);
-  clean_up(r, std::move(refused));
+  clean_up(r, std::move(refused), std::move(refused_cancel));
   acquire_failed();
 }
 
@@ -250,12 +260,19 @@ void mutex_queue::give_up(error_code ec) {
   if (ec != asio::error::operation_aborted) fail_all(ec);
 }
 
-void mutex_queue::clean_up(std::int64_t r, asio::any_completion_handler<void(error_code)> refused) {
+void mutex_queue::clean_up(std::int64_t r, asio::any_completion_handler<void(error_code)> refused,
+                           std::shared_ptr<early_cancel> refused_cancel) {
   // Not awaited: the driver is done as soon as the key stops counting as ours, so a caller that
   // comes (and maybe gives up) while the delete waits out an outage gets a driver of its own.
   bump(counters->cleaning);
   // std::function copies its target: the move-only handler travels behind a shared_ptr.
   auto then = std::make_shared<asio::any_completion_handler<void(error_code)>>(std::move(refused));
+  // The refused try waits for the delete, but like any wait it ends at once when cancelled (a
+  // `try_lock || timer` through an outage); the delete goes on in the background.
+  if (*then && refused_cancel && refused_cancel->registered([then, impl = session->impl] {
+        if (*then) impl->complete(std::move(*then), asio::error::operation_aborted);
+      }))
+    session->impl->complete(std::move(*then), asio::error::operation_aborted);
   release_key_later(*session, key, r, [self = shared_from_this(), r, then, since = clock::now()](bool deleted) {
     bump(self->counters->cleaning, -1);
     auto& impl = *self->session->impl;
@@ -290,6 +307,9 @@ void mutex_queue::acquired(std::int64_t r, std::int64_t m, response_header h) {
   // before still has to move. A new key has a new create revision, and mod revision with it.
   // An election's rewrite seen while we queued (key_rewritten) may be newer than our txn's read.
   if (r != rev) fence_due = false;
+  // An adopted key: the hold before ours may have built a fence on it (see drive()). The write
+  // side of an rw_mutex cannot move it (start_refence); its fence is its key's mod revision.
+  if (std::exchange(adopted, false) && readers.empty()) fence_due = true;
   rev = r;
   mod_rev = std::max(m, mod_rev);
   // Every holder before us (of any session, coetcd's tokens) had its token before its key's

@@ -33,7 +33,11 @@ struct mutex_state {
   // any thread, e.g. a handler or a with_lock body on another thread of a pool.
   std::atomic<bool> held{false};
   std::atomic<int> shared_holds{0};  // shared: holds through this object not yet unlocked
-  bool orphaned = false;  // the mutex object is gone: a lock granted now is released at once
+  /// The mutex object is gone: a lock granted now is released at once, and a grant whose handler
+  /// has not run yet is given back (operation_aborted). Set by the destructor on its own thread,
+  /// before it hands the rest to the strand, so a grant's handler that runs after the destructor
+  /// returned sees it whichever of the two the executors run first.
+  std::atomic<bool> orphaned{false};
   std::atomic<std::int64_t> rev{0};
   /// The key's mod revision when this hold began: is_owner() compares it, so a compare built by
   /// one holder fails once a fenced hand-off has put the key again for the next (see
@@ -50,6 +54,23 @@ struct mutex_state {
   /// etcd may have expired it and let another holder in before the loop runs the keepalive's
   /// timer that ends the session (session::lost() reads the deadline too).
   bool holds_now() const { return held && !session->counts_as_lost(); }
+
+  /// For is_owner() and fencing_token(), on any thread: marks the hold as fenced and reads its
+  /// mod revision and token; false when nothing is held. The mark comes before the read of
+  /// `held`, and end_hold() clears `held` before it takes the mark (both sequentially
+  /// consistent): an accessor that still sees the hold has its mark seen by the unlock, so the
+  /// next local holder never holds under a compare built now. A grant of a new hold of this
+  /// object in between (its sequence moves) makes the read start again.
+  bool read_fence(std::int64_t& mod, std::int64_t& token) noexcept {
+    for (;;) {
+      const auto seq = sequence.load();
+      fence_asked.store(true);
+      if (!held.load()) return false;
+      mod = mod_rev.load();
+      token = fence.load();
+      if (sequence.load() == seq) return true;
+    }
+  }
 };
 
 struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
@@ -94,11 +115,14 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   /// that left complete now, and the others get `ec`, before any clean-up runs.
   void give_up(error_code ec);
   /// give_up(ec), clean_up(rev, refused), acquire_failed(): a driver done without the key.
-  void fail_acquisition(error_code ec, std::int64_t rev, asio::any_completion_handler<void(error_code)> refused = {});
+  void fail_acquisition(error_code ec, std::int64_t rev, asio::any_completion_handler<void(error_code)> refused = {},
+                        std::shared_ptr<early_cancel> refused_cancel = nullptr);
   /// Removes what the driver's txn made (`rev`, 0 when unknown), in the background as far as
   /// callers go: counted in client::stats() (`cleaning`) and told as a lock_released event.
-  /// `refused`, a try_lock that found the name taken, gets error::locked once the key is gone.
-  void clean_up(std::int64_t rev, asio::any_completion_handler<void(error_code)> refused = {});
+  /// `refused`, a try_lock that found the name taken, gets error::locked once the key is gone, or
+  /// operation_aborted as soon as `refused_cancel` (its cancellation) comes.
+  void clean_up(std::int64_t rev, asio::any_completion_handler<void(error_code)> refused = {},
+                std::shared_ptr<early_cancel> refused_cancel = nullptr);
   /// Gives the lock to the first waiter; `unlocked`: the unlock that passed it on, if any;
   /// `local`: the key was ours already (a hand-off without a round trip).
   void grant(asio::any_completion_handler<void(error_code)> unlocked = {}, bool local = false);
@@ -126,6 +150,9 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   /// The hold of `by` ends (unlock or give-back): true when it was a hold.
   bool end_hold(const std::shared_ptr<mutex_state>& by);
   void deliver(waiter w, asio::any_completion_handler<void(error_code)> unlocked);
+  /// A grant whose caller can no longer unlock it (cancelled, or its mutex destroyed, before the
+  /// handler ran) goes back: the lock passes on. On the strand.
+  void give_back(const std::shared_ptr<mutex_state>& by);
   /// The lock is free locally: the next caller, a linger, or a release of the key. `was_held`:
   /// a hold has just ended (a vanished key is then reported as a lost hold).
   void pass_on(asio::any_completion_handler<void(error_code)> h, const mutex_options& options,
@@ -198,6 +225,9 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   bool fence_due = false;
   bool refencing = false;  // that put is on the wire: nobody holds, no grant until it is back
   bool fence_moved = false;  // the put is back: the grant it was for counts a fenced hand-off
+  /// The driver's txn found the key there already, not used by another lock or campaign of this
+  /// session: the hold before ours (same lease, another session) may have a fence on it.
+  bool adopted = false;
   response_header header;
   std::shared_ptr<lock_view> view;
   const bool shared;

@@ -4,6 +4,8 @@
 // walked by the txn's read for the first look and by the name's shared view while waiting.
 #include "queue_ops.hpp"
 
+#include <boost/asio/steady_timer.hpp>
+
 #include <coetcd/semaphore.hpp>
 
 #include <algorithm>
@@ -136,8 +138,23 @@ asio::awaitable<error_code> acquire_permits(std::shared_ptr<semaphore_state> mp,
     // A refused try waits for its key's delete (etcd has just answered; a process that exits on
     // `locked` must leave no key). Nobody else waits for a clean-up: see release_key_later.
     if (a.abandoned) co_return ec;
-    if (ec == error::locked) co_await release_key(s, key, a.rev);
-    else release_key_later(s, key, a.rev);
+    if (ec == error::locked && !cancellable) {
+      co_await release_key(s, key, a.rev);
+    } else if (ec == error::locked) {
+      // Waited for like a try_lock's delete, but a cancellation ends the wait at once (a
+      // `try_acquire || timer` through an outage); the delete goes on in the background.
+      // (done may run inside release_key_later: a timer cancelled before its wait would not wake it)
+      auto deleted = std::make_shared<std::pair<asio::steady_timer, bool>>(
+          asio::steady_timer(s.impl->strand_, asio::steady_timer::time_point::max()), false);
+      release_key_later(s, key, a.rev, [deleted](bool) {
+        deleted->second = true;
+        deleted->first.cancel();
+      });
+      if (!deleted->second) co_await deleted->first.async_wait(as_result);
+      if (!deleted->second && co_await cancellation_requested()) ec = asio::error::operation_aborted;
+    } else {
+      release_key_later(s, key, a.rev);
+    }
     co_return ec;
   }
   m.holds.push_back({key, a.rev, n});
@@ -208,6 +225,7 @@ void semaphore::abandon() noexcept {
   if (!state_) return;
   // Permits still held go back in the background; a grant still on its way, as soon as it lands.
   auto m = std::move(state_);
+  m->pending.mark_gone();
   auto& strand = m->session->impl->strand_;
   asio::dispatch(strand, [m] {
     m->orphaned = true;
