@@ -1,7 +1,7 @@
 // queue, priority_queue, barrier and double_barrier on a 3-member cluster: each item to exactly
 // one consumer (also with the raft leader killed mid-run), FIFO and priority order, waits and
-// their cancellation, a participant that dies, double barrier participants entering at once, Go's
-// contrib/recipes on the same names (a helper built from Debian's sources), bad input.
+// their cancellation, a participant that dies, double barrier participants entering at once or
+// late, Go's contrib/recipes on the same names (a helper built from Debian's sources), bad input.
 #define BOOST_TEST_MODULE coetcd_queue
 #include "support/child_process.hpp"
 #include "support/fixture.hpp"
@@ -320,6 +320,42 @@ BOOST_AUTO_TEST_CASE(double_barrier_admits_one_of_two_entering_together) {
       co_await expect_no_keys(ca, name);
     }
   }(ca, cb, cd), 120s);
+}
+
+// A round opened, and B, not the lowest, left (its key gone, waiting for A): a third that enters now
+// ranks second among the keys left but comes too late: too_many_clients, and no key of it stays.
+// Go 3.4.23 counted 2 keys and opened for it, and ranking alone would let it in too.
+BOOST_AUTO_TEST_CASE(double_barrier_refuses_a_late_comer_while_a_round_leaves) {
+  asio::io_context ioc;
+  client c(ioc, cluster_options());
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto sa = co_await session::async_create(c, use_awaitable);
+    auto sb = co_await session::async_create(c, use_awaitable);
+    auto sr = co_await session::async_create(c, use_awaitable);
+    double_barrier a(sa, "dbar-late", 2), b(sb, "dbar-late", 2), late(sr, "dbar-late", 2);
+    auto ea = started();
+    a.async_enter(record(ea));
+    const auto a_in = co_await settled_keys(c, "dbar-late/waiters/", 1);
+    BOOST_TEST(a_in == 1);
+    co_await b.async_enter(use_awaitable);
+    const bool opened = co_await settled(ea);
+    BOOST_TEST(opened);
+    auto lb = started();
+    b.async_leave(record(lb));
+    const auto b_out = co_await settled_keys(c, "dbar-late/waiters/", 1);
+    BOOST_TEST(b_out == 1);
+    auto [ec] = co_await late.async_enter(asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == error::too_many_clients, ec.message());
+    const auto left = co_await settled_keys(c, "dbar-late/waiters/", 1);
+    BOOST_TEST(left == 1, "only A's key");
+    BOOST_TEST(!lb->has_value(), "B left before A");
+    auto la = started();
+    a.async_leave(record(la));
+    const bool a_done = co_await settled(la, 10s);
+    const bool b_done = co_await settled(lb, 10s);
+    BOOST_TEST((a_done && b_done));
+    co_await expect_no_keys(c, "dbar-late");
+  }(c), 60s);
 }
 
 // Go's contrib/recipes on the same names: items cross both ways in both queues; Go waits on our

@@ -42,7 +42,8 @@ class double_barrier {
   /// @par Handler signature
   /// `void(error_code)`
   /// @par Errors
-  /// error::too_many_clients (`count` keys are older than ours: our key is taken out again),
+  /// error::too_many_clients (`count` keys are older than ours, or a round that opened before we
+  /// came has a participant that has not left yet: our key is taken out again),
   /// error::session_lost, the @ref request_errors "request errors".
   /// @par Cancellation
   /// Terminal: operation_aborted; our key is taken out again.

@@ -69,17 +69,25 @@ asio::awaitable<error_code> enter_steps(double_barrier_state& s) {
   if (out) co_return out;
   // Ranked by create revision, as Go's since etcd's commit 62167d1f1: counting the keys (3.4.23)
   // let two that put theirs at once both count N + 1 and give up, leaving the others shut in. The
-  // first N are in, the N-th opens; later keys are refused.
+  // first N are in, the N-th opens; later keys are refused. One read: the first N keys and `ready`.
   get_options first_n;
   first_n.prefix = true;
   first_n.limit = s.count;
   first_n.order = sort_order::ascend;
   first_n.target = sort_target::create_revision;
   first_n.keys_only = true;
-  const auto prefix = waiters(s) + "/";
-  auto [gec, g] = co_await get_on(s.impl, prefix, first_n);
+  auto read = txn().then(txn_op::get(waiters(s) + "/", first_n)).then(txn_op::get(ready(s)));
+  auto [gec, g] = co_await txn_on(s.impl, std::move(read));
   if (gec) co_return gec;
-  const auto& first = g.kvs;
+  const auto& first = g.responses.at(0).get().kvs;
+  const auto& ready_kvs = g.responses.at(1).get().kvs;
+  // `ready` older than our key, and a key older than `ready` still here: a round opened before we
+  // came and is not over. Its participants that left took their keys, so the ranking alone could
+  // let us in with those still leaving. A `ready` with no older key left is from a finished round.
+  if (!ready_kvs.empty()) {
+    const auto opened = ready_kvs.front().mod_revision;
+    if (opened < rev && !first.empty() && first.front().create_revision < opened) co_return error::too_many_clients;
+  }
   std::int64_t before_us = 0;
   for (const auto& kv : first) before_us += kv.create_revision < rev;
   if (before_us >= s.count) co_return error::too_many_clients;
