@@ -1,7 +1,7 @@
 // queue, priority_queue, barrier and double_barrier on a 3-member cluster: each item to exactly
 // one consumer (also with the raft leader killed mid-run), FIFO and priority order, waits and
-// their cancellation, a participant that dies, Go's contrib/recipes on the same names (a helper
-// built from Debian's sources), bad input.
+// their cancellation, a participant that dies, double barrier participants entering at once or
+// late, Go's contrib/recipes on the same names (a helper built from Debian's sources), bad input.
 #define BOOST_TEST_MODULE coetcd_queue
 #include "support/child_process.hpp"
 #include "support/fixture.hpp"
@@ -272,6 +272,90 @@ BOOST_AUTO_TEST_CASE(barriers_hold_release_and_survive_a_dead_participant) {
     BOOST_TEST(left == 2);
     BOOST_TEST(co_await count_keys(c, "dbar/") == 0);
   }(c));
+}
+
+// Count 2, A waiting, B and D entering at once from clients on different members, 8 rounds: the
+// older key of B and D opens (A passes with it), the other gets too_many_clients and takes its key
+// out. Counting the keys (Go 3.4.23's Enter) let both count 3 and give up, leaving A shut in.
+BOOST_AUTO_TEST_CASE(double_barrier_admits_one_of_two_entering_together) {
+  asio::io_context ioc;
+  client ca(ioc, cluster_options({0, 1, 2})), cb(ioc, cluster_options({1, 2, 0})), cd(ioc, cluster_options({2, 0, 1}));
+  run_for(ioc, [](client& ca, client& cb, client& cd) -> asio::awaitable<void> {
+    auto passed = [](const outcome& o) { return o->has_value() && !**o; };
+    auto refused = [](const outcome& o) { return o->has_value() && **o == error::too_many_clients; };
+    auto text = [](const outcome& o) { return o->has_value() ? (*o)->message() : std::string("pending"); };
+    for (int round = 0; round < 8; ++round) {
+      const std::string name = "dbar-race-" + std::to_string(round);
+      auto sa = co_await session::async_create(ca, use_awaitable);
+      auto sb = co_await session::async_create(cb, use_awaitable);
+      auto sd = co_await session::async_create(cd, use_awaitable);
+      double_barrier a(sa, name, 2), b(sb, name, 2), d(sd, name, 2);
+      auto ea = started(), eb = started(), ed = started();
+      a.async_enter(record(ea));
+      const auto a_in = co_await settled_keys(ca, name + "/waiters/", 1);
+      BOOST_TEST(a_in == 1);
+      b.async_enter(record(eb));
+      d.async_enter(record(ed));
+      co_await settled(eb, 10s);
+      co_await settled(ed, 10s);
+      const bool opened = co_await settled(ea);
+      BOOST_TEST(opened, "round " << round << ": A shut in; B " << text(eb) << ", D " << text(ed));
+      if (!opened) {  // let A out, so that the next rounds run
+        co_await ca.async_put(name + "/ready", "", use_awaitable);
+        co_await settled(ea);
+      }
+      BOOST_TEST(passed(ea), "round " << round << ": A " << text(ea));
+      BOOST_TEST(passed(eb) + passed(ed) == 1, "round " << round << ": B " << text(eb) << ", D " << text(ed));
+      BOOST_TEST(refused(eb) + refused(ed) == 1, "round " << round << ": B " << text(eb) << ", D " << text(ed));
+      const auto in = co_await settled_keys(ca, name + "/waiters/", 2);
+      BOOST_TEST(in == 2, "round " << round << ": keys of A and the one let in, none of the refused");
+      auto la = started(), lx = started();
+      a.async_leave(record(la));
+      if (passed(eb)) b.async_leave(record(lx));
+      else if (passed(ed)) d.async_leave(record(lx));
+      else *lx = error_code{};
+      const bool a_out = co_await settled(la, 10s);
+      const bool x_out = co_await settled(lx, 10s);
+      BOOST_TEST((a_out && x_out), "round " << round << ": the two let in did not leave");
+      co_await expect_no_keys(ca, name);
+    }
+  }(ca, cb, cd), 120s);
+}
+
+// A round opened, and B, not the lowest, left (its key gone, waiting for A): a third that enters now
+// ranks second among the keys left but comes too late: too_many_clients, and no key of it stays.
+// Go 3.4.23 counted 2 keys and opened for it, and ranking alone would let it in too.
+BOOST_AUTO_TEST_CASE(double_barrier_refuses_a_late_comer_while_a_round_leaves) {
+  asio::io_context ioc;
+  client c(ioc, cluster_options());
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto sa = co_await session::async_create(c, use_awaitable);
+    auto sb = co_await session::async_create(c, use_awaitable);
+    auto sr = co_await session::async_create(c, use_awaitable);
+    double_barrier a(sa, "dbar-late", 2), b(sb, "dbar-late", 2), late(sr, "dbar-late", 2);
+    auto ea = started();
+    a.async_enter(record(ea));
+    const auto a_in = co_await settled_keys(c, "dbar-late/waiters/", 1);
+    BOOST_TEST(a_in == 1);
+    co_await b.async_enter(use_awaitable);
+    const bool opened = co_await settled(ea);
+    BOOST_TEST(opened);
+    auto lb = started();
+    b.async_leave(record(lb));
+    const auto b_out = co_await settled_keys(c, "dbar-late/waiters/", 1);
+    BOOST_TEST(b_out == 1);
+    auto [ec] = co_await late.async_enter(asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == error::too_many_clients, ec.message());
+    const auto left = co_await settled_keys(c, "dbar-late/waiters/", 1);
+    BOOST_TEST(left == 1, "only A's key");
+    BOOST_TEST(!lb->has_value(), "B left before A");
+    auto la = started();
+    a.async_leave(record(la));
+    const bool a_done = co_await settled(la, 10s);
+    const bool b_done = co_await settled(lb, 10s);
+    BOOST_TEST((a_done && b_done));
+    co_await expect_no_keys(c, "dbar-late");
+  }(c), 60s);
 }
 
 // Go's contrib/recipes on the same names: items cross both ways in both queues; Go waits on our

@@ -16,10 +16,11 @@ void start_double_leave(const std::shared_ptr<double_barrier_state>&, handler<>)
 }  // namespace detail
 
 /// A double barrier in the layout of etcd's Go `contrib/recipes` DoubleBarrier: each participant
-/// puts `name + "/waiters/" + <nanoseconds>` under its session's lease; the count-th to enter puts
-/// `name + "/ready"`, which lets everyone in; leaving waits until every participant has left.
-/// Go participants and coetcd's share one. A participant that dies is taken out with its lease,
-/// so the others can leave after its TTL.
+/// puts `name + "/waiters/" + <nanoseconds>` under its session's lease. Keys rank by create
+/// revision, as in Go's recipe since etcd's commit 62167d1f1 (3.4.23's counted them): the first
+/// `count` are in, the count-th puts `name + "/ready"`, which lets them all in, and later ones are
+/// refused. Leaving waits until every participant has left. Go participants and coetcd's share
+/// one. A participant that dies is taken out with its lease, so the others can leave after its TTL.
 ///
 /// One participant per object; one operation at a time. The session must outlive the object.
 /// Threads: initiating functions may be called from any thread.
@@ -41,7 +42,8 @@ class double_barrier {
   /// @par Handler signature
   /// `void(error_code)`
   /// @par Errors
-  /// error::too_many_clients (more than `count` entered: our key is taken out again),
+  /// error::too_many_clients (`count` keys are older than ours, or a round that opened before we
+  /// came has a participant that has not left yet: our key is taken out again),
   /// error::session_lost, the @ref request_errors "request errors".
   /// @par Cancellation
   /// Terminal: operation_aborted; our key is taken out again.

@@ -1,5 +1,5 @@
-// coetcd::double_barrier: Go's DoubleBarrier steps (enter: put a waiter key, count, wait for
-// ready; leave: the lowest waits for the highest, the others for the lowest).
+// coetcd::double_barrier: Go's DoubleBarrier steps (enter: put a waiter key, rank it by create
+// revision, the N-th puts ready; leave: the lowest waits for the highest, the others for the lowest).
 #include "recipes/held_key.hpp"
 #include "recipes/queue_ops.hpp"
 #include "recipes/write_outcome.hpp"
@@ -53,7 +53,7 @@ asio::awaitable<error_code> enter_steps(double_barrier_state& s) {
         rev = r.header.revision;
       } else if (!ec) {
         const auto& kvs = r.responses.front().get().kvs;
-        if (!kvs.empty() && kvs.front().lease == po.lease) rev = kvs.front().mod_revision;  // an earlier copy made it
+        if (!kvs.empty() && kvs.front().lease == po.lease) rev = kvs.front().create_revision;  // an earlier copy made it
         else taken = true;  // another participant's at the same nanosecond
       } else if (ec == error::lease_not_found) {
         out = error::session_lost;
@@ -67,14 +67,31 @@ asio::awaitable<error_code> enter_steps(double_barrier_state& s) {
     }
   }
   if (out) co_return out;
-  get_options all;
-  all.prefix = true;
-  all.count_only = true;
-  const auto prefix = waiters(s) + "/";
-  auto [gec, g] = co_await get_on(s.impl, prefix, all);
+  // Ranked by create revision, as Go's since etcd's commit 62167d1f1: counting the keys (3.4.23)
+  // let two that put theirs at once both count N + 1 and give up, leaving the others shut in. The
+  // first N are in, the N-th opens; later keys are refused. One read: the first N keys and `ready`.
+  get_options first_n;
+  first_n.prefix = true;
+  first_n.limit = s.count;
+  first_n.order = sort_order::ascend;
+  first_n.target = sort_target::create_revision;
+  first_n.keys_only = true;
+  auto read = txn().then(txn_op::get(waiters(s) + "/", first_n)).then(txn_op::get(ready(s)));
+  auto [gec, g] = co_await txn_on(s.impl, std::move(read));
   if (gec) co_return gec;
-  if (g.count > s.count) co_return error::too_many_clients;
-  if (g.count == s.count) {
+  const auto& first = g.responses.at(0).get().kvs;
+  const auto& ready_kvs = g.responses.at(1).get().kvs;
+  // `ready` older than our key, and a key older than `ready` still here: a round opened before we
+  // came and is not over. Its participants that left took their keys, so the ranking alone could
+  // let us in with those still leaving. A `ready` with no older key left is from a finished round.
+  if (!ready_kvs.empty()) {
+    const auto opened = ready_kvs.front().mod_revision;
+    if (opened < rev && !first.empty() && first.front().create_revision < opened) co_return error::too_many_clients;
+  }
+  std::int64_t before_us = 0;
+  for (const auto& kv : first) before_us += kv.create_revision < rev;
+  if (before_us >= s.count) co_return error::too_many_clients;
+  if (before_us == s.count - 1) {
     auto ready_put = txn().then(txn_op::put(ready(s), ""));
     auto [pec, p] = co_await txn_on(s.impl, std::move(ready_put));
     co_return pec;
