@@ -1,5 +1,6 @@
 // coetcd::stm's commit groups against a real etcd: runs of one client that meet are committed in
-// one txn, and what one member of a group does (throw, stall, fail, be cancelled) stays its own.
+// one txn, and what one member of a group does (throw, stall, fail, conflict, be cancelled) stays
+// its own.
 #define BOOST_TEST_MODULE coetcd_stm_groups
 #include "support/fixture.hpp"
 
@@ -17,6 +18,41 @@ BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 namespace {
 
 int as_int(const std::optional<std::string>& v) { return v ? std::stoi(*v) : 0; }
+
+error_code code_of(std::exception_ptr e) {
+  try {
+    if (e) std::rethrow_exception(e);
+  } catch (const boost::system::system_error& se) {
+    return se.code();
+  } catch (...) {
+    return make_error_code(boost::system::errc::io_error);
+  }
+  return {};
+}
+
+// A key other clients keep changing: `writers` coroutines put a new value to it, each one put
+// after another, until `stop`.
+struct hot_key {
+  bool stop = false;
+  int running = 0;
+  int puts = 0;
+};
+
+void write_hot(asio::any_io_executor ex, client& c, const std::string& key, hot_key& h, int writers) {
+  for (int w = 0; w < writers; ++w) {
+    ++h.running;
+    asio::co_spawn(
+        ex,
+        [](client& c, std::string key, hot_key& h, int w) -> asio::awaitable<void> {
+          for (int n = 0; !h.stop; ++n) {
+            const std::string value = std::to_string(w) + "-" + std::to_string(n);
+            co_await c.async_put(key, value, use_awaitable);
+            ++h.puts;
+          }
+        }(c, key, h, w),
+        [&h](std::exception_ptr) { --h.running; });
+  }
+}
 
 }  // namespace
 
@@ -227,4 +263,128 @@ BOOST_AUTO_TEST_CASE(a_run_cancelled_while_waiting_writes_nothing_and_the_group_
     BOOST_TEST(co_await value_of(c, "/stm/cancel/after") == "1");
     BOOST_TEST(co_await value_of(c, "/stm/cancel/slow") == "1");
   }(c));
+}
+
+// One run of a group reads a key that another client keeps writing; 20 runs of the same group
+// read and write keys of their own. The hot run's conflicts are its own: the 20 commit on their
+// first run, and the hot run commits or runs out of attempts alone. (When a conflict ran the whole
+// group again, the 20 ran as often as the hot run, and with 4 writers on its key gave up with it.)
+BOOST_AUTO_TEST_CASE(a_stale_member_conflicts_alone) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  client other(ioc, options_for(server()));
+  run_for(ioc, [](client& c, client& other) -> asio::awaitable<void> {
+    const std::string prefix = "/stm/stale-member/";
+    co_await c.async_delete(prefix, delete_options{.prefix = true}, use_awaitable);
+    auto ex = co_await asio::this_coro::executor;
+    hot_key hot;
+    write_hot(ex, other, prefix + "hot", hot, 4);
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return hot.puts >= 10; }, 5s));
+    const int puts_before = hot.puts;
+
+    int hot_runs = 0;
+    std::optional<error_code> hot_result;
+    auto copy = [&hot_runs, &prefix](stm_tx& tx) -> asio::awaitable<void> {
+      ++hot_runs;
+      const std::string key = prefix + "hot";
+      auto v = co_await tx.get(key);
+      tx.put(prefix + "copy", v.value_or(""));
+    };
+    asio::co_spawn(ex, stm(c, std::move(copy), stm_options{.max_attempts = 16}),
+                   [&](std::exception_ptr e) { hot_result = code_of(e); });
+    std::vector<int> runs(20);
+    std::vector<error_code> results(20);
+    int done = 0;
+    for (int i = 0; i < 20; ++i) {
+      auto own = [&runs, &prefix, i](stm_tx& tx) -> asio::awaitable<void> {
+        ++runs[i];
+        const std::string in = prefix + "in/" + std::to_string(i);
+        auto v = co_await tx.get(in);
+        tx.put(prefix + "out/" + std::to_string(i), std::to_string(as_int(v) + 1));  // a key it did not read
+      };
+      asio::co_spawn(ex, stm(c, std::move(own)), [&, i](std::exception_ptr e) {
+        results[i] = code_of(e);
+        ++done;
+      });
+    }
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return done == 20 && hot_result; }, 10s));
+    const int puts_during = hot.puts - puts_before;
+    hot.stop = true;
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return hot.running == 0; }, 5s));
+    BOOST_TEST(puts_during > 0, "the hot key did not change while the runs went");
+    for (int i = 0; i < 20; ++i) {
+      BOOST_TEST(!results[i], i << ": " << results[i].message());
+      BOOST_TEST(runs[i] == 1, "independent run " << i << " ran " << runs[i] << " times (the hot run: " << hot_runs << ")");
+      const std::string out = prefix + "out/" + std::to_string(i);
+      BOOST_TEST(co_await value_of(c, out) == "1", i);
+    }
+    BOOST_TEST((!*hot_result || *hot_result == error::conflict), hot_result->message());
+    BOOST_TEST(hot_runs <= 16);
+    const std::string copied = prefix + "copy";
+    const bool hot_wrote = co_await value_of(c, copied) != "<none>";
+    BOOST_TEST(hot_wrote == !*hot_result, "the hot run's write and its outcome disagree");
+  }(c, other));
+}
+
+// A run that read what a stale member of its group wrote goes stale with it: it never commits a
+// value computed from a write that was not committed. `second` copies x, which `first` (before it
+// in the group) sets from the hot key; whatever the order the two commit in, y ends as x or as
+// "none" (second committed first).
+BOOST_AUTO_TEST_CASE(a_run_that_read_a_stale_members_write_goes_stale_with_it) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  client other(ioc, options_for(server()));
+  run_for(ioc, [](client& c, client& other) -> asio::awaitable<void> {
+    const std::string prefix = "/stm/stale-writer/";
+    co_await c.async_delete(prefix, delete_options{.prefix = true}, use_awaitable);
+    auto ex = co_await asio::this_coro::executor;
+    hot_key hot;
+    write_hot(ex, other, prefix + "hot", hot, 4);
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return hot.puts >= 10; }, 5s));
+
+    int first_runs = 0, second_runs = 0, done = 0;
+    std::vector<error_code> results(7);
+    auto first = [&first_runs, &prefix](stm_tx& tx) -> asio::awaitable<void> {
+      ++first_runs;
+      const std::string key = prefix + "hot";
+      auto v = co_await tx.get(key);
+      tx.put(prefix + "x", v.value_or(""));
+    };
+    asio::co_spawn(ex, stm(c, std::move(first), stm_options{.max_attempts = 8}), [&](std::exception_ptr e) {
+      results[0] = code_of(e);
+      ++done;
+    });
+    // Runs between the two, so the hot key has time to change before the group commits.
+    for (int i = 1; i < 6; ++i) {
+      auto own = [&prefix, i](stm_tx& tx) -> asio::awaitable<void> {
+        const std::string in = prefix + "in/" + std::to_string(i);
+        co_await tx.get(in);
+        tx.put(in, "v");
+      };
+      asio::co_spawn(ex, stm(c, std::move(own)), [&, i](std::exception_ptr e) {
+        results[i] = code_of(e);
+        ++done;
+      });
+    }
+    auto second = [&second_runs, &prefix](stm_tx& tx) -> asio::awaitable<void> {
+      ++second_runs;
+      const std::string key = prefix + "x";
+      auto v = co_await tx.get(key);
+      tx.put(prefix + "y", v.value_or("none"));
+    };
+    asio::co_spawn(ex, stm(c, std::move(second)), [&](std::exception_ptr e) {
+      results[6] = code_of(e);
+      ++done;
+    });
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return done == 7; }, 10s));
+    hot.stop = true;
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return hot.running == 0; }, 5s));
+    BOOST_TEST((!results[0] || results[0] == error::conflict), results[0].message());
+    for (int i = 1; i < 7; ++i) BOOST_TEST(!results[i], i << ": " << results[i].message());
+    const std::string x_key = prefix + "x", y_key = prefix + "y";
+    const std::string x = co_await value_of(c, x_key);
+    const std::string y = co_await value_of(c, y_key);
+    BOOST_TEST((y == x || y == "none"), "y = " << y << ", x = " << x << " (runs: first " << first_runs << ", second " << second_runs << ")");
+    BOOST_TEST((x == "<none>") == bool(results[0]));
+  }(c, other));
 }

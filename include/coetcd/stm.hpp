@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -59,6 +60,15 @@ struct stm_read {
 struct stm_write {
   std::optional<std::string> value;  // none: a delete
   std::int64_t lease = 0;
+  std::size_t member = 0;  // in the group's writes: the member that wrote it last
+};
+// What one member (a run whose body finished) of a commit group read and wrote: when the group's
+// txn fails, which members its else branch shows stale.
+struct stm_member {
+  std::set<std::string, std::less<>> reads;  // keys it read from etcd or the group's read set
+  std::set<std::size_t> saw;                 // earlier members whose writes it read
+  std::map<std::string, stm_write, std::less<>> writes;
+  bool stale = false;  // left out of the commit: a read of it went stale, or a member it saw did
 };
 }  // namespace detail
 
@@ -93,17 +103,25 @@ class stm_tx {
  private:
   friend class detail::stm_group;
   stm_tx(std::weak_ptr<detail::client_impl> c, isolation level) : client_(std::move(c)), level_(level) {}
+  using read_set = std::map<std::string, detail::stm_read, std::less<>>;
+  using write_set = std::map<std::string, detail::stm_write, std::less<>>;
   asio::awaitable<const detail::stm_read*> read(std::string_view key);
+  const detail::stm_read* note_read(read_set::iterator it);
   asio::awaitable<void> prefetch(const std::vector<std::string>& keys);
   std::int64_t first_revision() const;
-  asio::awaitable<bool> commit();
-  void carry_over(std::int64_t revision);
+  asio::awaitable<void> commit();
+  asio::awaitable<bool> commit_once(bool whole, const write_set& live_writes,
+                                    const std::set<std::string_view>& live_reads, std::int64_t first);
+  bool mark_stale(const txn_result& r, const write_set& writes, std::int64_t first, bool whole);
+  void carry_over(std::int64_t revision, const write_set& writes, const std::set<std::string_view>* compared);
+  void clear_group();
 
   std::weak_ptr<detail::client_impl> client_;
   isolation level_;
-  std::map<std::string, detail::stm_read, std::less<>> reads_;       // the group's read set
-  std::map<std::string, detail::stm_write, std::less<>> writes_;     // its earlier bodies' writes
-  std::map<std::string, detail::stm_write, std::less<>> body_writes_;  // this body's
+  read_set reads_;                        // the group's read set
+  write_set writes_;                      // its earlier bodies' writes
+  std::vector<detail::stm_member> members_;  // its bodies that finished, in turn order
+  detail::stm_member body_;               // this body's reads and writes
   // Keys known without a read: what the last commit wrote and validated, or what a failed one
   // read again; they enter the read set when a body reads them.
   std::map<std::string, detail::stm_read, std::less<>> known_;
@@ -224,9 +242,11 @@ concept not_stm_options = !std::is_same_v<std::decay_t<Token>, stm_options>;
 /// **Commit groups** (options.group_commit, the default). The runs of stm() on one client at one
 /// isolation level take turns: a body runs while no other body of the group runs, and sees the
 /// writes of the bodies before it as if they were committed. When no body waits for its turn,
-/// the group's writes go to etcd in one txn that compares every key any of them read; each run
-/// then completes with the group's outcome (a conflict runs them all again). Keys the last commit
-/// wrote or read are known without a read for a second after it. So N callers incrementing one
+/// the group's writes go to etcd in one txn that compares every key any of them read. When it
+/// fails, its else branch has read those keys again: the runs whose reads went stale (and the
+/// runs that read their writes) run again in the next group, and the others commit without them
+/// in one more txn, their bodies not run again; a run's attempts count its own conflicts only.
+/// Keys the last commit wrote or read are known without a read for a second after it. So N callers incrementing one
 /// key cost one txn per group instead of N txns, most of which would conflict. The price: the
 /// bodies of a group do not run at once. A body that holds its turn past 100 ms (it waits on
 /// something else, or calls stm() itself) lets the runs waiting behind it go ahead alone; the

@@ -33,18 +33,21 @@ std::shared_ptr<detail::client_impl> lock_client(const std::weak_ptr<detail::cli
 // and a snapshot that old may be compacted away).
 constexpr auto known_for = std::chrono::seconds(1);
 
+// The mod revision a read saw (0: the key did not exist), what its compare expects.
+std::int64_t mod_revision_of(const detail::stm_read& r) { return r.kv ? r.kv->mod_revision : 0; }
+
 }  // namespace
 
 // ---- stm_tx ----
 
 asio::awaitable<const detail::stm_read*> stm_tx::read(std::string_view key) {
   check_key(key, "coetcd::stm_tx: a read");
-  if (auto it = reads_.find(key); it != reads_.end()) co_return &it->second;
+  if (auto it = reads_.find(key); it != reads_.end()) co_return note_read(it);
   const bool serializable = is_serializable(level_);
   if (auto it = known_.find(key); it != known_.end()) {
     auto node = known_.extract(it);
     if (serializable && snapshot_ == 0) snapshot_ = node.mapped().revision;
-    co_return &reads_.insert(std::move(node)).position->second;
+    co_return note_read(reads_.insert(std::move(node)).position);
   }
   get_options o;
   if (!serializable) o.serializable = true;  // any member: the commit's compares catch a stale read (Go's choice)
@@ -56,7 +59,13 @@ asio::awaitable<const detail::stm_read*> stm_tx::read(std::string_view key) {
   if (ec) throw boost::system::system_error(ec, "coetcd::stm_tx: a read");
   if (serializable && snapshot_ == 0) snapshot_ = r.header.revision;
   detail::stm_read got{r.kvs.empty() ? std::nullopt : std::optional(std::move(r.kvs.front())), r.header.revision};
-  co_return &reads_.emplace(std::string(key), std::move(got)).first->second;
+  co_return note_read(reads_.emplace(std::string(key), std::move(got)).first);
+}
+
+// The body read this key of the read set: its compare is this body's, should the group's fail.
+const detail::stm_read* stm_tx::note_read(read_set::iterator it) {
+  body_.reads.insert(it->first);
+  return &it->second;
 }
 
 asio::awaitable<void> stm_tx::prefetch(const std::vector<std::string>& keys) {
@@ -76,8 +85,11 @@ asio::awaitable<void> stm_tx::prefetch(const std::vector<std::string>& keys) {
 }
 
 asio::awaitable<std::optional<std::string>> stm_tx::get(std::string_view key) {
-  if (auto it = body_writes_.find(key); it != body_writes_.end()) co_return it->second.value;
-  if (auto it = writes_.find(key); it != writes_.end()) co_return it->second.value;
+  if (auto it = body_.writes.find(key); it != body_.writes.end()) co_return it->second.value;
+  if (auto it = writes_.find(key); it != writes_.end()) {
+    body_.saw.insert(it->second.member);  // this body stands or falls with that member
+    co_return it->second.value;
+  }
   auto r = co_await read(key);
   if (!r->kv) co_return std::nullopt;
   co_return r->kv->value;
@@ -93,12 +105,12 @@ asio::awaitable<std::int64_t> stm_tx::mod_revision(std::string_view key) {
 
 void stm_tx::put(std::string_view key, std::string_view value, std::int64_t lease) {
   check_key(key, "coetcd::stm_tx: a put");
-  body_writes_.insert_or_assign(std::string(key), detail::stm_write{std::string(value), lease});
+  body_.writes.insert_or_assign(std::string(key), detail::stm_write{.value = std::string(value), .lease = lease});
 }
 
 void stm_tx::del(std::string_view key) {
   check_key(key, "coetcd::stm_tx: a delete");
-  body_writes_.insert_or_assign(std::string(key), detail::stm_write{std::nullopt, 0});
+  body_.writes.insert_or_assign(std::string(key), detail::stm_write{});
 }
 
 std::int64_t stm_tx::first_revision() const {
@@ -107,26 +119,68 @@ std::int64_t stm_tx::first_revision() const {
   return first;
 }
 
-// One txn: the group's writes if nothing read (or, for serializable_snapshot, written) changed;
-// else the keys read, again, for the next runs. True when applied.
-asio::awaitable<bool> stm_tx::commit() {
+// The group's writes in one txn if nothing read (or, for serializable_snapshot, written) changed;
+// else the txn's else branch reads the keys read again (for the next runs) and, in a group, the
+// mod revisions of the keys written blind. Members whose compares failed there, and members that
+// read their writes, are marked stale (they run again); the others commit without them in a txn
+// of their own, and so on until one applies or none is left: a conflict fails only the runs whose
+// reads went stale. A txn whose compares failed applied nothing, so no run's writes go twice.
+asio::awaitable<void> stm_tx::commit() {
   if (writes_.empty() && (reads_.empty() || level_ == isolation::read_committed)) {
     known_.clear();
-    co_return true;
+    co_return;
   }
+  const auto first = first_revision();
+  write_set live_writes;  // from the second txn on: the writes of the members left, in turn order
+  std::set<std::string_view> live_reads;  // and the keys they read
+  bool whole = true;
+  for (;;) {  // nothing but a bool in the loop: g++ 12 destroys loop-scoped objects twice at a co_return
+    const bool done = co_await commit_once(whole, live_writes, live_reads, first);
+    if (done) break;
+    whole = false;
+    live_writes.clear();
+    live_reads.clear();
+    for (std::size_t m = 0; m < members_.size(); ++m) {
+      if (members_[m].stale) continue;
+      live_reads.insert(members_[m].reads.begin(), members_[m].reads.end());
+      for (auto& [k, w] : members_[m].writes) live_writes.insert_or_assign(k, w);
+    }
+  }
+}
+
+// One txn of commit(): of the whole group, or (not `whole`) of the members left. True when the
+// commit is over: applied, or no member with writes is left.
+asio::awaitable<bool> stm_tx::commit_once(bool whole, const write_set& live_writes,
+                                          const std::set<std::string_view>& live_reads, std::int64_t first) {
+  const write_set& writes = whole ? writes_ : live_writes;
+  const bool compared = level_ != isolation::read_committed;
+  const bool snapshot = level_ == isolation::serializable_snapshot && !reads_.empty();
   txn t;
-  if (level_ != isolation::read_committed)
-    for (auto& [k, r] : reads_) t.when(compare::mod_revision(k) == (r.kv ? r.kv->mod_revision : 0));
-  if (level_ == isolation::serializable_snapshot && !reads_.empty()) {
-    const auto first = first_revision();  // Go: wset.cmps(rset.first()+1)
-    for (auto& [k, w] : writes_) t.when(compare::mod_revision(k) < first + 1);
-  }
-  for (auto& [k, w] : writes_) {
+  if (compared)
+    for (auto& [k, r] : reads_)
+      if (whole || live_reads.count(k)) t.when(compare::mod_revision(k) == mod_revision_of(r));
+  if (snapshot)
+    for (auto& [k, w] : writes) t.when(compare::mod_revision(k) < first + 1);  // Go: wset.cmps(rset.first()+1)
+  for (auto& [k, w] : writes) {
     if (w.value) t.then(txn_op::put(k, *w.value, put_options{.lease = w.lease}));
     else t.then(txn_op::del(k));
   }
-  if (level_ != isolation::read_committed)
+  // Keys only stale members read: read at the commit, so that what is known after it is of its
+  // revision, as the rest.
+  std::vector<const std::string*> reread;
+  if (!whole)
+    for (auto& [k, r] : reads_)
+      if (!live_reads.count(k) && !writes.count(k)) {
+        t.then(txn_op::get(k));
+        reread.push_back(&k);
+      }
+  if (compared) {
     for (auto& [k, r] : reads_) t.otherwise(txn_op::get(k));
+    // A run alone needs no more: if its txn failed, its reads or its writes went stale.
+    if (snapshot && members_.size() > 1)
+      for (auto& [k, w] : writes)
+        if (!reads_.count(k)) t.otherwise(txn_op::get(k, get_options{.keys_only = true}));
+  }
 
   auto c = lock_client(client_);
   auto [ec, r] = co_await detail::txn_on(c, std::move(t));
@@ -136,7 +190,13 @@ asio::awaitable<bool> stm_tx::commit() {
     throw boost::system::system_error(make_error_code(error::outcome_unknown), "coetcd::stm: commit (" + ec.message() + ")");
   }
   if (r.succeeded) {
-    if (level_ != isolation::read_committed) carry_over(r.header.revision);
+    if (compared) {
+      carry_over(r.header.revision, writes, whole ? nullptr : &live_reads);
+      for (std::size_t i = 0; i < reread.size() && writes.size() + i < r.responses.size(); ++i) {
+        auto& got = r.responses[writes.size() + i].get();
+        known_[*reread[i]] = {got.kvs.empty() ? std::nullopt : std::optional(got.kvs.front()), r.header.revision};
+      }
+    }
     co_return true;
   }
   std::size_t i = 0;  // the else branch's gets, in the read set's order
@@ -146,14 +206,59 @@ asio::awaitable<bool> stm_tx::commit() {
     known_[k] = {got.kvs.empty() ? std::nullopt : std::optional(got.kvs.front()), r.header.revision};
   }
   known_at_ = std::chrono::steady_clock::now();
-  co_return false;
+  co_return !mark_stale(r, writes, first, whole);
 }
 
-// After a commit at `revision`: every key read (its compare held) and written is known as of it.
-void stm_tx::carry_over(std::int64_t revision) {
+// After a failed txn of `writes`: marks stale each member left whose compares failed (by what
+// the else branch read: the read set in known_, then the blind writes' mod revisions) or that read
+// the writes of a stale one. True when members with writes are left to commit without them; the
+// members left without writes had their reads checked current by this txn.
+bool stm_tx::mark_stale(const txn_result& r, const write_set& writes, std::int64_t first, bool whole) {
+  const bool snapshot = level_ == isolation::serializable_snapshot && !reads_.empty();
+  std::map<std::string_view, std::int64_t> blind;  // the else branch's gets after the read set's
+  if (snapshot && members_.size() > 1) {
+    std::size_t i = reads_.size();
+    for (auto& [k, w] : writes) {
+      if (reads_.count(k)) continue;
+      if (i >= r.responses.size()) break;
+      auto& got = r.responses[i++].get();
+      blind[k] = got.kvs.empty() ? 0 : got.kvs.front().mod_revision;
+    }
+  }
+  bool marked = false, left = false;
+  for (auto& m : members_) {
+    if (m.stale) continue;
+    bool stale = false;
+    for (auto& k : m.reads) {  // all in reads_, and read again by the else branch into known_
+      auto now = known_.find(k);
+      stale = stale || now == known_.end() || mod_revision_of(now->second) != mod_revision_of(reads_.find(k)->second);
+    }
+    if (snapshot)
+      for (auto& [k, w] : m.writes) {
+        auto now = known_.find(k);
+        auto b = blind.find(k);
+        if (reads_.count(k) && now != known_.end()) stale = stale || mod_revision_of(now->second) >= first + 1;
+        else stale = stale || b == blind.end() || b->second >= first + 1;  // not read back: a run alone
+      }
+    for (auto j : m.saw) stale = stale || members_[j].stale;
+    if (stale) m.stale = marked = true;
+    else left = left || !m.writes.empty();
+  }
+  // From the second txn on, every compare is a member's: one failed. Should none show, no member
+  // is committed rather than loop.
+  if (!marked && !whole) {
+    for (auto& m : members_) m.stale = true;
+    return false;
+  }
+  return left;
+}
+
+// After a commit at `revision`: every key read whose compare held (`compared`; all when null) and
+// every key written is known as of it.
+void stm_tx::carry_over(std::int64_t revision, const write_set& writes, const std::set<std::string_view>* compared) {
   for (auto& [k, r] : reads_)
-    if (!writes_.count(k)) known_[k] = {r.kv, revision};
-  for (auto& [k, w] : writes_) {
+    if (!writes.count(k) && (!compared || compared->count(k))) known_[k] = {r.kv, revision};
+  for (auto& [k, w] : writes) {
     if (!w.value) {
       known_[k] = {std::nullopt, revision};
       continue;
@@ -166,6 +271,14 @@ void stm_tx::carry_over(std::int64_t revision) {
     known_[k] = {std::move(kv), revision};
   }
   known_at_ = std::chrono::steady_clock::now();
+}
+
+// The group starts afresh.
+void stm_tx::clear_group() {
+  reads_.clear();
+  writes_.clear();
+  members_.clear();
+  snapshot_ = 0;
 }
 
 // ---- commit groups ----
@@ -240,9 +353,7 @@ void stm_group::pass_turn() {
   }
   if (members_.empty()) {
     // Nothing to commit (every body threw or left): the next group starts afresh.
-    tx_.reads_.clear();
-    tx_.writes_.clear();
-    tx_.snapshot_ = 0;
+    tx_.clear_group();
     commit_now_ = false;
     if (!waiting_.empty()) pass_turn();
     return;
@@ -255,21 +366,28 @@ asio::awaitable<void> stm_group::commit_group() {
   auto self = shared_from_this();  // the members' runs may end, and drop the group, meanwhile
   commit_now_ = false;
   std::exception_ptr error;
-  stm_outcome outcome = stm_outcome::conflict;
+  bool alone = false;
   try {
-    if (co_await tx_.commit()) outcome = stm_outcome::applied;
+    co_await tx_.commit();
   } catch (const boost::system::system_error& e) {
     // Refused as a whole for what one member brought (too many keys, a lease gone, a value too
-    // large): nothing was applied, and each member runs again alone, to meet its own error.
-    if (members_.size() > 1 && surely_not_applied(e.code())) outcome = stm_outcome::alone;
-    else error = std::current_exception();
+    // large): nothing was applied, and each member in that txn runs again alone, to meet its own
+    // error.
+    const auto in_txn = std::count_if(tx_.members_.begin(), tx_.members_.end(), [](auto& m) { return !m.stale; });
+    alone = in_txn > 1 && surely_not_applied(e.code());
+    error = std::current_exception();
   } catch (...) {
     error = std::current_exception();
   }
-  tx_.reads_.clear();
-  tx_.writes_.clear();
-  tx_.snapshot_ = 0;
-  for (auto& h : std::exchange(members_, {})) asio::post(io_ex_, asio::append(std::move(h), error, outcome));
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    // A stale member's conflict is its own, whatever came of the txn it was left out of.
+    const bool stale = i < tx_.members_.size() && tx_.members_[i].stale;
+    std::exception_ptr e = stale || alone ? nullptr : error;
+    const auto outcome = stale || (error && !alone) ? stm_outcome::conflict : alone ? stm_outcome::alone : stm_outcome::applied;
+    asio::post(io_ex_, asio::append(std::move(members_[i]), std::move(e), outcome));
+  }
+  members_.clear();
+  tx_.clear_group();
   committing_ = false;
   if (!waiting_.empty()) {
     auto h = std::move(waiting_.front());
@@ -295,7 +413,7 @@ asio::awaitable<stm_turn> stm_group::wait_turn() {
 
 asio::awaitable<stm_tx*> stm_group::begin_turn(int attempt, const std::vector<std::string>& prefetch) {
   tx_.attempt_ = attempt;
-  tx_.body_writes_.clear();
+  tx_.body_ = {};
   if (tx_.reads_.empty() && tx_.writes_.empty()) {
     if (std::chrono::steady_clock::now() - tx_.known_at_ > known_for) tx_.known_.clear();
     // A snapshot is one revision: a group that starts from known keys reads at theirs.
@@ -308,7 +426,7 @@ asio::awaitable<stm_tx*> stm_group::begin_turn(int attempt, const std::vector<st
 void stm_group::leave(std::uint64_t turn, bool commit_now) {
   asio::dispatch(strand_, [self = shared_from_this(), turn, commit_now] {
     if (!self->holds(turn)) return;  // passed on already (a finish that joined)
-    self->tx_.body_writes_.clear();
+    self->tx_.body_ = {};
     if (commit_now) self->commit_now_ = true;
     self->pass_turn();
   });
@@ -324,8 +442,12 @@ asio::awaitable<stm_outcome> stm_group::finish(std::uint64_t turn) {
         return asio::post(self->io_ex_, asio::append(std::move(h), gone, stm_outcome::conflict));
       }
       // Merged here, past the point where a cancel could still stop this run.
-      for (auto& [k, w] : self->tx_.body_writes_) self->tx_.writes_.insert_or_assign(k, std::move(w));
-      self->tx_.body_writes_.clear();
+      // Its writes join the group's, marked as its own, and what it read and saw is kept for
+      // the case the group's txn fails.
+      auto& tx = self->tx_;
+      const std::size_t member = tx.members_.size();
+      for (auto& [k, w] : tx.body_.writes) tx.writes_.insert_or_assign(k, w).first->second.member = member;
+      tx.members_.push_back(std::exchange(tx.body_, {}));
       self->members_.push_back(std::move(h));
       self->pass_turn();
     });
