@@ -1,7 +1,7 @@
 // coetcd::registration and coetcd::naming on one etcd member: a key put again after its session
-// is revoked, after it is deleted or put over by hand; a discovery view from a cache; Go's
-// naming/endpoints Manager sees our endpoints and we see its (a helper built from Debian's
-// sources); bad input and a server that is not there.
+// is revoked, after it is deleted or put over by hand; two registrations of one key settle; a
+// discovery view from a cache; Go's naming/endpoints Manager sees our endpoints and we see its
+// (a helper built from Debian's sources); bad input and a server that is not there.
 #define BOOST_TEST_MODULE coetcd_naming
 #include "support/child_process.hpp"
 #include "support/fixture.hpp"
@@ -183,6 +183,50 @@ BOOST_AUTO_TEST_CASE(a_registration_is_put_again_after_each_loss) {
     co_await r.stop();
     BOOST_TEST(!(co_await read(c, key)).has_value());
     BOOST_TEST(!r.reg.is_registered());
+  }(c));
+}
+
+// Two registrations of one key settle: the last to put keeps it, the other stands by without
+// putting, and takes the key over (one put) when the owner stops. Before, each saw the other's
+// put as a loss to repair and put back over it for ever, a pause of at most 1.5 x retry_max
+// between rounds: the key's version kept growing.
+BOOST_AUTO_TEST_CASE(two_registrations_of_one_key_settle) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    const auto key = naming::key("twin-svc", "n1");
+    const registration_options o{.ttl = 5s, .retry_min = 20ms, .retry_max = 200ms};
+    std::unique_ptr<running> twins[] = {std::make_unique<running>(c, key, "a", o), std::make_unique<running>(c, key, "b", o)};
+    auto owners = [&] { return int(twins[0]->reg.is_registered()) + int(twins[1]->reg.is_registered()); };
+    co_await eventually([&] { return owners() == 1 && twins[0]->reg.puts() + twins[1]->reg.puts() >= 2u; }, 10s);
+    co_await sleep_for(1s);
+    auto before = co_await read(c, key);
+    BOOST_TEST_REQUIRE(before.has_value());
+    co_await sleep_for(3s);
+    auto after = co_await read(c, key);
+    BOOST_TEST_REQUIRE(after.has_value());
+    BOOST_TEST(after->version == before->version);
+    BOOST_TEST(after->version == 2);
+    BOOST_TEST(twins[0]->reg.puts() + twins[1]->reg.puts() == 2u);
+    BOOST_TEST_REQUIRE(owners() == 1);
+    const int owner = twins[0]->reg.is_registered() ? 0 : 1;
+    BOOST_TEST(after->lease == twins[owner]->reg.lease());
+    BOOST_TEST(after->value == (owner == 0 ? "a" : "b"));
+    BOOST_TEST(twins[1 - owner]->reg.lease() == 0);
+
+    auto& standby = *twins[1 - owner];
+    const auto standby_puts = standby.reg.puts();
+    co_await twins[owner]->stop();  // its key goes with its session
+    twins[owner].reset();
+    co_await eventually([&] { return standby.reg.is_registered(); }, 5s);
+    BOOST_TEST_REQUIRE(standby.reg.is_registered());
+    BOOST_TEST(standby.reg.puts() == standby_puts + 1);
+    auto taken = co_await read(c, key);
+    BOOST_TEST_REQUIRE(taken.has_value());
+    BOOST_TEST(taken->lease == standby.reg.lease());
+    BOOST_TEST(taken->value == (owner == 0 ? "b" : "a"));
+    co_await standby.stop();
+    BOOST_TEST(!(co_await read(c, key)).has_value());
   }(c));
 }
 
