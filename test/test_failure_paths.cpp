@@ -1,7 +1,8 @@
 // Failure paths of the lock recipes found by reading the code (issue #34): a clean-up cancelled by
 // the caller that started it, a session lost while an acquisition's txn is on the wire, and a lock
-// view read anew after its holder's key went in a watch gap. Against a real etcd; a TCP proxy
-// (test/support/tcp_proxy.hpp) slows or cuts one client off without touching the member.
+// view read anew after its holder's key went in a watch gap; a resign whose delete fails (issue
+// 53). Against a real etcd; a TCP proxy (test/support/tcp_proxy.hpp) slows or cuts one client off
+// without touching the member.
 #define BOOST_TEST_MODULE coetcd_failure_paths
 #include "support/fixture.hpp"
 #include "support/tcp_proxy.hpp"
@@ -193,4 +194,47 @@ BOOST_AUTO_TEST_CASE(a_holder_lost_in_a_watch_gap_does_not_park_later_locks) {
     co_await direct.async_delete("view-gap-noise", use_awaitable);
     co_await expect_no_keys(direct, "view-gap");
   }(proxy, far, direct, relisted), 60s);
+}
+
+// A resign whose delete fails in an outage (timed out: it may have landed; cut off: it did
+// not) ends the leadership all the same and deletes the key in the background, as a failed
+// unlock does. It used to leave is_leader() true, with no retry: after a delete that had landed
+// the program believed it led with no key, and after one that had not the key stayed under the
+// live lease (60 s here), leading for a program that had resigned.
+BOOST_AUTO_TEST_CASE(a_resign_whose_delete_fails_ends_the_leadership_and_deletes_the_key_later) {
+  tcp_proxy proxy(server().endpoint());
+  asio::io_context ioc;
+  client c(ioc, via(proxy, 1000ms));
+  client direct(ioc, options_for(server()));
+  run_for(ioc, [](tcp_proxy& proxy, client& c, client& direct) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, session_options{.ttl = 60s}, use_awaitable);
+    election e(s, "resign-fails");
+    for (const bool cut : {false, true}) {
+      BOOST_TEST_CONTEXT((cut ? "cut off" : "timed out, landed later")) {
+        co_await e.async_campaign("v", use_awaitable);
+        BOOST_TEST_REQUIRE(e.is_leader());
+        if (cut) proxy.cut();
+        else proxy.delay(2000ms);  // past the 1 s request timeout; the delete lands at 2 s
+        auto [ec] = co_await e.async_resign(asio::as_tuple(use_awaitable));
+        BOOST_TEST(ec, "the resign did not fail");
+        BOOST_TEST(!e.is_leader(), "still leader after a resign that may have landed: " << ec.message());
+        BOOST_TEST(e.revision() == 0);
+        // Cut off, the delete never left: the key is only gone once it is sent again.
+        if (cut) BOOST_TEST(co_await count_keys(direct, "resign-fails/") == 1);
+        if (cut) proxy.restore();
+        else proxy.delay(0ms);
+        BOOST_TEST(co_await keys_become(direct, "resign-fails/", 0, 20s), "the key stayed under the live lease");
+      }
+    }
+    // The session campaigns again; a late copy of the old delete cannot take the new key.
+    co_await e.async_campaign("again", use_awaitable);
+    BOOST_TEST(e.is_leader());
+    co_await sleep_for(1500ms);
+    BOOST_TEST(co_await count_keys(direct, "resign-fails/") == 1);
+    co_await e.async_resign(use_awaitable);
+    BOOST_TEST(!e.is_leader());
+    BOOST_TEST(co_await keys_become(direct, "resign-fails/", 0, 5s));
+    BOOST_TEST(!s.lost());
+    co_await s.async_close(use_awaitable);
+  }(proxy, c, direct), 90s);
 }

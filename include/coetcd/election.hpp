@@ -102,12 +102,21 @@ class election {
   }
 
   /// Gives up leadership (deletes our key, guarded by its create revision). A no-op when not
-  /// leader. On a failed request we stay leader, so it can be retried.
+  /// leader. A delete that fails with an error an outage explains (timed out, endpoints
+  /// unreachable, no leader, an auth token to renew: it may have landed, or will pass later)
+  /// ends the leadership here all the same, as a failed mutex unlock does: is_leader() is false
+  /// when the handler runs with the error, and the delete is retried in the background until it
+  /// lands or the session ends (its lease then takes the key); a later campaign of the session
+  /// waits for it. A request refused outright (permission denied, say) leaves us leader, so it
+  /// can be retried.
   ///
   /// @par Handler signature
   /// `void(error_code)`
   /// @par Errors
-  /// The @ref request_errors "request errors" (still leader).
+  /// The @ref request_errors "request errors": after error::request_timeout,
+  /// error::endpoints_unreachable, error::cluster_no_leader, error::invalid_auth_token or gRPC's
+  /// UNAVAILABLE or DEADLINE_EXCEEDED no longer leader (the delete goes on), after any other
+  /// still leader.
   /// @par Cancellation
   /// Terminal only (partial and total are ignored), and only before the operation has started
   /// on the client's strand: then nothing is sent and the handler gets
@@ -153,7 +162,8 @@ class election {
   const std::string& key() const noexcept;
   /// True between a successful campaign and resign (as far as this process knows): false once
   /// the session counts as lost, its lease's local deadline included (see session::lost()).
-  /// async_resign() (or destroying the object) still ends the leadership here.
+  /// async_resign() (or destroying the object) still ends the leadership here, as does a resign
+  /// that timed out or found no endpoint (its delete goes on in the background).
   bool is_leader() const noexcept;
   /// Our key's create revision while leader (a fencing token, as for the mutex).
   std::int64_t revision() const noexcept;

@@ -29,8 +29,15 @@ void start_registration(const std::shared_ptr<registration_state>&, handler<>);
 
 /// A key that stays in etcd while its program lives (Curator's PersistentNode): put under a
 /// session's lease, and put again when the session is lost (revoked, expired, not renewed in
-/// time: a fresh session) or the key is deleted or overwritten by someone else. A program that
-/// dies takes the key with it after the TTL. For service discovery in the layout of Go's
+/// time: a fresh session), when the key is deleted, or when it is overwritten without a lease. A
+/// program that dies takes the key with it after the TTL.
+///
+/// One key, one owner at a time: a put over ours under another lease (a second registration of
+/// the key, here or in another process, or anyone's put with a lease) is left alone, and this
+/// registration stands by (is_registered() false) until that key is deleted or put without a
+/// lease, then puts again. So two registrations of one key settle: the last to put keeps it, the
+/// other takes over when it goes. Each put on a fresh session is unconditional (it takes the key
+/// from a predecessor whose lease has not yet expired). For service discovery in the layout of Go's
 /// `naming/endpoints`, give it naming::key(target, id) and naming::encode(endpoint)
 /// (<coetcd/naming.hpp>).
 ///
@@ -77,7 +84,8 @@ class registration {
   executor_type get_executor() const noexcept;
   /// The key kept.
   const std::string& key() const noexcept;
-  /// True while the key is in etcd under our session, as far as this process knows.
+  /// True while the key is in etcd under our session, as far as this process knows (false while
+  /// standing by behind another lease's put).
   bool is_registered() const noexcept;
   /// The lease the key is under while registered, else 0.
   std::int64_t lease() const noexcept;

@@ -126,7 +126,16 @@ asio::awaitable<error_code> resign(std::shared_ptr<election_state> ep) {
   write_queue guarded;  // a copy applied late cannot remove a newer key: resent when slow too
   guarded.late_copy_safe = true;
   auto [ec, r] = co_await batched_txn(e.session->impl, std::move(t), std::move(guarded));
-  if (ec) co_return ec;  // still leader: the caller may retry
+  if (ec && may_pass(ec) && e.leader) {
+    // Timed out or unreachable: the delete may have landed, and a leader that still believed it
+    // led would act on a leadership nobody holds. So stop leading here, as a failed unlock stops
+    // holding, and keep deleting in the background until the delete lands or the session ends
+    // (the lease then takes the key). Not when the object was destroyed meanwhile: its
+    // resign_later took the key over.
+    e.leader = false;
+    release_key_later(*e.session, e.key, e.rev.exchange(0));
+  }
+  if (ec) co_return ec;  // refused (not an outage): still leader, the caller may retry
   step_down(e);  // a no-op if the object was destroyed meanwhile (it gave the key up)
   e.header = r.header;
   co_return error_code{};

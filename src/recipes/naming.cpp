@@ -1,4 +1,4 @@
-// coetcd::naming: Go's endpoint JSON written and read with a scanner of just the JSON it needs.
+// coetcd::naming: Go's endpoint JSON written and read as Go's encoding/json does, with a small scanner.
 #include <coetcd/error.hpp>
 #include <coetcd/naming.hpp>
 
@@ -77,11 +77,18 @@ struct json_reader {
         case 'u': {
           unsigned cp = 0;
           if (!read_hex4(cp)) return false;
-          if (cp >= 0xD800 && cp < 0xDC00 && at + 6 <= in.size() && in[at] == '\\' && in[at + 1] == 'u') {
-            at += 2;
+          // As Go: a surrogate that does not pair with the next escape is U+FFFD, and that
+          // escape is read on its own.
+          if (cp >= 0xD800 && cp < 0xE000) {
             unsigned low = 0;
-            if (!read_hex4(low) || low < 0xDC00 || low >= 0xE000) return false;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+            json_reader next{in, at + 2};
+            bool paired = cp < 0xDC00 && in.substr(at, 2) == "\\u" && next.read_hex4(low) && low >= 0xDC00 && low < 0xE000;
+            if (paired) {
+              cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+              at = next.at;
+            } else {
+              cp = 0xFFFD;
+            }
           }
           utf8(out, cp);
           break;
@@ -91,48 +98,110 @@ struct json_reader {
     }
     return take('"');
   }
-  // Any value, returned as its text.
-  bool skip_value(std::string_view& text) {
-    space();
-    auto from = at;
-    if (at >= in.size()) return false;
-    char c = in[at];
-    if (c == '"') {
-      std::string ignored;
-      if (!read_string(ignored)) return false;
-    } else if (c == '{' || c == '[') {
-      char close = c == '{' ? '}' : ']';
-      ++at;
-      space();
-      if (at < in.size() && in[at] == close) {
-        ++at;
-      } else {
-        for (;;) {
-          if (c == '{') {
-            std::string k;
-            if (!read_string(k) || !take(':')) return false;
-          }
-          std::string_view inner;
-          if (!skip_value(inner)) return false;
-          if (take(close)) break;
-          if (!take(',')) return false;
-        }
-      }
-    } else {
-      while (at < in.size() && (std::isalnum(static_cast<unsigned char>(in[at])) || in[at] == '-' || in[at] == '+' || in[at] == '.'))
-        ++at;
-      auto word = in.substr(from, at - from);
-      bool number = !word.empty() && (std::isdigit(static_cast<unsigned char>(word[0])) || word[0] == '-');
-      if (!(word == "null" || word == "true" || word == "false" || number)) return false;
-    }
-    text = in.substr(from, at - from);
+  bool read_word(std::string_view w) {
+    if (in.substr(at, w.size()) != w) return false;
+    at += w.size();
     return true;
+  }
+  bool read_digits() {
+    auto from = at;
+    while (at < in.size() && in[at] >= '0' && in[at] <= '9') ++at;
+    return at > from;
+  }
+  // JSON's number grammar, no more: "01", "-", "1.", ".5", "+1" are not numbers to Go.
+  bool read_number() {
+    if (at < in.size() && in[at] == '-') ++at;
+    if (at < in.size() && in[at] == '0') ++at;
+    else if (!read_digits()) return false;
+    if (at < in.size() && in[at] == '.') {
+      ++at;
+      if (!read_digits()) return false;
+    }
+    if (at < in.size() && (in[at] == 'e' || in[at] == 'E')) {
+      ++at;
+      if (at < in.size() && (in[at] == '+' || in[at] == '-')) ++at;
+      if (!read_digits()) return false;
+    }
+    return true;
+  }
+  bool read_scalar() {
+    space();
+    if (at >= in.size()) return false;
+    if (in[at] == '"') {
+      std::string ignored;
+      return read_string(ignored);
+    }
+    return read_word("null") || read_word("true") || read_word("false") || read_number();
+  }
+  bool read_member_name(std::string& name) { return read_string(name) && take(':'); }
+  // Any one value, its text returned in `text`. Not recursive: a value of a million '[' is
+  // refused, not a stack overflow; nested deeper than Go's limit (10000) is refused, as Go does.
+  bool skip_value(std::string_view& text) {
+    static constexpr std::size_t max_depth = 10000;
+    space();
+    const auto from = at;
+    std::string closers;  // innermost last
+    for (;;) {
+      space();
+      if (at < in.size() && (in[at] == '{' || in[at] == '[')) {
+        if (closers.size() >= max_depth) return false;
+        closers += in[at++] == '{' ? '}' : ']';
+        if (take(closers.back())) {
+          closers.pop_back();
+        } else {
+          std::string name;
+          if (closers.back() == '}' && !read_member_name(name)) return false;
+          continue;  // to the first element
+        }
+      } else if (!read_scalar()) {
+        return false;
+      }
+      // After a value: close what ends here, then a comma and the next element.
+      for (;;) {
+        if (closers.empty()) {
+          text = in.substr(from, at - from);
+          return true;
+        }
+        if (take(closers.back())) {
+          closers.pop_back();
+          continue;
+        }
+        std::string name;
+        if (!take(',') || (closers.back() == '}' && !read_member_name(name))) return false;
+        break;
+      }
+    }
   }
   bool at_end() {
     space();
     return at == in.size();
   }
 };
+
+// Go matches a JSON member to a field by exact name, else ignoring ASCII case (encoding/json's
+// fold for names of letters other than k and s, as these three are).
+bool field_is(std::string_view member, std::string_view field) {
+  if (member.size() != field.size()) return false;
+  for (std::size_t i = 0; i < member.size(); ++i) {
+    char a = member[i], b = field[i];
+    if (a >= 'A' && a <= 'Z') a = static_cast<char>(a - 'A' + 'a');
+    if (b >= 'A' && b <= 'Z') b = static_cast<char>(b - 'A' + 'a');
+    if (a != b) return false;
+  }
+  return true;
+}
+
+// Go's Op is a uint8: an integer literal up to 255 or null; anything else fails the whole value.
+bool valid_op(std::string_view text) {
+  if (text == "null") return true;
+  if (text.empty() || text.size() > 3) return false;
+  unsigned n = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    n = n * 10 + static_cast<unsigned>(c - '0');
+  }
+  return n <= 255;
+}
 
 void append_quoted(std::string& out, std::string_view s) {
   out += '"';
@@ -180,36 +249,44 @@ std::string encode(const endpoint& e) {
   out += ",\"Metadata\":";
   out += text;
   out += '}';
+  // Inside the object the metadata is one level deeper: 10000 levels of it are too deep for Go.
+  json_reader whole{out};
+  if (!whole.skip_value(text))
+    throw boost::system::system_error(make_error_code(error::invalid_argument), "coetcd::naming::encode: metadata nested too deep");
   return out;
 }
 
 std::optional<endpoint> decode(std::string_view value) {
+  // What json.Unmarshal into Go's internal.Update{Op uint8; Addr string; Metadata interface{}}
+  // takes without an error: the endpoints Manager keeps those values and skips the rest.
   json_reader r{value};
-  if (!r.take('{')) return std::nullopt;
   endpoint e;
-  bool has_addr = false;
-  std::string_view op = "0";
-  r.space();
-  if (!r.take('}')) {
-    for (;;) {
-      std::string name;
-      if (!r.read_string(name) || !r.take(':')) return std::nullopt;
-      if (name == "Addr") {
+  std::string_view whole;
+  if (!r.skip_value(whole) || !r.at_end()) return std::nullopt;  // not JSON: skipped
+  if (whole == "null") return e;                                  // a no-op for Go: an empty endpoint
+  r.at = 0;
+  if (!r.take('{')) return std::nullopt;  // an array, string, number or bool: a type error
+  if (r.take('}')) return e;
+  for (;;) {
+    std::string name;
+    std::string_view text;
+    if (!r.read_member_name(name) || !r.skip_value(text)) return std::nullopt;
+    if (field_is(name, "Addr")) {
+      if (text != "null") {  // null leaves a string as it was
+        json_reader str{text};
         std::string addr;
-        if (!r.read_string(addr)) return std::nullopt;
+        if (!str.read_string(addr)) return std::nullopt;
         e.addr = std::move(addr);
-        has_addr = true;
-      } else {
-        std::string_view text;
-        if (!r.skip_value(text)) return std::nullopt;
-        if (name == "Metadata") e.metadata = std::string(text);
-        if (name == "Op") op = text;
       }
-      if (r.take('}')) break;
-      if (!r.take(',')) return std::nullopt;
+    } else if (field_is(name, "Metadata")) {
+      e.metadata = std::string(text);
+    } else if (field_is(name, "Op")) {
+      // Go's Manager takes every put as an add, whatever its Op says.
+      if (!valid_op(text)) return std::nullopt;
     }
+    if (r.take('}')) break;
+    if (!r.take(',')) return std::nullopt;
   }
-  if (!r.at_end() || !has_addr || op != "0") return std::nullopt;
   return e;
 }
 

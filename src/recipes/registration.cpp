@@ -54,8 +54,37 @@ asio::awaitable<put_result> put_key(registration_state& s, session& sess) {
   co_return out;
 }
 
-// On one session: put, wait until the key is no longer ours (put again) or the session is lost
-// (return why). A put that fails is tried again after a pause while the session lives.
+// After our key was taken: waits while another lease holds the key (a second registration of it,
+// or anyone's put with a lease, which goes with that lease), else two registrants of one key
+// would take it from each other for ever. Empty once the key is ours to put again (absent, or
+// put without a lease: it would outlive every registrant), else why the session ended.
+asio::awaitable<error_code> stand_by(registration_state& s, session& sess) {
+  asio::steady_timer pause(s.impl->strand_);
+  for (int attempt = 0;;) {
+    auto [gec, r] = co_await get_on(s.impl, s.key, get_options{});
+    if (cancelled(co_await asio::this_coro::cancellation_state)) co_return asio::error::operation_aborted;
+    if (gec && fatal(gec)) co_return gec;
+    if (sess.lost()) co_return error::session_lost;
+    if (gec) {
+      pause.expires_after(backoff(s.options.retry_min, s.options.retry_max, attempt++, s.spread));
+      auto [pec] = co_await pause.async_wait(as_result);
+      if (pec) co_return asio::error::operation_aborted;
+      continue;
+    }
+    if (r.kvs.empty() || r.kvs.front().lease == 0 || r.kvs.front().lease == sess.lease()) co_return error_code{};
+    const auto& theirs = r.kvs.front();
+    auto race = wait_lost(sess) || wait_key_gone(s.impl, s.key, theirs.create_revision, theirs.lease, r.header.revision,
+                                                 make_error_code(error::not_locked));
+    auto raced = co_await std::move(race);
+    if (cancelled(co_await asio::this_coro::cancellation_state)) co_return asio::error::operation_aborted;
+    if (raced.index() == 0) co_return std::get<0>(raced);
+    attempt = 0;  // their key went or changed hands: look again
+  }
+}
+
+// On one session: put, wait until the key is no longer ours (put again, or stand by while another
+// lease holds it) or the session is lost (return why). A put that fails is tried again after a
+// pause while the session lives.
 asio::awaitable<error_code> hold_on(registration_state& s, session& sess) {
   error_code why;
   int attempt = 0;
@@ -75,12 +104,14 @@ asio::awaitable<error_code> hold_on(registration_state& s, session& sess) {
       auto raced = co_await (wait_lost(sess) || wait_key_gone(s.impl, s.key, rev, sess.lease(), put_rev, make_error_code(error::not_locked)));
       s.registered = false;
       s.lease = 0;
+      const bool held_long = clock_type::now() - since > std::chrono::seconds(1);
       if (cancelled(co_await asio::this_coro::cancellation_state)) why = asio::error::operation_aborted;
       else if (raced.index() == 0) why = std::get<0>(raced);
+      else why = co_await stand_by(s, sess);
       if (why) break;
-      // Taken from us (deleted or put over): put again, after a pause that grows while it keeps
-      // being taken at once (another writer of the key would otherwise trade puts with us).
-      attempt = clock_type::now() - since > std::chrono::seconds(1) ? 0 : attempt + 1;
+      // Ours to put again: after a pause that grows while it keeps being taken at once (a writer
+      // without a lease that keeps putting it would otherwise trade puts with us).
+      attempt = held_long ? 0 : attempt + 1;
     } else {
       ++attempt;
     }
