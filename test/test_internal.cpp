@@ -2,7 +2,9 @@
 #define BOOST_TEST_MODULE coetcd_internal
 #include <boost/test/unit_test.hpp>
 
+#include "core/client_impl.hpp"
 #include "core/session_state.hpp"
+#include "recipes/write_outcome.hpp"
 
 #include <coetcd/client.hpp>
 
@@ -117,4 +119,42 @@ BOOST_AUTO_TEST_CASE(asking_a_callers_handler_for_its_executor_allocates_nothing
   std::move(elsewhere)(error_code{});
   std::move(on_strand)(error_code{});
   std::move(plain)(error_code{});
+}
+
+// A deadline is error::endpoints_unreachable, which counter and stm take for "surely not
+// applied", only for a call that cannot have gone out. It was read from the state of the
+// client's channel at the deadline: after a sync had put a new channel in place (not connected
+// yet), or while a member that sent a GOAWAY was being reconnected to, a write held on the old
+// connection counted as never sent. Now each attempt is judged by its own channel and context.
+BOOST_AUTO_TEST_CASE(a_deadline_is_unreachable_only_for_a_call_that_cannot_have_gone_out) {
+  using detail::may_have_reached_a_server;
+  const std::string one = "ipv4:127.0.0.1:2379";
+  const std::string three = "ipv4:127.0.0.1:2379,127.0.0.1:22379,127.0.0.1:32379";
+  const std::string name = "dns:///localhost:2379";
+  // Sent while its channel was connected; at the deadline that channel (or the client's new one)
+  // is not: it went out.
+  BOOST_TEST(may_have_reached_a_server(true, false, one, one));
+  BOOST_TEST(may_have_reached_a_server(true, false, three, ""));
+  // Queued, sent once a member connected, and held there.
+  BOOST_TEST(may_have_reached_a_server(false, true, one, one));
+  // Never connected: gRPC reports the channel's target as the peer.
+  BOOST_TEST(!may_have_reached_a_server(false, false, one, one));
+  BOOST_TEST(!may_have_reached_a_server(false, false, three, three));
+  BOOST_TEST(!may_have_reached_a_server(false, false, name, name));
+  BOOST_TEST(!may_have_reached_a_server(false, false, one, ""));  // a target not known proves nothing
+  // A connection named while the channel has none now: a member took it and went away.
+  BOOST_TEST(may_have_reached_a_server(false, false, "ipv4:127.0.0.1:22379", three));
+  BOOST_TEST(may_have_reached_a_server(false, false, "ipv6:[::1]:2379", name));
+
+  // The mapping: whatever the client's own channel says (this one never connects).
+  boost::asio::io_context ioc;
+  client_options o;
+  o.endpoints = {"127.0.0.1:1"};
+  client c(ioc, o);
+  const grpc::Status deadline(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
+  const error_code out = c.impl()->map_status(deadline, true), never = c.impl()->map_status(deadline, false);
+  BOOST_TEST(out == error::request_timeout, out.message());
+  BOOST_TEST(never == error::endpoints_unreachable, never.message());
+  BOOST_TEST(!detail::surely_not_applied(out));
+  BOOST_TEST(detail::surely_not_applied(never));
 }

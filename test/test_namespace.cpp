@@ -1,10 +1,13 @@
 // A key namespace (client_options::key_prefix, Go's clientv3/namespace): keys, ranges, watches,
 // txn compares and operations, lease key lists and lock keys of a client live under its prefix
-// and come back without it; other namespaces and the keys outside stay out of reach; a
-// namespaced coetcd::mutex and Go's concurrency.Mutex on a namespaced client exclude each other.
+// and come back without it; other namespaces and the keys outside stay out of reach (a lease's
+// key list too); an empty key with prefix is the whole namespace; a namespaced coetcd::mutex and
+// Go's concurrency.Mutex on a namespaced client exclude each other.
 #define BOOST_TEST_MODULE coetcd_namespace
 #include "support/child_process.hpp"
 #include "support/fixture.hpp"
+
+#include <coetcd/cache.hpp>
 
 using namespace coetcd;
 using namespace coetcd::test;
@@ -191,4 +194,87 @@ BOOST_AUTO_TEST_CASE(an_empty_key_is_refused_inside_a_namespace_too) {
     auto [gec, g] = co_await a.async_get("", asio::as_tuple(use_awaitable));
     BOOST_TEST(gec == error::empty_key);
   }(), 10s);
+}
+
+// A lease's key list shows the keys of the client's namespace only, as Go's namespace.NewLease
+// filters it. Keys outside came back as they were: "ns-t2/secret" read, from "ns-t1/", exactly
+// as that namespace's own "ns-t2/secret" would.
+BOOST_AUTO_TEST_CASE(a_lease_lists_only_the_keys_of_its_namespace) {
+  asio::io_context ioc;
+  client a(ioc, in("ns-t1/")), b(ioc, in("ns-t2/")), raw(ioc, options_for(server()));
+  run_for(ioc, [&]() -> asio::awaitable<void> {
+    auto lease = co_await raw.async_lease_grant(30, use_awaitable);
+    const put_options on_lease{.lease = lease.id};
+    co_await a.async_put("mine", "v", on_lease, use_awaitable);
+    co_await b.async_put("secret", "v", on_lease, use_awaitable);
+    co_await raw.async_put("ns-t1", "v", on_lease, use_awaitable);  // shorter than the prefix
+    co_await raw.async_put("outside", "v", on_lease, use_awaitable);
+    auto ours = co_await a.async_lease_time_to_live(lease.id, true, use_awaitable);
+    BOOST_TEST((ours.keys == std::vector<std::string>{"mine"}));
+    auto theirs = co_await b.async_lease_time_to_live(lease.id, true, use_awaitable);
+    BOOST_TEST((theirs.keys == std::vector<std::string>{"secret"}));
+    auto all = co_await raw.async_lease_time_to_live(lease.id, true, use_awaitable);
+    BOOST_TEST(all.keys.size() == 4u);
+    co_await raw.async_lease_revoke(lease.id, use_awaitable);
+  }(), 30s);
+}
+
+// An empty key with prefix or from_key is the whole namespace (Go's namespace package reads it
+// so): get, watch, cache and delete reach every key inside and none outside. It was refused
+// (empty_key): a namespaced client could not list, follow or empty its namespace.
+BOOST_AUTO_TEST_CASE(an_empty_key_with_prefix_is_the_whole_namespace) {
+  asio::io_context ioc;
+  client a(ioc, in("ns-all/")), raw(ioc, options_for(server()));
+  run_for(ioc, [&]() -> asio::awaitable<void> {
+    co_await raw.async_put("ns-all", "x", use_awaitable);   // sorts before every key inside
+    co_await raw.async_put("ns-all0", "x", use_awaitable);  // the namespace's range end itself
+    co_await a.async_put("k1", "1", use_awaitable);
+    co_await a.async_put("z/k2", "2", use_awaitable);
+    auto listed = co_await a.async_get("", get_options{.prefix = true}, use_awaitable);
+    BOOST_TEST((keys_of(listed) == std::vector<std::string>{"k1", "z/k2"}));
+    auto from = co_await a.async_get("", get_options{.from_key = true}, use_awaitable);
+    BOOST_TEST((keys_of(from) == std::vector<std::string>{"k1", "z/k2"}));
+
+    cache copy(a, "");
+    co_await copy.async_wait_synced(use_awaitable);
+    BOOST_TEST(copy.size() == 2u);
+    auto w = co_await a.async_watch("", watch_options{.prefix = true}, use_awaitable);
+    co_await raw.async_put("ns-all0", "y", use_awaitable);
+    auto put = co_await a.async_put("k3", "3", use_awaitable);
+    auto batch = co_await w.async_next(use_awaitable);
+    BOOST_TEST_REQUIRE(batch.events.size() == 1u);
+    BOOST_TEST(batch.events[0].kv.key == "k3");
+    co_await copy.async_wait_for(put.header.revision, use_awaitable);
+    BOOST_TEST(copy.get("k3").has_value());
+    BOOST_TEST(copy.size() == 3u);
+
+    auto gone = co_await a.async_delete("", delete_options{.prefix = true}, use_awaitable);
+    BOOST_TEST(gone.deleted == 3);
+    BOOST_TEST((co_await raw.async_get("ns-all", use_awaitable)).kvs.size() == 1u);
+    BOOST_TEST((co_await raw.async_get("ns-all0", use_awaitable)).kvs.size() == 1u);
+    co_await raw.async_delete("ns-all", delete_options{.range_end = "ns-all1"}, use_awaitable);
+  }(), 30s);
+}
+
+// Without a namespace an empty key with prefix or from_key reads every key, as Go's clientv3
+// does; deleting every key that way is refused, so one empty variable cannot wipe the cluster.
+BOOST_AUTO_TEST_CASE(without_a_namespace_an_empty_prefix_reads_every_key_and_deletes_none) {
+  asio::io_context ioc;
+  client raw(ioc, options_for(server()));
+  run_for(ioc, [&]() -> asio::awaitable<void> {
+    co_await raw.async_put("every/one", "x", use_awaitable);
+    const std::string_view nul("\0", 1);
+    auto named = co_await raw.async_get(nul, get_options{.count_only = true, .from_key = true}, use_awaitable);
+    BOOST_TEST_REQUIRE(named.count >= 1);
+    auto every = co_await raw.async_get("", get_options{.prefix = true, .count_only = true}, use_awaitable);
+    BOOST_TEST(every.count == named.count);
+    auto from = co_await raw.async_get("", get_options{.count_only = true, .from_key = true}, use_awaitable);
+    BOOST_TEST(from.count == named.count);
+    auto [pec, pr] = co_await raw.async_delete("", delete_options{.prefix = true}, asio::as_tuple(use_awaitable));
+    BOOST_TEST(pec == error::empty_key, pec.message());
+    auto [fec, fr] = co_await raw.async_delete("", delete_options{.from_key = true}, asio::as_tuple(use_awaitable));
+    BOOST_TEST(fec == error::empty_key, fec.message());
+    BOOST_TEST((co_await raw.async_get("every/one", use_awaitable)).kvs.size() == 1u);
+    co_await raw.async_delete("every/one", use_awaitable);
+  }(), 30s);
 }

@@ -49,8 +49,9 @@ class cache {
   /// The type of get_executor().
   using executor_type = asio::any_io_executor;
 
-  /// Starts following `prefix` of `c`'s cluster on `c`'s executor. An empty prefix: every
-  /// operation fails with error::empty_key.
+  /// Starts following `prefix` of `c`'s cluster on `c`'s executor. An empty prefix follows
+  /// every key of the client's namespace (client_options::key_prefix), or of the whole cluster
+  /// for a client without one.
   cache(client& c, std::string prefix, cache_options options = {});
   /// Starts following `prefix` on `ex` (a strand when the context runs on several threads).
   cache(asio::any_io_executor ex, client& c, std::string prefix, cache_options options = {});
@@ -66,7 +67,7 @@ class cache {
   /// @par Handler signature
   /// `void(error_code)`
   /// @par Errors
-  /// error::empty_key (empty prefix), error::client_closed, error::permission_denied and the
+  /// error::client_closed, error::permission_denied and the
   /// auth errors (the prefix may not be read or watched: the cache stops), operation_aborted
   /// (cache destroyed), asio::error::bad_descriptor (a moved-from cache).
   /// @par Cancellation

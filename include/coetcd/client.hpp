@@ -156,8 +156,8 @@ class client {
   /// @par Handler signature
   /// `void(error_code, get_result)`
   /// @par Errors
-  /// error::empty_key; error::compacted, error::future_revision (options.revision); the
-  /// @ref request_errors "request errors".
+  /// error::empty_key (an empty key without `prefix` or `from_key`); error::compacted,
+  /// error::future_revision (options.revision); the @ref request_errors "request errors".
   /// @par Cancellation
   /// Terminal, partial, total: the RPC is cancelled and the handler gets
   /// asio::error::operation_aborted (or the reply, if it was in already).
@@ -215,7 +215,8 @@ class client {
   /// @par Handler signature
   /// `void(error_code, delete_result)`
   /// @par Errors
-  /// error::empty_key; the @ref request_errors "request errors" (after which the delete may
+  /// error::empty_key (an empty key, unless with `prefix` or `from_key` in a namespace: see
+  /// delete_options); the @ref request_errors "request errors" (after which the delete may
   /// still have been applied).
   /// @par Cancellation
   /// Terminal and partial: the RPC is cancelled and the handler gets
@@ -416,8 +417,9 @@ class client {
   /// @par Handler signature
   /// `void(error_code, watcher)`
   /// @par Errors
-  /// error::empty_key, error::client_closed; the stream's refusals (error::permission_denied,
-  /// error::auth_failed, error::auth_required, error::auth_not_enabled, error::invalid_auth_token);
+  /// error::empty_key (an empty key without `prefix` or `from_key`), error::client_closed; the
+  /// stream's refusals (error::permission_denied, error::auth_failed, error::auth_required,
+  /// error::auth_not_enabled, error::invalid_auth_token);
   /// error::watch_canceled when the server refuses the watch. A compacted start revision is
   /// normally reported by the watcher's first async_next (error::compacted); if the server
   /// refuses the creation for it, here.

@@ -57,8 +57,10 @@ struct client_options {
   /// A namespace for this client (Go's clientv3/namespace): every key it sends (keys, range
   /// ends, watches, txn compares and operations, and so the keys of its sessions' locks,
   /// elections and queues) is put under this prefix, and the prefix is taken off every key that
-  /// comes back. "\0" as a range end ("every key from here on") ends at the namespace's end.
-  /// Lease IDs, revisions and the cluster's maintenance calls are not namespaced. A mutex named
+  /// comes back. "\0" as a range end ("every key from here on") ends at the namespace's end,
+  /// and an empty key with `prefix` or `from_key` (get, delete, watch, cache) is the whole
+  /// namespace. A lease's key list shows only the keys inside the namespace. Lease IDs,
+  /// revisions and the cluster's maintenance calls are not namespaced. A mutex named
   /// "job" in namespace "tenant/" holds "tenant/job/<lease>", as Go's concurrency.Mutex on a
   /// namespaced client does. Empty (the default): keys as they are.
   std::string key_prefix;

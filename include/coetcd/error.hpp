@@ -23,8 +23,8 @@ enum class error {
   invalid_endpoint,       ///< an endpoint string does not parse as [http[s]://]host:port
   tls_file_unreadable,    ///< a CA, certificate or key file is missing or cannot be read
   tls_file_invalid,       ///< a CA, certificate or key file holds no PEM data of the right kind
-  endpoints_unreachable,  ///< no endpoint could be connected (refused, no route, TLS handshake, DNS)
-  request_timeout,        ///< the per-request deadline passed while connected
+  endpoints_unreachable,  ///< no endpoint could be connected (refused, no route, TLS handshake, DNS): the request cannot have reached a server
+  request_timeout,        ///< the per-request deadline passed after the request may have gone out (a write may have been applied)
   // authentication
   auth_failed,            ///< wrong user name or password
   auth_required,          ///< the server has authentication on and no user was given

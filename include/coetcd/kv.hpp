@@ -60,7 +60,7 @@ struct get_options {
   /// Read [key, range_end). Ignored when `prefix` or `from_key` is set. Mind that `"\0"` as a
   /// C++ string literal is an empty view (one key): for "every key >= key" set `from_key`.
   std::string_view range_end;
-  bool prefix = false;        ///< read every key starting with `key`
+  bool prefix = false;        ///< read every key starting with `key` (an empty key: every key of the client's namespace, or of the cluster)
   std::int64_t limit = 0;     ///< at most this many keys (0: no limit)
   std::int64_t revision = 0;  ///< read at this revision (0: latest)
   sort_order order = sort_order::none;     ///< order of the keys returned
@@ -72,7 +72,7 @@ struct get_options {
   std::int64_t max_mod_revision = 0;     ///< only keys modified at or before this revision (0: any)
   std::int64_t min_create_revision = 0;  ///< only keys created at or after this revision (0: any)
   std::int64_t max_create_revision = 0;  ///< only keys created at or before this revision (0: any)
-  bool from_key = false;      ///< read every key >= `key` (Go's WithFromKey; range end "\0"); last, so positional initialisers keep their meaning
+  bool from_key = false;      ///< read every key >= `key` (Go's WithFromKey; range end "\0"; an empty key: as `prefix`); last, so positional initialisers keep their meaning
 };
 
 /// The answer to a get.
@@ -100,9 +100,9 @@ struct put_result {
 /// Options of a delete (etcd DeleteRange). By default a delete removes the single key given.
 struct delete_options {
   std::string_view range_end;   ///< delete [key, range_end); ignored when `prefix` or `from_key` is set
-  bool prefix = false;     ///< delete every key starting with `key`
+  bool prefix = false;     ///< delete every key starting with `key` (an empty key: every key of the client's namespace; refused without one)
   bool prev_kv = false;    ///< return the deleted pairs
-  bool from_key = false;   ///< delete every key >= `key`
+  bool from_key = false;   ///< delete every key >= `key` (an empty key: as `prefix`)
 };
 
 /// The answer to a delete.

@@ -16,13 +16,13 @@ namespace coetcd {
 /// structs (see kv.hpp).
 struct watch_options {
   std::string_view range_end;           ///< watch [key, range_end); ignored when `prefix` or `from_key` is set
-  bool prefix = false;              ///< watch every key starting with the key
+  bool prefix = false;              ///< watch every key starting with the key (an empty key: every key of the client's namespace, or of the cluster)
   std::int64_t start_revision = 0;  ///< first revision to report (0: changes after creation)
   bool prev_kv = false;             ///< report each changed key's previous value
   bool no_put = false;              ///< do not report puts
   bool no_delete = false;           ///< do not report deletes
   bool progress_notify = false;     ///< let the server send empty progress batches when idle
-  bool from_key = false;            ///< watch every key >= the key
+  bool from_key = false;            ///< watch every key >= the key (an empty key: as `prefix`)
 };
 
 static_assert(std::is_trivially_destructible_v<watch_options>);

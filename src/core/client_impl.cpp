@@ -94,9 +94,10 @@ constexpr const char* service_config = R"({
   }]
 })";
 
-/// A channel to every endpoint in `eps`, balanced round robin. `tls_name`: the host name
-/// certificates are checked against (empty: the first endpoint's host).
+/// A channel to every endpoint in `eps` (`target`, their grpc_target), balanced round robin.
+/// `tls_name`: the host name certificates are checked against (empty: the first endpoint's host).
 std::shared_ptr<grpc::Channel> make_channel(const client_options& o, const std::vector<endpoint>& eps,
+                                            const std::string& target,
                                             const std::shared_ptr<grpc::ChannelCredentials>& creds,
                                             const std::string& tls_name = {}) {
   grpc::ChannelArguments args;
@@ -117,7 +118,7 @@ std::shared_ptr<grpc::Channel> make_channel(const client_options& o, const std::
     // first endpoint the user gave, also after a sync moved to the members' advertised URLs.
     args.SetSslTargetNameOverride(tls_name.empty() ? eps.front().host : tls_name);
   }
-  return grpc::CreateCustomChannel(grpc_target(eps), creds, args);
+  return grpc::CreateCustomChannel(target, creds, args);
 }
 
 }  // namespace
@@ -152,7 +153,8 @@ client_impl::client_impl(asio::any_io_executor ex, client_options options)
 void client_impl::use_endpoints(const std::vector<endpoint>& eps, std::vector<std::string> names) {
   // Calls look their stub up when they are sent, so a call sent again after this goes to the
   // new channel; one on the wire keeps the old channel alive through its context until it ends.
-  channel_ = make_channel(options_, eps, creds_, tls_name_);
+  channel_target_ = grpc_target(eps);
+  channel_ = make_channel(options_, eps, channel_target_, creds_, tls_name_);
   kv_ = pb::KV::NewStub(channel_);
   lease_ = pb::Lease::NewStub(channel_);
   watch_ = pb::Watch::NewStub(channel_);
@@ -179,7 +181,8 @@ std::shared_ptr<grpc::Channel> client_impl::member_channel(const std::string& en
       auto eps = parse_endpoints({endpoint});
       // The client's own credentials where they fit: the TLS files are read once, at construction.
       const bool secure = options_.tls || eps.front().tls;
-      ch = make_channel(options_, eps, secure == creds_secure_ ? creds_ : make_credentials(options_, eps.front().tls));
+      ch = make_channel(options_, eps, grpc_target(eps),
+                        secure == creds_secure_ ? creds_ : make_credentials(options_, eps.front().tls));
     } catch (...) {
       member_channels_.erase(endpoint);
       throw;
@@ -384,7 +387,7 @@ std::unique_ptr<grpc::ClientContext> client_impl::make_context(std::optional<sys
   return ctx;
 }
 
-error_code client_impl::map_status(const grpc::Status& s) const {
+error_code client_impl::map_status(const grpc::Status& s, bool reached) const {
   const auto& m = s.error_message();
   auto has = [&](const char* t) { return m.find(t) != std::string::npos; };
   if (has("requested lease not found")) return error::lease_not_found;
@@ -406,7 +409,7 @@ error_code client_impl::map_status(const grpc::Status& s) const {
   // words say what to do (wait and try again) where "gRPC UNAVAILABLE" would not.
   if (has("unhealthy cluster")) return server_error(static_cast<int>(s.error_code()), m);
   if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
-    return channel_->GetState(false) == GRPC_CHANNEL_READY ? error::request_timeout : error::endpoints_unreachable;
+    return reached ? error::request_timeout : error::endpoints_unreachable;
   // What the server explained in words keeps its words. gRPC's own UNAVAILABLE and CANCELLED
   // (a dropped connection, a refused dial) say nothing of etcd's and stay bare; etcd's
   // UNAVAILABLEs ("etcdserver: leader changed", "request timed out", "rpc not supported for

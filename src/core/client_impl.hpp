@@ -29,6 +29,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_set>
 #include <vector>
@@ -149,6 +150,14 @@ std::vector<endpoint> parse_endpoints(const std::vector<std::string>& in);
 std::string grpc_target(const std::vector<endpoint>& eps);
 /// The member a call went to, as "host:port" (gRPC says "ipv4:127.0.0.1:2379"); empty if unknown.
 std::string peer_address(grpc::ClientContext& ctx);
+/// Whether an attempt that ended at its deadline could have reached a server, from what its own
+/// channel (not the client's current one, which a sync may have replaced since) and context
+/// show: the channel had a connection when the attempt was sent or has one now, or `peer`
+/// (ClientContext::peer()) names the connection it went out on. Until a call is on a connection
+/// gRPC reports the channel's `target` as its peer; `target` empty: not known. Only an attempt
+/// for which this is false fails with error::endpoints_unreachable, which the recipes read as
+/// "surely not applied".
+bool may_have_reached_a_server(bool ready_when_sent, bool ready_now, std::string_view peer, std::string_view target);
 
 class client_impl : public std::enable_shared_from_this<client_impl> {
  public:
@@ -169,7 +178,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   /// A context for one RPC: deadline (unary), wait-for-ready, auth token, and "hasleader" when
   /// the call needs a member with a raft leader.
   std::unique_ptr<grpc::ClientContext> make_context(std::optional<sys_time> deadline, bool needs_leader = true) const;
-  error_code map_status(const grpc::Status& s) const;
+  /// `reached`: whether the call could have reached a server (see may_have_reached_a_server);
+  /// only a deadline's meaning depends on it.
+  error_code map_status(const grpc::Status& s, bool reached = true) const;
   /// client_options::key_prefix.
   const std::string& key_prefix() const noexcept { return options_.key_prefix; }
   sys_time request_deadline() const { return std::chrono::system_clock::now() + options_.request_timeout; }
@@ -258,6 +269,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   telemetry telemetry_;
   std::uint64_t last_span_id_ = 0;  // on strand
   std::shared_ptr<grpc::Channel> channel_;
+  std::string channel_target_;  // channel_'s gRPC target
   std::unique_ptr<pb::KV::Stub> kv_;
   std::unique_ptr<pb::Lease::Stub> lease_;
   std::unique_ptr<pb::Watch::Stub> watch_;

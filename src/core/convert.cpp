@@ -82,6 +82,12 @@ watch_event from_pb(const mvccpb::Event& e) {
 
 namespace {
 
+/// The key a request starts at: "\0" for every key (asks_every_key), else `key`.
+template <class Options>
+std::string start_of(const std::string& key, const Options& o) {
+  return asks_every_key(key, o) ? std::string(1, '\0') : key;
+}
+
 /// `prefix` wins over `from_key`, which wins over an explicit range end.
 template <class Options>
 std::string range_end_of(const std::string& key, const Options& o, const std::string& range_end) {
@@ -181,7 +187,7 @@ bool ops_have_empty_key(const std::vector<txn_op>& ops) {
 
 pb::RangeRequest to_pb(const std::string& key, const std::string& range_end, const get_options& o) {
   pb::RangeRequest r;
-  r.set_key(key);
+  r.set_key(start_of(key, o));
   r.set_range_end(range_end_of(key, o, range_end));
   r.set_limit(o.limit);
   r.set_revision(o.revision);
@@ -210,7 +216,7 @@ pb::PutRequest to_pb(const std::string& key, const std::string& value, const put
 
 pb::DeleteRangeRequest to_pb(const std::string& key, const std::string& range_end, const delete_options& o) {
   pb::DeleteRangeRequest r;
-  r.set_key(key);
+  r.set_key(start_of(key, o));
   r.set_range_end(range_end_of(key, o, range_end));
   r.set_prev_kv(o.prev_kv);
   return r;
@@ -226,7 +232,7 @@ pb::TxnRequest to_pb(const txn& t) {
 
 pb::WatchCreateRequest to_pb(const std::string& key, const std::string& range_end, const watch_options& o) {
   pb::WatchCreateRequest r;
-  r.set_key(key);
+  r.set_key(start_of(key, o));
   r.set_range_end(range_end_of(key, o, range_end));
   r.set_start_revision(o.start_revision);
   r.set_prev_kv(o.prev_kv);

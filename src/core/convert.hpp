@@ -28,4 +28,12 @@ etcdserverpb::WatchCreateRequest to_pb(const std::string& key, const std::string
 /// Empty keys anywhere in a txn (etcd rejects them); true if one is found.
 bool has_empty_key(const txn& t);
 
+/// An empty key with `prefix` or `from_key` (get, delete, watch): every key of the client's
+/// namespace, or with none every key, as Go's clientv3 and namespace read it. to_pb sends its
+/// key as "\0" (etcd refuses an empty key), which a namespace then puts under its prefix.
+template <class Options>
+bool asks_every_key(std::string_view key, const Options& o) {
+  return key.empty() && (o.prefix || o.from_key);
+}
+
 }  // namespace coetcd::detail

@@ -87,6 +87,17 @@ std::string peer_address(grpc::ClientContext& ctx) {
   return peer;
 }
 
+bool may_have_reached_a_server(bool ready_when_sent, bool ready_now, std::string_view peer, std::string_view target) {
+  if (ready_when_sent || ready_now) return true;
+  // A connection's peer is one address ("ipv4:127.0.0.1:2379"). The target of one literal
+  // address reads the same, so there a peer equal to the target says nothing either way; a
+  // target of several addresses, or a name, differs from every connection's peer. (A call queued
+  // while no member was connected, sent once one was, and held past its deadline by a member
+  // that meanwhile announced its shutdown, is thus taken as unsent only on a one-address target.)
+  const bool one_address = (peer.starts_with("ipv4:") || peer.starts_with("ipv6:")) && peer.find(',') == peer.npos;
+  return !target.empty() && one_address && peer != target;
+}
+
 std::string grpc_target(const std::vector<endpoint>& eps) {
   bool all_v4 = true, all_v6 = true;
   for (const auto& e : eps) {

@@ -93,8 +93,18 @@ void strip_prefix(mvccpb::Event& e, std::string_view ns) {
 }
 void strip_prefix(pb::LeaseTimeToLiveResponse& r, std::string_view ns) {
   if (ns.empty()) return;
-  for (auto& k : *r.mutable_keys())
-    if (k.size() >= ns.size() && k.compare(0, ns.size(), ns.data(), ns.size()) == 0) k.erase(0, ns.size());
+  // A lease's keys outside the namespace are dropped, as Go's namespace.NewLease drops them:
+  // kept as they are, "other/secret" would read as this namespace's own "other/secret".
+  auto& keys = *r.mutable_keys();
+  int kept = 0;
+  for (int i = 0; i < keys.size(); ++i) {
+    auto& k = *keys.Mutable(i);
+    if (k.size() < ns.size() || k.compare(0, ns.size(), ns.data(), ns.size()) != 0) continue;
+    k.erase(0, ns.size());
+    if (kept != i) keys.Mutable(kept)->swap(k);
+    ++kept;
+  }
+  keys.DeleteSubrange(kept, keys.size() - kept);
 }
 
 }  // namespace coetcd::detail

@@ -16,7 +16,7 @@ void add_prefix(etcdserverpb::DeleteRangeRequest& r, std::string_view ns);
 void add_prefix(etcdserverpb::TxnRequest& r, std::string_view ns);
 void add_prefix(etcdserverpb::WatchCreateRequest& r, std::string_view ns);
 
-// Responses: every key loses the prefix.
+// Responses: every key loses the prefix; a lease's keys outside the namespace are dropped.
 void strip_prefix(etcdserverpb::RangeResponse& r, std::string_view ns);
 void strip_prefix(etcdserverpb::PutResponse& r, std::string_view ns);
 void strip_prefix(etcdserverpb::DeleteRangeResponse& r, std::string_view ns);

@@ -7,7 +7,7 @@ namespace coetcd::detail {
 
 void start_get(const std::shared_ptr<client_impl>& c, std::string key, std::string end, get_options o,
                handler<get_result> h) {
-  if (key.empty()) return fail(c, std::move(h), error::empty_key);
+  if (key.empty() && !asks_every_key(key, o)) return fail(c, std::move(h), error::empty_key);
   start_user_unary<pb::RangeRequest, pb::RangeResponse, get_result>(
       c,
       [c](grpc::ClientContext* ctx, const pb::RangeRequest& r, grpc::CompletionQueue* q) {
@@ -36,7 +36,10 @@ void start_delete(const std::shared_ptr<client_impl>& c, std::string key, std::s
 
 void start_delete(const std::shared_ptr<client_impl>& c, std::string key, std::string end, delete_options o,
                   handler<delete_result> h, call_options co) {
-  if (key.empty()) return fail(c, std::move(h), error::empty_key);
+  // Every key of a namespace, yes; of the whole cluster, no: one empty variable would wipe it
+  // (from_key on "\0" says so on purpose).
+  if (key.empty() && !(asks_every_key(key, o) && !c->key_prefix().empty()))
+    return fail(c, std::move(h), error::empty_key);
   start_user_unary<pb::DeleteRangeRequest, pb::DeleteRangeResponse, delete_result>(
       c,
       [c](grpc::ClientContext* ctx, const pb::DeleteRangeRequest& r, grpc::CompletionQueue* q) {

@@ -47,6 +47,7 @@ void start_maintenance_call(const std::shared_ptr<client_impl>& c, std::shared_p
                                                                              grpc::CompletionQueue*),
                             Req req, call_options o, Convert convert, handler<Result> h) {
   std::shared_ptr<pb::Maintenance::Stub> stub = pb::Maintenance::NewStub(ch);
+  o.channel = std::move(ch);
   start_user_unary<Req, Resp, Result>(
       c,
       [stub, method](grpc::ClientContext* ctx, const Req& r, grpc::CompletionQueue* q) { return (stub.get()->*method)(ctx, r, q); },
@@ -94,7 +95,7 @@ asio::awaitable<std::tuple<error_code, endpoint_health>> ask_health(std::shared_
         return m->PrepareAsyncAlarm(ctx, q, cq);
       };
   const auto started = steady::now();
-  const call_options once{}, again{.idempotent = true};
+  const call_options once{.channel = ch}, again{.idempotent = true, .channel = ch};
   auto [ec, r] = co_await call_on<pb::RangeRequest, pb::RangeResponse>(c, range, read, once);
   endpoint_health h{ep, false, std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - started), {}, {}};
   if (ec == error::client_closed || ec == asio::error::operation_aborted) co_return std::tuple{ec, endpoint_health{}};
@@ -229,7 +230,7 @@ asio::awaitable<std::tuple<error_code, response_header>> move_leader(std::shared
       };
   const pb::StatusRequest status_req;
   const pb::MemberListRequest list_req;
-  const call_options read_again{.idempotent = true}, write_once{};
+  const call_options read_again{.idempotent = true};
   auto [sec, status] = co_await call_on<pb::StatusRequest, pb::StatusResponse>(c, status_call, status_req, read_again);
   if (sec) co_return std::tuple{sec, response_header{}};
   auto [lec, list] = co_await call_on<pb::MemberListRequest, pb::MemberListResponse>(c, list_call, list_req, read_again);
@@ -246,6 +247,7 @@ asio::awaitable<std::tuple<error_code, response_header>> move_leader(std::shared
       };
   pb::MoveLeaderRequest req;
   req.set_targetid(target);
+  const call_options write_once{.channel = leader_channel};
   auto [mec, moved] = co_await call_on<pb::MoveLeaderRequest, pb::MoveLeaderResponse>(c, move_call, req, write_once);
   if (mec) co_return std::tuple{mec, response_header{}};
   co_return std::tuple{error_code{}, from_pb(moved.header())};

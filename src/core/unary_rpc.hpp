@@ -47,6 +47,9 @@ struct call_options {
   bool needs_leader = false;
   /// Set when the call was sent again after a failure that may have been applied.
   std::shared_ptr<bool> resent;
+  /// The channel `prepare` calls on when it is not the client's (a member's): a deadline is
+  /// read against its connection.
+  std::shared_ptr<grpc::Channel> channel;
 };
 
 /// One unary RPC: retries idempotent calls on transient errors within the request deadline,
@@ -132,6 +135,10 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     ++sends_;
     resend_due_ = false;
     sent_token_ = client_->token();
+    // Where this attempt goes out and whether a connection was there: its deadline is read
+    // against them, not against a channel a sync may put in its place meanwhile.
+    sent_on_ = opts_.channel ? opts_.channel : client_->channel_;
+    ready_when_sent_ = sent_on_->GetState(false) == GRPC_CHANNEL_READY;
     reader_ = prepare_(ctx_.get(), req_, &client_->cq_);
     if (client_->options_.spans) span_.begin(*client_, rpc_name(rpc_kind_of<Req>()), span_key(*client_, key_of(req_)), sends_, trace_.get());
     bump(counters().sent);
@@ -181,7 +188,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
     // Our own cancel only if the call did end cancelled: a reply (or an error of the server's)
     // that came in the same turn as the timer stands.
     const bool resend_due = std::exchange(resend_due_, false) && status_.error_code() == grpc::StatusCode::CANCELLED;
-    if (span_.is_open()) span_.end(*client_, peer_address(*ctx_), status_.ok() ? error_code{} : client_->map_status(status_));
+    if (span_.is_open()) span_.end(*client_, peer_address(*ctx_), status_.ok() ? error_code{} : mapped_status());
     if (finished_) return;
     if (status_.ok()) {
       client_->note_outcome(ctx_.get(), {});
@@ -201,9 +208,10 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
                        .detail = "no answer from " + peer + "; sent again", .duration = resend_wait(resends_ - 1)});
       }
       if (opts_.resent) *opts_.resent = true;
+      unanswered_before_ = !reads_only();
       return begin();
     }
-    error_code ec = client_->map_status(status_);
+    error_code ec = mapped_status();
     client_->note_outcome(ctx_.get(), ec);
     // A token refused (expired, or auth switched off under it on 3.4), or none sent to a server
     // that has auth on again: authenticate anew and send once more. etcd checks the token before
@@ -225,6 +233,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
       ++attempts_;
       bump(counters().retried);
       if (opts_.resent && !not_applied) *opts_.resent = true;
+      unanswered_before_ = unanswered_before_ || (!not_applied && !reads_only());
       waiting_ = true;
       retry_timer_.expires_after(backoff);
       retry_timer_.async_wait([self = this->shared_from_this()](error_code) {
@@ -234,6 +243,21 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
       return;
     }
     finish(ec);
+  }
+
+  /// The attempt's status as an error. A deadline is error::endpoints_unreachable only when
+  /// neither this attempt nor an earlier one of the call could have reached a server: the
+  /// recipes take that error for a write that was surely not applied.
+  error_code mapped_status() {
+    bool reached = true;
+    if (status_.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && !unanswered_before_) {
+      const bool ready_now = sent_on_->GetState(false) == GRPC_CHANNEL_READY;
+      // The target is known for the client's channel only, and only while it is still in use.
+      const bool current = !opts_.channel && sent_on_ == client_->channel_;
+      reached = may_have_reached_a_server(ready_when_sent_, ready_now, ctx_->peer(),
+                                          current ? std::string_view(client_->channel_target_) : std::string_view());
+    }
+    return client_->map_status(status_, reached);
   }
 
   bool req_is_alarm_get() const {
@@ -293,6 +317,7 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
   std::shared_ptr<const op_trace> trace_;  // with span hooks: what this request was made for
   open_span span_;                         // the attempt on the wire, with span hooks
   std::unique_ptr<grpc::ClientContext> ctx_;
+  std::shared_ptr<grpc::Channel> sent_on_;  // the channel of the attempt on the wire
   reader_ptr<Resp> reader_;
   grpc::Status status_;
   sys_time deadline_;
@@ -301,6 +326,8 @@ class unary_rpc final : public call_base, public std::enable_shared_from_this<un
   int sends_ = 0;             // attempts on the wire so far: a resend timer belongs to one of them
   int resends_ = 0;           // attempts cancelled by the resend timer
   bool resend_due_ = false;   // the resend timer cancelled the attempt on the wire
+  bool ready_when_sent_ = false;    // sent_on_ had a connection when the attempt was sent
+  bool unanswered_before_ = false;  // a write's earlier attempt ended in a way that may follow its apply
   bool on_wire_ = false;      // an attempt is on the wire and its completion not yet handled
   std::chrono::steady_clock::time_point sent_at_;  // of the attempt on the wire (its round trip)
   bool auth_retried_ = false;

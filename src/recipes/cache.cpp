@@ -78,7 +78,7 @@ struct cache_state : std::enable_shared_from_this<cache_state> {
   std::int64_t revision = 0;
   bool synced = false;
   bool stopped = false;
-  error_code failed;  // why the cache stopped for good (empty prefix, client closed)
+  error_code failed;  // why the cache stopped for good (a refusal, client closed)
   std::uint64_t relists = 0;
   watcher watch;
   std::shared_ptr<asio::steady_timer> backoff;
@@ -299,9 +299,8 @@ cache::cache(asio::any_io_executor ex, client& c, std::string prefix, cache_opti
   state_->client = c.impl();
   state_->prefix = std::move(prefix);
   state_->options = options;
-  if (state_->prefix.empty() || !state_->client) {
-    auto why = state_->prefix.empty() ? make_error_code(error::empty_key) : make_error_code(error::client_closed);
-    asio::dispatch(state_->ex, [s = state_, why] { s->stop(why); });
+  if (!state_->client) {
+    asio::dispatch(state_->ex, [s = state_] { s->stop(error::client_closed); });
     return;
   }
   asio::co_spawn(state_->ex, detail::follow(state_), asio::bind_cancellation_slot(state_->cancel.slot(), asio::detached));

@@ -7,8 +7,11 @@
 namespace coetcd::detail {
 
 /// True for errors that leave no doubt the write was not applied: refused before it was sent, or
-/// by the server's checks of the request itself. Any other (the deadline, a dropped connection,
-/// a cancel while it was on the wire, a leader lost mid-proposal) may follow an applied write.
+/// by the server's checks of the request itself. error::endpoints_unreachable is one: the core
+/// gives it for a deadline only when no attempt of the call could have reached a server (its own
+/// channel never had a connection, see may_have_reached_a_server in core/client_impl.hpp), and
+/// request_timeout otherwise. Any other (the deadline, a dropped connection, a cancel while it
+/// was on the wire, a leader lost mid-proposal) may follow an applied write.
 inline bool surely_not_applied(const error_code& ec) {
   if (ec.category() != etcd_category()) return false;
   switch (static_cast<error>(ec.value())) {
