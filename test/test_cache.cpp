@@ -95,6 +95,41 @@ BOOST_AUTO_TEST_CASE(changes_at_one_revision_all_apply) {
   }(c));
 }
 
+// Each update and delete reaches the reader with the value the cache held before it, though
+// the cache's watch does not ask etcd for prev_kv; a key created has none.
+BOOST_AUTO_TEST_CASE(updates_and_deletes_carry_the_value_held_before) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    const std::string p = "/cache/prev/";
+    co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
+    auto first = co_await c.async_put(p + "a", "1", use_awaitable);
+    cache k(c, p);
+    co_await k.async_wait_synced(use_awaitable);
+    auto second = co_await c.async_put(p + "a", "2", use_awaitable);
+    co_await c.async_delete(p + "a", use_awaitable);
+    auto last = co_await c.async_put(p + "b", "x", use_awaitable);
+    std::vector<watch_event> seen;
+    while (seen.size() < 3) {
+      auto u = co_await k.async_next(use_awaitable);
+      BOOST_TEST_REQUIRE(!u.reset);
+      for (auto& e : u.events) seen.push_back(e);
+    }
+    BOOST_TEST_REQUIRE(seen.size() == 3u);
+    BOOST_TEST_REQUIRE(seen[0].prev_kv.has_value(), "an update came without the value it replaced");
+    BOOST_TEST(seen[0].prev_kv->value == "1");
+    BOOST_TEST(seen[0].prev_kv->mod_revision == first.header.revision);
+    BOOST_TEST(seen[0].kv.value == "2");
+    BOOST_TEST(seen[1].type == watch_event::kind::del);
+    BOOST_TEST_REQUIRE(seen[1].prev_kv.has_value(), "a delete came without the value it removed");
+    BOOST_TEST(seen[1].prev_kv->value == "2");
+    BOOST_TEST(seen[1].prev_kv->mod_revision == second.header.revision);
+    BOOST_TEST(!seen[2].prev_kv, "a created key came with a previous value");
+    BOOST_TEST(seen[2].kv.mod_revision == last.header.revision);
+    co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
+  }(c));
+}
+
 // After a write at revision R, async_wait_for(R) then get() reads it; a revision outside the
 // prefix is reached with the next change of the prefix.
 BOOST_AUTO_TEST_CASE(wait_for_reads_your_own_write) {

@@ -145,8 +145,13 @@ struct cache_state : std::enable_shared_from_this<cache_state> {
   // responses, so `base` is the revision before the batch).
   void apply(watch_event& e, std::int64_t base) {
     if (e.kv.mod_revision <= base) return;
+    // The value the cache held goes with the change: the reader has it without asking etcd for
+    // prev_kv (which would send every changed value twice).
+    auto it = entries.find(std::string_view(e.kv.key));
+    if (it != entries.end()) e.prev_kv = it->to_key_value();
+    else e.prev_kv.reset();
     if (e.type == watch_event::kind::put) store(entries, e.kv);
-    else if (auto it = entries.find(std::string_view(e.kv.key)); it != entries.end()) entries.erase(it);
+    else if (it != entries.end()) entries.erase(it);
     revision = e.kv.mod_revision;
     if (reader_reset) return;  // the reader re-reads everything anyway
     if (pending.size() >= std::max<std::size_t>(options.max_pending_events, 1)) {
