@@ -8,6 +8,45 @@
 namespace coetcd {
 namespace detail {
 
+namespace {
+
+// A waiter for a revision past the cache's, and no change of the prefix comes to bring the cache
+// there: the prefix may be idle, or its change may be on the way. One read tells: the number of
+// the prefix's keys now and the latest put among them. None put after the last change the cache
+// applied, and as many keys as it holds: the prefix at the read's revision is what the cache
+// holds (a key deleted shows in the number, a key put in the latest put), so the cache is at
+// that revision. The read costs the server a pass over the prefix, and one key comes back.
+//
+// Not a progress request on the watch stream: etcd 3.4.23 answers one at once with the store's
+// revision, ahead of events still queued for this watch or of a watch not caught up yet (etcd
+// issue 15220), so the answer alone could let a waiter read the cache before a change at or
+// below its revision is in it; 3.5 answers only once every watch of the client's shared stream
+// is caught up.
+asio::awaitable<void> look_at_idle_prefix(std::shared_ptr<cache_state> s) {
+  std::chrono::milliseconds wait{50};  // a change that is on its way usually comes by then
+  while (s->behind()) {
+    auto timer = std::make_shared<asio::steady_timer>(s->ex, wait);
+    s->check_timer = timer;
+    co_await timer->async_wait(as_result);
+    if (!s->behind()) break;
+    std::string key = s->prefix;
+    get_options latest_put{.prefix = true, .limit = 1, .order = sort_order::descend, .target = sort_target::mod_revision,
+                           .keys_only = true};
+    auto [ec, now] = co_await get_on(s->client, std::move(key), latest_put);
+    if (s->stopped) break;
+    // Compared with the cache as it is now: changes applied meanwhile are in both.
+    const bool none_put = now.kvs.empty() || now.kvs.front().mod_revision <= s->applied;
+    if (!ec && none_put && now.count == static_cast<std::int64_t>(s->entries.size())) {
+      s->revision = std::max(s->revision, now.header.revision);
+      s->wake_waiters();
+    }
+    wait = std::min(wait * 2, std::chrono::milliseconds(1000));  // changes on their way, or the read failed
+  }
+  s->checking = false;
+}
+
+}  // namespace
+
 void cache_state::wake_waiters() {
   std::erase_if(waiters, [this](revision_waiter& w) {
     if (!*w.h) return true;  // cancelled
@@ -16,11 +55,16 @@ void cache_state::wake_waiters() {
     complete(std::move(*w.h), failed);
     return true;
   });
+  if (!checking && behind()) {
+    checking = true;
+    asio::co_spawn(ex, look_at_idle_prefix(shared_from_this()), asio::detached);
+  }
 }
 
-// A change from the watch, in order; one at a revision the cache held before this batch is
-// skipped (a txn's changes share one revision, and etcd never splits a revision across
-// responses, so `base` is the revision before the batch).
+// A change from the watch, in order; one at or below the last change applied before this batch
+// is skipped (a txn's changes share one revision, and etcd never splits a revision across
+// responses, so `base` is that change's revision). Not `revision`: a look at an idle prefix may
+// have raised it past changes still on their way (a key put and deleted again meanwhile).
 void cache_state::apply(watch_event& e, std::int64_t base) {
   if (e.kv.mod_revision <= base) return;
   // The value the cache held goes with the change: its readers have it without asking etcd
@@ -37,7 +81,8 @@ void cache_state::apply(watch_event& e, std::int64_t base) {
     node.value() = cache_entry(e.kv);
     entries.insert(std::move(node));
   }
-  revision = e.kv.mod_revision;
+  applied = e.kv.mod_revision;
+  revision = std::max(revision, applied);  // a look at the prefix may have put it past this change already
   for (std::size_t i = 0; i < readers.size(); ++i)
     readers[i]->note(e, i + 1 == readers.size(), options.max_pending_events);
 }
@@ -48,6 +93,7 @@ void cache_state::stop(error_code why) {
   failed = why;
   watch.cancel();
   if (backoff) backoff->cancel();
+  if (check_timer) check_timer->cancel();
   cancel.emit(asio::cancellation_type::terminal);
   wake_waiters();
   feed_readers();
@@ -98,7 +144,7 @@ asio::awaitable<error_code> list(std::shared_ptr<cache_state> s) {
   }
   s->entries.clear();
   for (auto& kv : listed.kvs) s->entries.emplace_hint(s->entries.end(), kv);
-  s->revision = listed.header.revision;
+  s->revision = s->applied = listed.header.revision;
   s->synced = true;
   s->wake_waiters();
   s->feed_readers();
@@ -126,10 +172,11 @@ asio::awaitable<void> follow(std::shared_ptr<cache_state> s) {
           }
           wait = std::chrono::milliseconds(50);  // the watch works: a later loss starts the backoff afresh
           if (batch.events.empty()) {
-            // A progress notification: nothing of the prefix changed up to the header's revision.
+            // A progress notification (the server's, sent behind this watch's events): nothing
+            // of the prefix changed up to the header's revision.
             s->revision = std::max(s->revision, batch.header.revision);
           }
-          const auto base = s->revision;
+          const auto base = s->applied;
           for (auto& e : batch.events) s->apply(e, base);
           s->wake_waiters();
           s->feed_readers();

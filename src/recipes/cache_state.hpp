@@ -8,6 +8,7 @@
 
 #include <boost/asio/steady_timer.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <map>
@@ -82,7 +83,8 @@ struct cache_state : std::enable_shared_from_this<cache_state> {
   cache_options options;
 
   cache_map entries;
-  std::int64_t revision = 0;
+  std::int64_t revision = 0;  // what the contents are known to be at (a progress notice or check may raise it)
+  std::int64_t applied = 0;   // the last list's revision or the last change's: the contents are the prefix at it
   bool synced = false;
   bool stopped = false;
   error_code failed;  // why the cache stopped for good (empty prefix, client closed)
@@ -96,6 +98,8 @@ struct cache_state : std::enable_shared_from_this<cache_state> {
     std::shared_ptr<handler<>> h;  // shared with its cancellation handler
   };
   std::vector<revision_waiter> waiters;
+  bool checking = false;  // a look at an idle prefix is on its way (see cache.cpp)
+  std::shared_ptr<asio::steady_timer> check_timer;
 
   // The cache's own reader (cache::async_next), made with it, and every cache_reader's.
   std::shared_ptr<cache_reader_state> own_reader = std::make_shared<cache_reader_state>();
@@ -107,6 +111,13 @@ struct cache_state : std::enable_shared_from_this<cache_state> {
   }
 
   bool reached(std::int64_t r) const { return synced && revision >= r; }
+  // A waiter for a revision the cache has not reached.
+  bool behind() const {
+    return synced && !stopped &&
+           std::any_of(waiters.begin(), waiters.end(), [this](const revision_waiter& w) { return *w.h && !reached(w.revision); });
+  }
+  // Completes the waiters the cache has reached; for the others, makes sure the cache looks
+  // whether an idle prefix has reached their revision.
   void wake_waiters();
 
   // Applies one change of the watch (see cache.cpp) and tells every reader.
