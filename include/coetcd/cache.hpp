@@ -73,8 +73,10 @@ class cache {
 
   /// Completes once the cache has applied every change of its prefix up to `revision` (as
   /// async_wait_synced for 0): after a write to the prefix at revision R, async_wait_for(R)
-  /// then get() reads that write. A revision without a change in the prefix is reached with the
-  /// next change after it, or the server's next progress notification.
+  /// then get() reads that write. When no change of the prefix brings the cache to `revision`
+  /// (a write elsewhere, an idle prefix), the cache looks after 50 ms with one read of the
+  /// prefix's key count and latest put, and is at that read's revision when nothing of the
+  /// prefix changed since its last change (then again, up to once a second, while it is not).
   ///
   /// @par Handler signature, Errors, Cancellation, Executor
   /// As async_wait_synced.
@@ -114,7 +116,8 @@ class cache {
   std::vector<key_value> range(std::string_view from = {}, std::string_view to = {}) const;
   /// Keys held. On the executor, as the rest.
   std::size_t size() const noexcept;
-  /// The revision the contents are at (0 before the first list). On the executor.
+  /// The revision the contents are at (0 before the first list): the last change's, or past it
+  /// when the server said nothing of the prefix changed since. On the executor.
   std::int64_t revision() const noexcept;
   /// Whether the first list is done.
   bool synced() const noexcept;
