@@ -1,5 +1,6 @@
-// coetcd::cache against a real etcd: list then follow, read-your-write, a compaction it cannot
-// bridge (a reset), the member restarted under it, a slow reader, bad input and cancellation.
+// coetcd::cache against a real etcd: list then follow, previous values, several readers,
+// read-your-write (on an idle prefix too), a compaction it cannot bridge (a reset with the
+// difference), the member restarted under it, a slow reader, bad input and cancellation.
 #define BOOST_TEST_MODULE coetcd_cache
 #include "support/fixture.hpp"
 #include "support/tcp_proxy.hpp"
@@ -28,6 +29,17 @@ std::map<std::string, std::string> cache_view(const cache& k) {
   std::map<std::string, std::string> out;
   for (auto& kv : k.range()) out[kv.key] = kv.value;
   return out;
+}
+
+// Takes `n` changes from one reader (a cache's own or a cache_reader) into `out`, by revision;
+// stops at a reset, an error or when the reader is gone.
+template <class Reader>
+asio::awaitable<void> read_changes(Reader& r, std::size_t n, std::shared_ptr<std::vector<std::int64_t>> out) {
+  while (out->size() < n) {
+    auto [ec, u] = co_await r.async_next(asio::as_tuple(use_awaitable));
+    if (ec || u.reset) co_return;
+    for (auto& e : u.events) out->push_back(e.kv.mod_revision);
+  }
 }
 
 }  // namespace
@@ -68,6 +80,56 @@ BOOST_AUTO_TEST_CASE(lists_then_follows_every_change_once_in_order) {
   }(c));
 }
 
+// Three coroutines read the changes at once, each with its own cursor (the cache's own reader
+// and two cache_readers), and each gets every change once, in order; a reader made later gets
+// what came after it; destroying a reader ends its pending async_next.
+BOOST_AUTO_TEST_CASE(several_readers_each_get_every_change) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    const std::string p = "/cache/readers/";
+    co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
+    cache k(c, p);
+    co_await k.async_wait_synced(use_awaitable);
+    auto ex = co_await asio::this_coro::executor;
+    cache_reader a(k), b(k);
+    auto own = std::make_shared<std::vector<std::int64_t>>();
+    auto by_a = std::make_shared<std::vector<std::int64_t>>();
+    auto by_b = std::make_shared<std::vector<std::int64_t>>();
+    asio::co_spawn(ex, read_changes(k, 20, own), asio::detached);
+    asio::co_spawn(ex, read_changes(a, 20, by_a), asio::detached);
+    asio::co_spawn(ex, read_changes(b, 20, by_b), asio::detached);
+    std::vector<std::int64_t> written;
+    for (int i = 0; i < 10; ++i)
+      written.push_back((co_await c.async_put(p + std::to_string(i % 3), std::to_string(i), use_awaitable)).header.revision);
+    co_await k.async_wait_for(written.back(), use_awaitable);
+    cache_reader late(k);
+    auto by_late = std::make_shared<std::vector<std::int64_t>>();
+    asio::co_spawn(ex, read_changes(late, 10, by_late), asio::detached);
+    for (int i = 10; i < 20; ++i) {  // two of them deletes (of keys that are there)
+      if (i % 4 == 0) written.push_back((co_await c.async_delete(p + std::to_string(i % 3), use_awaitable)).header.revision);
+      else written.push_back((co_await c.async_put(p + std::to_string(i % 3), "x", use_awaitable)).header.revision);
+    }
+    BOOST_TEST(co_await eventually([&] { return own->size() >= 20 && by_a->size() >= 20 && by_b->size() >= 20 && by_late->size() >= 10; }, 5s));
+    BOOST_TEST(*own == written);
+    BOOST_TEST(*by_a == written, "a second reader did not get every change");
+    BOOST_TEST(*by_b == written, "a third reader did not get every change");
+    BOOST_TEST((*by_late == std::vector<std::int64_t>(written.begin() + 10, written.end())));
+
+    auto ended = std::make_shared<std::optional<error_code>>();
+    auto gone = std::make_unique<cache_reader>(k);
+    gone->async_next([ended](error_code e, cache_update) { *ended = e; });
+    co_await sleep_for(20ms);
+    gone.reset();
+    BOOST_TEST(co_await eventually([&] { return ended->has_value(); }, 2s));
+    BOOST_TEST(**ended == asio::error::operation_aborted, (*ended)->message());
+    cache_reader empty;
+    auto [ec, u] = co_await empty.async_next(asio::as_tuple(use_awaitable));
+    BOOST_TEST(ec == asio::error::bad_descriptor, ec.message());
+    co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
+  }(c));
+}
+
 // Changes that share a revision (a txn of several puts, a prefix delete) all reach the cache.
 BOOST_AUTO_TEST_CASE(changes_at_one_revision_all_apply) {
   asio::io_context ioc;
@@ -95,8 +157,42 @@ BOOST_AUTO_TEST_CASE(changes_at_one_revision_all_apply) {
   }(c));
 }
 
-// After a write at revision R, async_wait_for(R) then get() reads it; a revision outside the
-// prefix is reached with the next change of the prefix.
+// Each update and delete reaches the reader with the value the cache held before it, though
+// the cache's watch does not ask etcd for prev_kv; a key created has none.
+BOOST_AUTO_TEST_CASE(updates_and_deletes_carry_the_value_held_before) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    const std::string p = "/cache/prev/";
+    co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
+    auto first = co_await c.async_put(p + "a", "1", use_awaitable);
+    cache k(c, p);
+    co_await k.async_wait_synced(use_awaitable);
+    auto second = co_await c.async_put(p + "a", "2", use_awaitable);
+    co_await c.async_delete(p + "a", use_awaitable);
+    auto last = co_await c.async_put(p + "b", "x", use_awaitable);
+    std::vector<watch_event> seen;
+    while (seen.size() < 3) {
+      auto u = co_await k.async_next(use_awaitable);
+      BOOST_TEST_REQUIRE(!u.reset);
+      for (auto& e : u.events) seen.push_back(e);
+    }
+    BOOST_TEST_REQUIRE(seen.size() == 3u);
+    BOOST_TEST_REQUIRE(seen[0].prev_kv.has_value(), "an update came without the value it replaced");
+    BOOST_TEST(seen[0].prev_kv->value == "1");
+    BOOST_TEST(seen[0].prev_kv->mod_revision == first.header.revision);
+    BOOST_TEST(seen[0].kv.value == "2");
+    BOOST_TEST((seen[1].type == watch_event::kind::del));
+    BOOST_TEST_REQUIRE(seen[1].prev_kv.has_value(), "a delete came without the value it removed");
+    BOOST_TEST(seen[1].prev_kv->value == "2");
+    BOOST_TEST(seen[1].prev_kv->mod_revision == second.header.revision);
+    BOOST_TEST(!seen[2].prev_kv, "a created key came with a previous value");
+    BOOST_TEST(seen[2].kv.mod_revision == last.header.revision);
+    co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
+  }(c));
+}
+
+// After a write at revision R, async_wait_for(R) then get() reads it.
 BOOST_AUTO_TEST_CASE(wait_for_reads_your_own_write) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
@@ -109,20 +205,45 @@ BOOST_AUTO_TEST_CASE(wait_for_reads_your_own_write) {
       co_await k.async_wait_for(r.header.revision, use_awaitable);
       BOOST_TEST((k.get(p + "k") && k.get(p + "k")->value == std::to_string(i)));
     }
-    auto outside = co_await c.async_put("/cache/ryw-outside", "x", use_awaitable);
-    auto reached = std::make_shared<bool>(false);
-    k.async_wait_for(outside.header.revision, [reached](error_code ec) { *reached = !ec; });
-    co_await sleep_for(100ms);
-    BOOST_TEST(!*reached, "a revision outside the prefix counted as reached with no change after it");
-    co_await c.async_put(p + "k", "later", use_awaitable);
-    BOOST_TEST(co_await eventually([&] { return *reached; }, 5s));
+  }(c));
+}
+
+// async_wait_for(R) where R is a write outside an idle prefix ends within a second, not with
+// the prefix's next change or the server's progress notification (10 minutes apart by
+// default); a change of the prefix just before R is in the cache when it does.
+BOOST_AUTO_TEST_CASE(waiting_for_a_revision_on_an_idle_prefix_ends_within_a_second) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    const std::string p = "/cache/idle/";
+    co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
+    co_await c.async_put(p + "k", "0", use_awaitable);
+    cache k(c, p);
+    co_await k.async_wait_synced(use_awaitable);
+    std::string expected = "0";
+    for (int i = 1; i <= 10; ++i) {
+      if (i % 2 == 0) {
+        expected = std::to_string(i);
+        co_await c.async_put(p + "k", expected, use_awaitable);
+      }
+      auto outside = co_await c.async_put("/cache/idle-outside", std::to_string(i), use_awaitable);
+      auto reached = std::make_shared<std::optional<error_code>>();
+      k.async_wait_for(outside.header.revision, [reached](error_code ec) { *reached = ec; });
+      BOOST_TEST_REQUIRE(co_await eventually([&] { return reached->has_value(); }, 1s),
+                         "async_wait_for on an idle prefix still waits after a second");
+      BOOST_TEST(!**reached, (*reached)->message());
+      BOOST_TEST(k.revision() >= outside.header.revision);
+      BOOST_TEST((k.get(p + "k") && k.get(p + "k")->value == expected), "the cache reached R without a change below it");
+    }
+    co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
   }(c));
 }
 
 // The client is cut off while the prefix changes and the store is compacted past the cache's
-// revision: when it is back, the cache lists again, its reader gets a reset, and it holds what
-// the server holds.
-BOOST_AUTO_TEST_CASE(a_compaction_it_cannot_bridge_relists_and_resets_the_reader) {
+// revision: when it is back, the cache lists again and its reader gets a reset that names what
+// differs, in key order (keys deleted with the value they had, a key changed with its old value,
+// keys added), and the cache holds what the server holds.
+BOOST_AUTO_TEST_CASE(a_compaction_it_cannot_bridge_relists_and_gives_the_reader_the_difference) {
   tcp_proxy proxy(server().endpoint());
   asio::io_context ioc;
   auto o = options_for(server());
@@ -138,12 +259,35 @@ BOOST_AUTO_TEST_CASE(a_compaction_it_cannot_bridge_relists_and_resets_the_reader
     BOOST_TEST(k.size() == 10u);
     proxy.cut();
     for (int i = 0; i < 5; ++i) co_await direct.async_delete(p + std::to_string(i), use_awaitable);
+    co_await direct.async_put(p + "5", "changed", use_awaitable);
+    co_await direct.async_put(p + "gone", "briefly", use_awaitable);  // came and went: not named
+    co_await direct.async_delete(p + "gone", use_awaitable);
     std::int64_t now = 0;
     for (int i = 0; i < 5; ++i) now = (co_await direct.async_put(p + "n" + std::to_string(i), "new", use_awaitable)).header.revision;
     co_await direct.async_compact(now, use_awaitable);
     proxy.restore();
     auto u = co_await k.async_next(use_awaitable);
-    BOOST_TEST(u.reset, "the reader was not told to read the cache again");
+    BOOST_TEST(u.reset, "the reader was not told that the changes in between were not kept");
+    BOOST_TEST(u.revision >= now);
+    std::vector<std::string> expected;
+    for (int i = 0; i < 6; ++i) expected.push_back(p + std::to_string(i));
+    for (int i = 0; i < 5; ++i) expected.push_back(p + "n" + std::to_string(i));
+    std::vector<std::string> named;
+    for (auto& e : u.events) named.push_back(e.kv.key);
+    BOOST_TEST(named == expected, "the reset did not name exactly the keys that differ, in key order");
+    if (u.events.size() == expected.size()) {
+      for (int i = 0; i < 5; ++i) {
+        auto& e = u.events[i];
+        BOOST_TEST((e.type == watch_event::kind::del && e.prev_kv && e.prev_kv->value == "old"), e.kv.key);
+      }
+      auto& changed = u.events[5];
+      BOOST_TEST((changed.type == watch_event::kind::put && changed.kv.value == "changed"));
+      BOOST_TEST((changed.prev_kv && changed.prev_kv->value == "old"));
+      for (int i = 6; i < 11; ++i) {
+        auto& e = u.events[i];
+        BOOST_TEST((e.type == watch_event::kind::put && e.kv.value == "new" && !e.prev_kv), e.kv.key);
+      }
+    }
     co_await k.async_wait_for(now, use_awaitable);
     BOOST_TEST(k.relists() >= 1u);
     BOOST_TEST((cache_view(k) == co_await server_view(direct, p)));
@@ -172,7 +316,8 @@ BOOST_AUTO_TEST_CASE(the_member_restarted_under_the_cache) {
   }(c, etcd));
 }
 
-// A reader that does not keep up gets a reset instead of an unbounded queue, then changes again.
+// A reader that does not keep up gets a reset with the difference instead of an unbounded
+// queue (one put per key, the last value, in key order), then changes again.
 BOOST_AUTO_TEST_CASE(a_slow_reader_gets_a_reset_not_an_unbounded_queue) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
@@ -183,11 +328,18 @@ BOOST_AUTO_TEST_CASE(a_slow_reader_gets_a_reset_not_an_unbounded_queue) {
     co_await k.async_wait_synced(use_awaitable);
     std::int64_t last = 0;
     for (int i = 0; i < 50; ++i) last = (co_await c.async_put(p + std::to_string(i), "v", use_awaitable)).header.revision;
+    for (int i = 0; i < 50; i += 10) last = (co_await c.async_put(p + std::to_string(i), "w", use_awaitable)).header.revision;
     co_await k.async_wait_for(last, use_awaitable);
     auto u = co_await k.async_next(use_awaitable);
     BOOST_TEST(u.reset);
-    BOOST_TEST(u.events.empty());
     BOOST_TEST(k.size() == 50u);
+    std::map<std::string, std::string> delta;
+    for (auto& e : u.events) {
+      BOOST_TEST((e.type == watch_event::kind::put && !e.prev_kv), e.kv.key);
+      delta[e.kv.key] = e.kv.value;
+    }
+    BOOST_TEST(u.events.size() == 50u, "a key changed twice was named twice, or one was left out");
+    BOOST_TEST((delta == cache_view(k)), "the difference does not bring an empty copy to the cache's contents");
     co_await c.async_put(p + "after", "v", use_awaitable);
     u = co_await k.async_next(use_awaitable);
     BOOST_TEST(!u.reset);

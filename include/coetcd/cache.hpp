@@ -1,6 +1,7 @@
 // coetcd::cache: a local copy of a prefix, kept by one Range and then the client's shared watch.
 #pragma once
 
+#include <coetcd/cache_reader.hpp>
 #include <coetcd/client.hpp>
 
 #include <cstdint>
@@ -14,31 +15,23 @@ namespace coetcd {
 
 /// Options of a cache.
 struct cache_options {
-  /// Changes kept for a reader of async_next that does not keep up (at least 1); past it they
-  /// are dropped and its next update is a reset (read the cache again), so a slow reader costs
-  /// no memory.
+  /// Changes kept for each reader (the cache's own and each cache_reader) that does not keep
+  /// up (at least 1). Past it the reader keeps, instead of each change, only what it last saw
+  /// of each key changed since its last update, and that update is a reset with the difference
+  /// (see cache_update): a slow reader costs at most one saved value per key, never a queue.
   std::size_t max_pending_events = 10000;
 };
 
-/// What async_next gives: the changes applied since the last update, in revision order, or a
-/// reset (the cache listed its prefix again: after a compaction that its watch could not
-/// bridge, or because this reader fell behind): then re-read the whole cache.
-struct cache_update {
-  bool reset = false;               ///< read the cache again; `events` is empty
-  std::vector<watch_event> events;  ///< in revision order, each once
-  std::int64_t revision = 0;        ///< the cache's revision once these are applied
-};
-
 namespace detail {
-struct cache_state;
 void start_cache_wait(const std::shared_ptr<cache_state>&, std::int64_t revision, handler<>);
-void start_cache_next(const std::shared_ptr<cache_state>&, handler<cache_update>);
 }  // namespace detail
 
 /// A local copy of every key under a prefix, answered without a request. It reads the prefix
 /// once (one Range at a revision), then follows it on the client's shared watch from the next
 /// revision; after a compaction the watch cannot bridge (a long disconnect) it lists the prefix
-/// again and tells its reader with a reset. It never applies a change twice or out of order.
+/// again and tells its readers the difference (a reset). It never applies a change twice or out
+/// of order. Its own reader (async_next) sees every change from the first list on; a
+/// cache_reader adds one more reader, with a cursor of its own.
 ///
 /// Its state lives on its executor (default: the client's): call get(), range() and the other
 /// accessors from there (any coroutine of a one-thread io_context; on a pool, give the cache a
@@ -81,8 +74,10 @@ class cache {
 
   /// Completes once the cache has applied every change of its prefix up to `revision` (as
   /// async_wait_synced for 0): after a write to the prefix at revision R, async_wait_for(R)
-  /// then get() reads that write. A revision without a change in the prefix is reached with the
-  /// next change after it, or the server's next progress notification.
+  /// then get() reads that write. When no change of the prefix brings the cache to `revision`
+  /// (a write elsewhere, an idle prefix), the cache looks after 50 ms with one read of the
+  /// prefix's key count and latest put, and is at that read's revision when nothing of the
+  /// prefix changed since its last change (then again, up to once a second, while it is not).
   ///
   /// @par Handler signature, Errors, Cancellation, Executor
   /// As async_wait_synced.
@@ -93,17 +88,18 @@ class cache {
         [s = state_](detail::handler<> h, std::int64_t r) { detail::start_cache_wait(s, r, std::move(h)); }, revision);
   }
 
-  /// The next update for this cache's one reader: the changes since the last, or a reset.
-  /// Changes wait for the reader up to options.max_pending_events; past it the reader gets a
-  /// reset instead. The first update after the initial list is the first change (the initial
-  /// contents are read with get()/range() once synced). The update is taken when its handler
-  /// runs: a handler on the cache's executor that re-reads the cache on a reset reads exactly
-  /// the update's revision.
+  /// The next update for this cache's own reader, made with the cache: the changes since the
+  /// last update, or a reset with the difference (see cache_update); each update and delete
+  /// with the value it replaced. Other readers (cache_reader) have cursors of their own. The
+  /// first update after the initial list is the first change (the initial contents are read
+  /// with get()/range() once synced). The update is taken when its handler runs: a handler on
+  /// the cache's executor reads the cache at exactly the update's revision.
   ///
   /// @par Handler signature
   /// `void(error_code, cache_update)`
   /// @par Errors
-  /// As async_wait_synced; asio::error::already_started when another async_next is pending.
+  /// As async_wait_synced; asio::error::already_started when another async_next of the
+  /// cache's own reader is pending.
   /// @par Cancellation
   /// Terminal, partial, total: operation_aborted; the changes stay for the next async_next.
   /// @par Executor
@@ -112,7 +108,7 @@ class cache {
   auto async_next(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, cache_update)>(
         std::forward<CompletionToken>(token),
-        [s = state_](detail::handler<cache_update> h) { detail::start_cache_next(s, std::move(h)); });
+        [s = state_](detail::handler<cache_update> h) { detail::start_cache_next(s, nullptr, std::move(h)); });
   }
 
   /// The key as the cache holds it; empty when absent (or not synced yet). On the executor.
@@ -121,7 +117,8 @@ class cache {
   std::vector<key_value> range(std::string_view from = {}, std::string_view to = {}) const;
   /// Keys held. On the executor, as the rest.
   std::size_t size() const noexcept;
-  /// The revision the contents are at (0 before the first list). On the executor.
+  /// The revision the contents are at (0 before the first list): the last change's, or past it
+  /// when the server said nothing of the prefix changed since. On the executor.
   std::int64_t revision() const noexcept;
   /// Whether the first list is done.
   bool synced() const noexcept;
@@ -133,6 +130,7 @@ class cache {
   executor_type get_executor() const noexcept;
 
  private:
+  friend class cache_reader;
   std::shared_ptr<detail::cache_state> state_;
 };
 

@@ -1,173 +1,103 @@
-// coetcd::cache: list the prefix, follow it on the shared watch, list again after a compaction;
-// the waiters and the one reader of changes. All state lives on the cache's executor.
+// coetcd::cache: list the prefix, follow it on the shared watch, list again after a compaction
+// (telling the readers the difference); the waiters. All state lives on the cache's executor.
+#include "cache_state.hpp"
 #include "core/bidi_stream.hpp"
-#include "core/coro.hpp"
-
-#include <coetcd/cache.hpp>
-
-#include <boost/asio/steady_timer.hpp>
 
 #include <algorithm>
-#include <atomic>
-#include <deque>
-#include <set>
 
 namespace coetcd {
 namespace detail {
 
-// One key: its key and value in one allocation beside the set's node (about 100 bytes a key
-// beside the data, not two strings' worth).
-struct cache_entry {
-  std::unique_ptr<char[]> bytes;  // the key, then the value
-  std::uint32_t key_size = 0;
-  std::uint32_t value_size = 0;
-  std::int64_t create_revision = 0;
-  std::int64_t mod_revision = 0;
-  std::int64_t version = 0;
-  std::int64_t lease = 0;
+namespace {
 
-  explicit cache_entry(const key_value& kv)
-      : bytes(new char[kv.key.size() + kv.value.size()]),
-        key_size(static_cast<std::uint32_t>(kv.key.size())),
-        value_size(static_cast<std::uint32_t>(kv.value.size())),
-        create_revision(kv.create_revision),
-        mod_revision(kv.mod_revision),
-        version(kv.version),
-        lease(kv.lease) {
-    std::copy(kv.key.begin(), kv.key.end(), bytes.get());
-    std::copy(kv.value.begin(), kv.value.end(), bytes.get() + key_size);
+// A waiter for a revision past the cache's, and no change of the prefix comes to bring the cache
+// there: the prefix may be idle, or its change may be on the way. One read tells: the number of
+// the prefix's keys now and the latest put among them. None put after the last change the cache
+// applied, and as many keys as it holds: the prefix at the read's revision is what the cache
+// holds (a key deleted shows in the number, a key put in the latest put), so the cache is at
+// that revision. The read costs the server a pass over the prefix, and one key comes back.
+//
+// Not a progress request on the watch stream: etcd 3.4.23 answers one at once with the store's
+// revision, ahead of events still queued for this watch or of a watch not caught up yet (etcd
+// issue 15220), so the answer alone could let a waiter read the cache before a change at or
+// below its revision is in it; 3.5 answers only once every watch of the client's shared stream
+// is caught up.
+asio::awaitable<void> look_at_idle_prefix(std::shared_ptr<cache_state> s) {
+  std::chrono::milliseconds wait{50};  // a change that is on its way usually comes by then
+  while (s->behind()) {
+    auto timer = std::make_shared<asio::steady_timer>(s->ex, wait);
+    s->check_timer = timer;
+    co_await timer->async_wait(as_result);
+    if (!s->behind()) break;
+    std::string key = s->prefix;
+    get_options latest_put{.prefix = true, .limit = 1, .order = sort_order::descend, .target = sort_target::mod_revision,
+                           .keys_only = true};
+    auto [ec, now] = co_await get_on(s->client, std::move(key), latest_put);
+    if (s->stopped) break;
+    // Compared with the cache as it is now: changes applied meanwhile are in both.
+    const bool none_put = now.kvs.empty() || now.kvs.front().mod_revision <= s->applied;
+    if (!ec && none_put && now.count == static_cast<std::int64_t>(s->entries.size())) {
+      s->revision = std::max(s->revision, now.header.revision);
+      s->wake_waiters();
+    }
+    wait = std::min(wait * 2, std::chrono::milliseconds(1000));  // changes on their way, or the read failed
   }
-  std::string_view key() const { return {bytes.get(), key_size}; }
-  std::string_view value() const { return {bytes.get() + key_size, value_size}; }
-  key_value to_key_value() const {
-    return key_value{std::string(key()), std::string(value()), create_revision, mod_revision, version, lease};
-  }
-};
-
-// Ordered by key, looked up by a string_view: the entry is the whole node (no key copy beside it).
-struct by_key {
-  using is_transparent = void;
-  static std::string_view key(const cache_entry& e) { return e.key(); }
-  static std::string_view key(std::string_view k) { return k; }
-  template <class A, class B>
-  bool operator()(const A& a, const B& b) const {
-    return key(a) < key(b);
-  }
-};
-using cache_map = std::set<cache_entry, by_key>;
-
-// Puts `kv` in, in place of the key's entry if there is one.
-void store(cache_map& m, const key_value& kv) {
-  auto it = m.find(std::string_view(kv.key));
-  if (it == m.end()) {
-    m.emplace(kv);
-    return;
-  }
-  auto node = m.extract(it);
-  node.value() = cache_entry(kv);
-  m.insert(std::move(node));
+  s->checking = false;
 }
 
-struct cache_state : std::enable_shared_from_this<cache_state> {
-  asio::any_io_executor ex;
-  std::shared_ptr<client_impl> client;
-  std::string prefix;
-  cache_options options;
+}  // namespace
 
-  cache_map entries;
-  std::int64_t revision = 0;
-  bool synced = false;
-  bool stopped = false;
-  error_code failed;  // why the cache stopped for good (a refusal, client closed)
-  std::uint64_t relists = 0;
-  watcher watch;
-  std::shared_ptr<asio::steady_timer> backoff;
-  asio::cancellation_signal cancel;  // to follow(): stop() ends its Range, watch creation or pause
-
-  struct revision_waiter {
-    std::int64_t revision;
-    std::shared_ptr<handler<>> h;  // shared with its cancellation handler
-  };
-  std::vector<revision_waiter> waiters;
-
-  std::deque<watch_event> pending;  // changes the reader has not taken yet
-  bool reader_reset = false;        // the reader must re-read the cache
-  std::shared_ptr<handler<cache_update>> reader;
-  std::shared_ptr<std::atomic<bool>> reader_cancelled;  // set by the reader's cancellation slot
-
-  void complete(handler<> h, error_code ec) { asio::post(ex, asio::append(std::move(h), ec)); }
-  void complete(handler<cache_update> h, error_code ec, cache_update u) {
-    asio::post(ex, asio::append(std::move(h), ec, std::move(u)));
+void cache_state::wake_waiters() {
+  std::erase_if(waiters, [this](revision_waiter& w) {
+    if (!*w.h) return true;  // cancelled
+    if (!failed && !reached(w.revision)) return false;
+    asio::get_associated_cancellation_slot(*w.h).clear();
+    complete(std::move(*w.h), failed);
+    return true;
+  });
+  if (!checking && behind()) {
+    checking = true;
+    asio::co_spawn(ex, look_at_idle_prefix(shared_from_this()), asio::detached);
   }
+}
 
-  bool reached(std::int64_t r) const { return synced && revision >= r; }
-
-  void wake_waiters() {
-    std::erase_if(waiters, [this](revision_waiter& w) {
-      if (!*w.h) return true;  // cancelled
-      if (!failed && !reached(w.revision)) return false;
-      asio::get_associated_cancellation_slot(*w.h).clear();
-      complete(std::move(*w.h), failed);
-      return true;
-    });
+// A change from the watch, in order; one at or below the last change applied before this batch
+// is skipped (a txn's changes share one revision, and etcd never splits a revision across
+// responses, so `base` is that change's revision). Not `revision`: a look at an idle prefix may
+// have raised it past changes still on their way (a key put and deleted again meanwhile).
+void cache_state::apply(watch_event& e, std::int64_t base) {
+  if (e.kv.mod_revision <= base) return;
+  // The value the cache held goes with the change: its readers have it without asking etcd
+  // for prev_kv (which would send every changed value twice).
+  auto it = entries.find(std::string_view(e.kv.key));
+  if (it != entries.end()) e.prev_kv = it->to_key_value();
+  else e.prev_kv.reset();
+  if (e.type == watch_event::kind::del) {
+    if (it != entries.end()) entries.erase(it);
+  } else if (it == entries.end()) {
+    entries.emplace(e.kv);
+  } else {
+    auto node = entries.extract(it);
+    node.value() = cache_entry(e.kv);
+    entries.insert(std::move(node));
   }
+  applied = e.kv.mod_revision;
+  revision = std::max(revision, applied);  // a look at the prefix may have put it past this change already
+  for (std::size_t i = 0; i < readers.size(); ++i)
+    readers[i]->note(e, i + 1 == readers.size(), options.max_pending_events);
+}
 
-  // Hands the reader its update. What the update holds is taken when it runs, on the cache's
-  // executor, in the same task as the handler when that is its executor: the reader re-reading
-  // the cache on a reset sees exactly the revision the update names, and a cancel that came
-  // after this was posted (the other branch of an `||` won) loses nothing.
-  void feed_reader() {
-    if (!reader || !*reader || (pending.empty() && !reader_reset && !failed)) return;
-    auto h = std::move(*reader);
-    reader.reset();
-    auto cancelled = std::exchange(reader_cancelled, nullptr);
-    asio::post(ex, [self = shared_from_this(), h = std::move(h), cancelled]() mutable {
-      asio::get_associated_cancellation_slot(h).clear();
-      if (cancelled && *cancelled) return asio::dispatch(asio::append(std::move(h), make_error_code(asio::error::operation_aborted), cache_update{}));
-      cache_update u;
-      u.revision = self->revision;
-      error_code ec;
-      if (std::exchange(self->reader_reset, false)) {
-        u.reset = true;
-        self->pending.clear();
-      } else if (!self->pending.empty()) {
-        u.events.assign(std::make_move_iterator(self->pending.begin()), std::make_move_iterator(self->pending.end()));
-        self->pending.clear();
-      } else {
-        ec = self->failed;
-      }
-      asio::dispatch(asio::append(std::move(h), ec, std::move(u)));
-    });
-  }
-
-  // A change from the watch, in order; one at a revision the cache held before this batch is
-  // skipped (a txn's changes share one revision, and etcd never splits a revision across
-  // responses, so `base` is the revision before the batch).
-  void apply(watch_event& e, std::int64_t base) {
-    if (e.kv.mod_revision <= base) return;
-    if (e.type == watch_event::kind::put) store(entries, e.kv);
-    else if (auto it = entries.find(std::string_view(e.kv.key)); it != entries.end()) entries.erase(it);
-    revision = e.kv.mod_revision;
-    if (reader_reset) return;  // the reader re-reads everything anyway
-    if (pending.size() >= std::max<std::size_t>(options.max_pending_events, 1)) {
-      pending.clear();
-      reader_reset = true;  // a slow reader costs no memory: it reads the cache again instead
-      return;
-    }
-    pending.push_back(std::move(e));
-  }
-
-  void stop(error_code why) {
-    if (stopped) return;
-    stopped = true;
-    failed = why;
-    watch.cancel();
-    if (backoff) backoff->cancel();
-    cancel.emit(asio::cancellation_type::terminal);
-    wake_waiters();
-    feed_reader();
-  }
-};
+void cache_state::stop(error_code why) {
+  if (stopped) return;
+  stopped = true;
+  failed = why;
+  watch.cancel();
+  if (backoff) backoff->cancel();
+  if (check_timer) check_timer->cancel();
+  cancel.emit(asio::cancellation_type::terminal);
+  wake_waiters();
+  feed_readers();
+}
 
 namespace {
 
@@ -177,22 +107,47 @@ asio::awaitable<void> pause(cache_state& s, std::chrono::milliseconds d) {
   co_await timer->async_wait(as_result);
 }
 
+// What differs between the cache's contents and a new list of the prefix, told to every reader:
+// each one's next update is a reset with the difference from what it had seen.
+void tell_relist(cache_state& s, std::vector<key_value>& listed) {
+  auto by_name = [](const key_value& a, const key_value& b) { return a.key < b.key; };
+  if (!std::is_sorted(listed.begin(), listed.end(), by_name)) std::sort(listed.begin(), listed.end(), by_name);
+  for (auto& r : s.readers) r->collapse();
+  auto tell = [&s](const std::string& key, const std::optional<key_value>& before, bool gone) {
+    for (auto& r : s.readers) r->remember(key, before, gone);
+  };
+  auto held = s.entries.begin();
+  auto now = listed.begin();
+  while (held != s.entries.end() || now != listed.end()) {
+    if (now == listed.end() || (held != s.entries.end() && held->key() < std::string_view(now->key))) {
+      tell(std::string(held->key()), held->to_key_value(), true);
+      ++held;
+    } else if (held == s.entries.end() || std::string_view(now->key) < held->key()) {
+      tell(now->key, std::nullopt, false);
+      ++now;
+    } else {
+      if (held->mod_revision != now->mod_revision) tell(now->key, held->to_key_value(), false);
+      ++held;
+      ++now;
+    }
+  }
+}
+
 // The prefix listed into the cache (the answer freed once copied). An error: nothing changed.
 asio::awaitable<error_code> list(std::shared_ptr<cache_state> s) {
   std::string key = s->prefix;
   auto [ec, listed] = co_await get_on(s->client, std::move(key), get_options{.prefix = true});
   if (ec || s->stopped) co_return ec;
-  s->entries.clear();
-  for (auto& kv : listed.kvs) store(s->entries, kv);
-  s->revision = listed.header.revision;
   if (s->synced) {
     ++s->relists;
-    s->pending.clear();
-    s->reader_reset = true;  // the reader cannot bridge the gap either
+    tell_relist(*s, listed.kvs);  // the readers cannot bridge the gap either
   }
+  s->entries.clear();
+  for (auto& kv : listed.kvs) s->entries.emplace_hint(s->entries.end(), kv);
+  s->revision = s->applied = listed.header.revision;
   s->synced = true;
   s->wake_waiters();
-  s->feed_reader();
+  s->feed_readers();
   co_return error_code{};
 }
 
@@ -217,13 +172,14 @@ asio::awaitable<void> follow(std::shared_ptr<cache_state> s) {
           }
           wait = std::chrono::milliseconds(50);  // the watch works: a later loss starts the backoff afresh
           if (batch.events.empty()) {
-            // A progress notification: nothing of the prefix changed up to the header's revision.
+            // A progress notification (the server's, sent behind this watch's events): nothing
+            // of the prefix changed up to the header's revision.
             s->revision = std::max(s->revision, batch.header.revision);
           }
-          const auto base = s->revision;
+          const auto base = s->applied;
           for (auto& e : batch.events) s->apply(e, base);
           s->wake_waiters();
-          s->feed_reader();
+          s->feed_readers();
         }
       }
     }
@@ -257,34 +213,6 @@ void start_cache_wait(const std::shared_ptr<cache_state>& s, std::int64_t revisi
     if (!*shared) return;  // cancelled before it got here
     s->waiters.push_back({revision, shared});
     s->wake_waiters();
-  });
-}
-
-void start_cache_next(const std::shared_ptr<cache_state>& s, handler<cache_update> h) {
-  if (!s) return fail_empty(std::move(h));
-  auto slot = asio::get_associated_cancellation_slot(h);
-  auto shared = std::make_shared<handler<cache_update>>(std::move(h));
-  auto cancelled = std::make_shared<std::atomic<bool>>(false);
-  if (slot.is_connected())
-    slot.assign([s, w = std::weak_ptr<handler<cache_update>>(shared), cancelled](asio::cancellation_type) {
-      *cancelled = true;  // an update already on its way is not delivered (see feed_reader)
-      asio::dispatch(s->ex, [s, w] {
-        auto h = w.lock();
-        if (!h || !*h) return;
-        if (s->reader == h) s->reader.reset();
-        asio::get_associated_cancellation_slot(*h).clear();
-        s->complete(std::move(*h), asio::error::operation_aborted, {});
-      });
-    });
-  asio::dispatch(s->ex, [s, shared, cancelled] {
-    if (!*shared) return;
-    if (s->reader && *s->reader) {
-      asio::get_associated_cancellation_slot(*shared).clear();
-      return s->complete(std::move(*shared), asio::error::already_started, {});
-    }
-    s->reader = shared;
-    s->reader_cancelled = cancelled;
-    s->feed_reader();
   });
 }
 
