@@ -193,7 +193,7 @@ void lock_view_core::changed(bool check_all) {
     return k != keys_.end() && k->second.create_revision == w.rev;
   };
   auto settle = [&](std::map<std::uint64_t, waiter>::iterator it, error_code ec) {
-    if (!ec) holding_.insert(it->second.key);
+    if (!ec && it->second.releases_here) holding_.insert(it->second.key);
     ready.emplace_back(std::move(it->second.done), ec);
     forget(it);
   };

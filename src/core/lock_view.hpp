@@ -57,6 +57,9 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
     std::int64_t rev = 0;
     std::function<void(error_code)> done;  // {} = our turn; session_lost = key gone; semaphore errors
     turn_rule rule;
+    /// Its holder gives the key up through release(), so an enqueue may park to ride on that.
+    /// Not an election's: its resign is a txn of its own, and it may lead for hours.
+    bool releases_here = true;
   };
 
   lock_view_core(std::shared_ptr<client_impl> c, std::string prefix) : client_(std::move(c)), prefix_(std::move(prefix)) {}
@@ -108,6 +111,10 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   /// Deletes a local holder's `key`, in one txn with a parked enqueue if there is one.
   /// Completes with whether the key was there to delete; `resent` as for batched_txn.
   asio::awaitable<std::tuple<error_code, bool>> release(const std::string& key, std::int64_t rev, std::shared_ptr<bool> resent);
+  /// A local holder is done with `key` without releasing it through release() (an election of
+  /// its session keeps the key, or the hold was refused after its turn came): no release of it
+  /// is coming for a parked enqueue to ride on.
+  void hold_ended(const std::string& key) { holding_.erase(key); }
   static constexpr std::chrono::milliseconds park_limit{3};
 
  private:
@@ -148,7 +155,9 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   std::set<std::pair<std::int64_t, std::uint64_t>> unconfirmed_;  // rev beyond the view when added
   std::vector<std::int64_t> gone_revs_;                         // create revisions deleted by the last batch
   std::map<std::uint64_t, std::function<void(error_code)>> listeners_;
-  std::set<std::string> holding_;  // keys of local waiters told they own the name, not yet released
+  // Keys of local waiters told they own the name (releases_here), not yet released: an exclusive
+  // enqueue parks while there is one. Cleared by release(), hold_ended() and the key's delete.
+  std::set<std::string> holding_;
   std::vector<std::shared_ptr<parked_txn>> parked_;
   std::uint64_t next_id_ = 0;
 };

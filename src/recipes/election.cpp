@@ -87,7 +87,8 @@ asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::st
   if (!ec && !a.owner) {
     if (co_await cancellation_requested()) ec = asio::error::operation_aborted;
     else if (a.rev == 0) ec = error::session_lost;
-    else ec = co_await wait_turn(s, e.view, e.prefix, e.key, a.rev, oldest_first);
+    // Not a holder the view parks locks for: a resign never goes through the view's release.
+    else ec = co_await wait_turn(s, e.view, e.prefix, e.key, a.rev, oldest_first, false);
   }
   // Cancelled after the txn showed us oldest, or the object is gone: nobody would ever resign.
   if (!ec && (e.orphaned || co_await cancellation_requested())) ec = asio::error::operation_aborted;

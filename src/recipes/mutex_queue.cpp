@@ -232,6 +232,8 @@ void mutex_queue::after_turn() {
   // A cancelled wait never reports ownership: the canceller (a timeout, say) has moved on.
   else if (t.cancelled) ec = asio::error::operation_aborted;
   if (!ec) return acquired(t.rev, t.mod_rev, t.header);
+  // Told its turn but not holding: the clean-up's delete does not go through the view.
+  if (!t.ec) view->core().hold_ended(key);
   fail_acquisition(ec, t.rev);
 }
 
@@ -315,6 +317,8 @@ asio::awaitable<void> mutex_queue::release(asio::any_completion_handler<void(err
   auto& s = *session;
   error_code result;
   if (--s.key_users[key] > 0) {  // an election of this session on the same name still uses it
+    // The key stays: no release of it for the view to park a lock's txn for.
+    if (view) view->core().hold_ended(key);
     state = key_state::none;
   } else {
     s.key_users.erase(key);

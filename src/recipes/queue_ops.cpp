@@ -288,7 +288,7 @@ void release_key_later(session_state& s, const std::string& key, std::int64_t re
 }
 
 asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_view>& view, const std::string& prefix,
-                                      const std::string& key, std::int64_t rev, turn_rule rule) {
+                                      const std::string& key, std::int64_t rev, turn_rule rule, bool releases_here) {
   if (!view) view = lock_view_for(s.impl, prefix);
   struct outcome {
     asio::steady_timer wake;
@@ -307,7 +307,7 @@ asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_vie
   // Arm the timer before registering: add() may decide at once, and a cancel() that comes
   // before the wait starts would be lost.
   o->wake.expires_at(asio::steady_timer::time_point::max());
-  auto id = view->core().add({key, rev, finish, rule});
+  auto id = view->core().add({key, rev, finish, rule, releases_here});
   auto lid = s.listen([finish] { finish(error::session_lost); });
   if (!o->done) co_await o->wake.async_wait(as_result);
   view->core().remove(id);

@@ -68,8 +68,11 @@ void release_key_later(session_state& s, const std::string& key, std::int64_t re
 /// prefix, or no key under the blockers is older, or it fits in the semaphore's permits.
 /// Errors: session_lost (session ended, or our key vanished), operation_aborted (cancelled;
 /// never reports ownership), the semaphore's permits_mismatch and foreign_key.
+/// `releases_here`: the key, once its turn comes, is given up through the view's release()
+/// (see lock_view_core::waiter); an election's is not.
 asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_view>& view, const std::string& prefix,
-                                      const std::string& key, std::int64_t rev, turn_rule rule);
+                                      const std::string& key, std::int64_t rev, turn_rule rule,
+                                      bool releases_here = true);
 
 /// A failure that an outage explains (unreachable, timed out, no leader), which may pass.
 bool may_pass(const error_code& ec);
