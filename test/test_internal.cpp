@@ -2,6 +2,7 @@
 #define BOOST_TEST_MODULE coetcd_internal
 #include <boost/test/unit_test.hpp>
 
+#include "core/lock_view.hpp"
 #include "core/session_state.hpp"
 
 #include <coetcd/client.hpp>
@@ -117,4 +118,20 @@ BOOST_AUTO_TEST_CASE(asking_a_callers_handler_for_its_executor_allocates_nothing
   std::move(elsewhere)(error_code{});
   std::move(on_strand)(error_code{});
   std::move(plain)(error_code{});
+}
+
+// Which keys under `name/` are the name's own, and which belong to a longer name whose keys sit
+// under it: the rule every lock recipe's queue follows (see is_own_key).
+BOOST_AUTO_TEST_CASE(a_names_own_keys_and_those_of_longer_names) {
+  using detail::is_own_key;
+  BOOST_TEST(is_own_key("jobs/", "jobs/694d7c3a1b2e"));       // mutex, election (Go's layout)
+  BOOST_TEST(is_own_key("jobs/", "jobs/694d_1f"));            // semaphore
+  BOOST_TEST(is_own_key("jobs/", "jobs/read/694d"));          // rw_mutex
+  BOOST_TEST(is_own_key("jobs/", "jobs/write/694d"));
+  BOOST_TEST(is_own_key("jobs/", "jobs/"));                   // by hand: counted, as Go does
+  BOOST_TEST(!is_own_key("jobs/", "jobs/x/694d"));            // lock "jobs/x"
+  BOOST_TEST(!is_own_key("jobs/", "jobs//694d"));             // lock "jobs/"
+  BOOST_TEST(!is_own_key("jobs/", "jobs/writer/694d"));       // lock "jobs/writer"
+  BOOST_TEST(!is_own_key("jobs/", "jobs/read/x/694d"));       // lock "jobs/read/x"
+  BOOST_TEST(!is_own_key("jobs/", "jobsx/694d"));             // not under the prefix
 }

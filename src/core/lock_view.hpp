@@ -1,8 +1,9 @@
 // The queue of one lock or election name as seen by one client: one watch on the name's prefix
 // (created "from now", so etcd keeps it in its synced group) plus one Range to seed it, then kept
-// current from events. Local waiters are told when their key is the oldest: a hand-off costs the
-// previous owner's Delete and one watch notification, with no Range and no unsynced-watch tick.
-// Listeners (election observers) are told after every change.
+// current from events; keys of longer names under the prefix are left out (is_own_key). Local
+// waiters are told when their key is the oldest: a hand-off costs the previous owner's Delete and
+// one watch notification, with no Range and no unsynced-watch tick. Listeners (election
+// observers) are told after every change.
 #pragma once
 
 #include "coro.hpp"
@@ -11,10 +12,21 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
 namespace coetcd::detail {
+
+/// Whether `key` is one of the keys of the name whose prefix is `prefix` (name + "/"): one segment
+/// below it (a mutex's or election's `name/<lease hex>`, a semaphore's `name/<lease>_<seq>`), or
+/// rw_mutex's `name/read/<segment>` and `name/write/<segment>`. A deeper key belongs to a longer
+/// name (`name/x/<lease>` is lock `name/x`'s, `name//<lease>` lock `name/`'s): the recipes of
+/// `name` neither wait for it nor yield to it, and the view leaves it out. Go's recipes queue
+/// every key under the prefix; every key Go lays out for `name` is one of these, so coetcd and
+/// Go still exclude each other (coetcd waits for a subset of the keys Go waits for, and that
+/// subset holds every key of the name's own holders).
+bool is_own_key(std::string_view prefix, std::string_view key);
 
 /// Who goes before a waiter's key in the queue of a name. The default, every older key, is the
 /// mutex's and the election's rule (and an rw_mutex writer's).

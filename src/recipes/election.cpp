@@ -309,6 +309,15 @@ void election::start_leader(const std::shared_ptr<detail::election_state>& e,
       [](std::shared_ptr<detail::election_state> e) -> asio::awaitable<std::tuple<error_code, key_value>> {
         auto [ec, r] = co_await detail::get_on(e->session->impl, e->prefix, detail::first_create);
         if (ec) co_return std::make_tuple(ec, key_value());
+        if (!r.kvs.empty() && !detail::is_own_key(e->prefix, r.kvs.front().key)) {
+          // The oldest key is a longer name's, which no candidate of ours waits for: the leader
+          // is the oldest of the name's own keys. Read the queue (rare: names nested in others).
+          auto all = detail::first_create;
+          all.limit = 0;
+          std::tie(ec, r) = co_await detail::get_on(e->session->impl, e->prefix, all);
+          if (ec) co_return std::make_tuple(ec, key_value());
+          std::erase_if(r.kvs, [&](const key_value& kv) { return !detail::is_own_key(e->prefix, kv.key); });
+        }
         if (r.kvs.empty()) co_return std::make_tuple(make_error_code(error::no_leader), key_value());
         co_return std::make_tuple(error_code(), std::move(r.kvs.front()));
       }(e),

@@ -167,6 +167,12 @@ asio::awaitable<void> mutex_queue::drive() {
   // Only the header is used from here on: the txn's reads (the oldest key, ours) would stay in
   // memory for the whole wait, about 230 bytes a waiter (heaptrack, 1000 waiters).
   a.txn.responses = {};
+  // A try whose txn read a longer name's key first (is_own_key) learns its turn from one more read.
+  if (!a.owner && a.undecided && try_id && !waiters.empty() && waiters.front().id == *try_id) {
+    const std::string& read = shared ? blockers : prefix;
+    auto ec = co_await decide_by_read(s, prefix, read, key, shared, a);
+    if (ec) co_return fail_acquisition(ec, a.rev);
+  }
   // A try_lock refused while alone completes once its key is gone: a try is no timed wait (etcd
   // has just answered), and a process that exits on `locked` must leave no key behind.
   std::optional<asio::any_completion_handler<void(error_code)>> refused;  // emplaced: pitfall 1
