@@ -15,6 +15,18 @@ namespace {
 asio::awaitable<std::optional<key_value>> next_leader(election_observer& o) {
   co_return co_await o.async_next(use_awaitable);
 }
+
+/// The quickest of `rounds` locks (each unlocked again) of `m`, in microseconds.
+asio::awaitable<std::int64_t> quickest_lock_us(mutex& m, int rounds) {
+  auto quickest = std::chrono::steady_clock::duration::max();
+  for (int i = 0; i < rounds; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    co_await m.async_lock(use_awaitable);
+    quickest = std::min(quickest, std::chrono::steady_clock::now() - t0);
+    co_await m.async_unlock(use_awaitable);
+  }
+  co_return std::chrono::duration_cast<std::chrono::microseconds>(quickest).count();
+}
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(staggered_candidates_lead_in_order_and_observers_see_it) {
@@ -272,5 +284,57 @@ BOOST_AUTO_TEST_CASE(a_campaign_of_a_leader_whose_key_was_deleted_starts_over) {
     BOOST_TEST(l.value == "four");
     co_await e.async_resign(use_awaitable);
     BOOST_TEST(co_await count_keys(c, "elect-deleted/") == 0);
+  }(c));
+}
+
+// A mutex and an election of one session share the key NAME/<lease>. The client's view of the
+// name parks an exclusive lock's txn (up to lock_view_core::park_limit, 3 ms) while a local holder
+// is about to release, so that the txn rides on that release. It took for such a holder a mutex
+// that unlocked while the election kept the key (a), and an election that had waited for its
+// turn (b), whose resign never goes through the view: every later lock of the name in that
+// client then parked for a release that never came, for as long as the election led. Measured
+// as the quickest of 20 locks of the session's mutex while the election leads: at least 3 ms
+// with the stale holder, one txn round trip (about 1 ms here) without.
+BOOST_AUTO_TEST_CASE(a_key_an_election_keeps_does_not_park_later_locks) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    auto rival = co_await session::async_create(c, use_awaitable);
+    {
+      // (a) The election wins at once; an observer runs the client's view of the name, through
+      // which the mutex's locks then go. The first lock holds through the view, and its unlock
+      // leaves the key to the election.
+      election e(s, "elect-park-a");
+      election_observer watching(c, "elect-park-a");
+      mutex m(s, "elect-park-a");
+      co_await e.async_campaign("v", use_awaitable);
+      BOOST_TEST_REQUIRE(e.is_leader());
+      const auto us = co_await quickest_lock_us(m, 20);
+      BOOST_TEST_MESSAGE("(a) quickest lock: " << us << " us");
+      BOOST_TEST(us < 3000, "every lock after the first parked for the mutex's unlock, which left the key");
+      BOOST_TEST(e.is_leader());
+      co_await e.async_resign(use_awaitable);
+    }
+    {
+      // (b) The election waits behind another candidate, on the client's view, and wins there.
+      election first(rival, "elect-park-b"), e(s, "elect-park-b");
+      mutex m(s, "elect-park-b");
+      co_await first.async_campaign("r", use_awaitable);
+      auto won = started();
+      e.async_campaign("v", record(won));
+      BOOST_TEST_REQUIRE(co_await settled_keys(c, "elect-park-b/", 2) == 2);
+      co_await first.async_resign(use_awaitable);
+      BOOST_TEST_REQUIRE(co_await settled(won));
+      BOOST_TEST_REQUIRE(!**won, (*won)->message());
+      const auto us = co_await quickest_lock_us(m, 20);
+      BOOST_TEST_MESSAGE("(b) quickest lock: " << us << " us");
+      BOOST_TEST(us < 3000, "every lock parked for the leading election, which never releases through the view");
+      co_await e.async_resign(use_awaitable);
+    }
+    co_await expect_no_keys(c, "elect-park-a");
+    co_await expect_no_keys(c, "elect-park-b");
+    co_await s.async_close(use_awaitable);
+    co_await rival.async_close(use_awaitable);
   }(c));
 }

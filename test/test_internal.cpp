@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/client_impl.hpp"
+#include "core/lock_view.hpp"
 #include "core/session_state.hpp"
 #include "recipes/write_outcome.hpp"
 
@@ -157,4 +158,20 @@ BOOST_AUTO_TEST_CASE(a_deadline_is_unreachable_only_for_a_call_that_cannot_have_
   BOOST_TEST(never == error::endpoints_unreachable, never.message());
   BOOST_TEST(!detail::surely_not_applied(out));
   BOOST_TEST(detail::surely_not_applied(never));
+}
+
+// Which keys under `name/` are the name's own, and which belong to a longer name whose keys sit
+// under it: the rule every lock recipe's queue follows (see is_own_key).
+BOOST_AUTO_TEST_CASE(a_names_own_keys_and_those_of_longer_names) {
+  using detail::is_own_key;
+  BOOST_TEST(is_own_key("jobs/", "jobs/694d7c3a1b2e"));       // mutex, election (Go's layout)
+  BOOST_TEST(is_own_key("jobs/", "jobs/694d_1f"));            // semaphore
+  BOOST_TEST(is_own_key("jobs/", "jobs/read/694d"));          // rw_mutex
+  BOOST_TEST(is_own_key("jobs/", "jobs/write/694d"));
+  BOOST_TEST(is_own_key("jobs/", "jobs/"));                   // by hand: counted, as Go does
+  BOOST_TEST(!is_own_key("jobs/", "jobs/x/694d"));            // lock "jobs/x"
+  BOOST_TEST(!is_own_key("jobs/", "jobs//694d"));             // lock "jobs/"
+  BOOST_TEST(!is_own_key("jobs/", "jobs/writer/694d"));       // lock "jobs/writer"
+  BOOST_TEST(!is_own_key("jobs/", "jobs/read/x/694d"));       // lock "jobs/read/x"
+  BOOST_TEST(!is_own_key("jobs/", "jobsx/694d"));             // not under the prefix
 }

@@ -187,7 +187,9 @@ struct app {
     auto [ec, st] = co_await coetcd::async_lock_status(client, name, as_result);
     if (ec) fail(failed, "cannot read the queue of '" + name + "'", ec);
     for (const auto& n : st.nested_names)
-      std::fprintf(stderr, "coetcd: warning: keys of lock '%s' are under '%s/': etcd queues them with '%s'\n",
+      std::fprintf(stderr,
+                   "coetcd: warning: keys of lock '%s' are under '%s/': Go's and etcdctl's locks of '%s' wait "
+                   "for them (coetcd's do not)\n",
                    n.c_str(), name.c_str(), name.c_str());
     if (args.json) {
       std::string out = "{\"name\":" + json_string(name) + ",\"revision\":" + std::to_string(st.revision) +

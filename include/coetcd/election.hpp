@@ -16,7 +16,9 @@ struct election_state;
 /// Leader election laid out exactly like etcd's Go concurrency.Election and `etcdctl elect`: each
 /// candidate writes `name + "/" + hex(lease)` (its proposal as the value) under its session's
 /// lease; the candidate with the oldest create revision leads. Candidates wait in create-revision
-/// order, on the same shared watch and local queue view as coetcd's mutex.
+/// order, on the same shared watch and local queue view as coetcd's mutex. As there, keys of
+/// longer names under `name + "/"` (`name/x/<lease>`) are no candidates: they neither lead nor
+/// delay a campaign (Go's election counts them).
 ///
 /// One session is one candidate per name, as in Go: the key is the session's, not the object's.
 /// Two election objects of one session on one name share that key, so both lead at once (a

@@ -49,7 +49,7 @@ enum class error {
   not_leader,             ///< proclaim/resign by a candidate that is not the leader
   no_leader,              ///< an election currently has no leader
   permits_mismatch,       ///< semaphore: a holder or waiter of the same name counts other permits
-  foreign_key,            ///< semaphore: a key under the name is not an acquisition (a nested name?)
+  foreign_key,            ///< semaphore: a key of the name is not an acquisition (another kind of lock of the same name)
   lease_in_use,           ///< session: a live session of this client already keeps the lease to adopt
   // transactions beyond locks
   conflict,               ///< stm: every run of the body conflicted with another writer

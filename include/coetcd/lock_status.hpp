@@ -17,8 +17,9 @@ struct lock_entry {
   std::int64_t ttl = 0;         ///< seconds the lease has left; -1: the lease is gone
   std::int64_t granted_ttl = 0;      ///< the TTL the lease was granted with
   std::int64_t create_revision = 0;  ///< the holder's is its fencing token
-  /// Set when the key belongs to a longer name under this one (`a/b/<lease>` seen from `a`):
-  /// etcd's prefix layout queues it with this name all the same.
+  /// Set when the key belongs to a longer name under this one (`a/b/<lease>` seen from `a`). It
+  /// is listed among the waiters in queue order and never holds: coetcd's locks of `a` do not
+  /// wait for it, while Go's and `etcdctl lock`'s queue behind it (their prefix covers it).
   std::string other_name;
 };
 
@@ -27,12 +28,12 @@ struct lock_entry {
 struct lock_status {
   std::string name;                   ///< the name asked about
   std::int64_t revision = 0;          ///< the store revision the answer was read at
-  std::optional<lock_entry> holder;   ///< the oldest key; empty when nobody holds the name
-  /// A read-write lock (every key under `name/read/` or `name/write/`, as rw_mutex and Go's
+  std::optional<lock_entry> holder;   ///< the oldest of the name's own keys (not a longer name's); empty when none
+  /// A read-write lock (every own key under `name/read/` or `name/write/`, as rw_mutex and Go's
   /// recipe.RWMutex lay them out): readers hold together, so the readers queued right behind a
   /// reading `holder`, before the first writer, hold too; they are listed in also_holding.
   bool read_write = false;
-  /// A semaphore's permits when every key is an acquisition as coetcd::semaphore lays them out
+  /// A semaphore's permits when every own key is an acquisition as coetcd::semaphore lays them out
   /// (`name/<lease>_<seq>` holding "<n>/<permits>", all counting the same permits); else 0. The
   /// acquisitions whose permits fit, in queue order, hold together: those after `holder` are
   /// listed in also_holding, and `permits_in_use` adds up all of theirs. A queue whose keys

@@ -42,8 +42,20 @@ struct mutex_options {
 ///
 /// On etcd it is laid out exactly like Go's concurrency.Mutex and `etcdctl lock`: the key is
 /// `name + "/" + lease id in lowercase hex`, created under the session's lease; the owner is the
-/// key with the oldest create revision under `name + "/"`; sessions are served in create-revision
-/// (FIFO) order. A session keeps one key per name while any of its callers holds or waits; its
+/// key with the oldest create revision among the name's own keys under `name + "/"`; sessions
+/// are served in create-revision (FIFO) order.
+///
+/// Names that prefix one another with a "/" between are different locks: the keys of `jobs/x`
+/// (`jobs/x/<lease>`) sit under `jobs/`, but only the keys one segment below `jobs/` (and
+/// rw_mutex's `jobs/read/<lease>`, `jobs/write/<lease>`) are `jobs`'s own, so a lock of `jobs`
+/// neither waits for a holder of `jobs/x` nor yields its turn to it, and holding `jobs/x` while
+/// locking `jobs` does not wait for itself. Go's Mutex and `etcdctl lock` count every key under
+/// the prefix: their lockers of `jobs` still wait for a coetcd holder of `jobs/x` (so a process
+/// that holds `jobs/x` and waits for `jobs` behind such a locker waits for ever, as in Go), and
+/// since every key they lay out for `jobs` is one of `jobs`'s own, coetcd and Go still exclude
+/// each other on `jobs`. A name ending in "/" is accepted as Go accepts it: `jobs/` has the keys
+/// `jobs//<lease>`, and is a lock of its own, not `jobs`. A name `NAME/read` or `NAME/write` has
+/// the keys of rw_mutex `NAME`'s sides, and shares its queue (see docs/lock-family.md). A session keeps one key per name while any of its callers holds or waits; its
 /// callers queue locally (FIFO) behind it, so a hand-off between two of them is a resume on the
 /// executor, with no RPC (one write when the holder before asked for a fence: see async_unlock).
 /// Sessions take turns fairly: see mutex_options.

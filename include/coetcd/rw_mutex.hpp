@@ -12,7 +12,8 @@ namespace coetcd {
 /// that recipe and a coetcd service on the same name exclude each other: a reader's key is
 /// `name + "/read/" + lease id in hex`, a writer's `name + "/write/" + lease id in hex`, both
 /// under the session's lease. A writer waits until no key under `name + "/"` is older than its
-/// own; a reader waits until no key under `name + "/write"` is older. So the queue is FIFO by
+/// own; a reader waits until no key under `name + "/write"` is older. Keys of longer names under
+/// the prefix (`name/x/<lease>`, `name/writer/<lease>`) count for neither, as for coetcd::mutex. So the queue is FIFO by
 /// create revision: a writer is never starved by readers that come after it, and readers that
 /// queued together hold together. (Go names its keys by UnixNano; it only compares revisions.)
 ///

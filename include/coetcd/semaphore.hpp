@@ -34,9 +34,10 @@ struct semaphore_state;
 ///
 /// Every key before ours must carry the same `permits` and a value of that form: otherwise the
 /// acquisition fails with error::permits_mismatch (processes disagree on the count: rather than
-/// admit by the larger one) or error::foreign_key (a key under `name + "/"` that is not a
-/// holder's: another lock whose name starts with this one's plus "/"). A name of a semaphore
-/// should not be the name of a mutex, election or another semaphore, or a prefix of one.
+/// admit by the larger one) or error::foreign_key (a key of the name that is not a holder's: a
+/// mutex, election or rw_mutex of the same name). Keys of longer names under the prefix
+/// (`name/x/...`, as for coetcd::mutex) take no permits and are no foreign keys. A name of a
+/// semaphore should not be the name of a mutex, election or another semaphore.
 ///
 /// Waiting costs no thread: the sessions of one client share one watch on the name and a local
 /// view of its queue; a release that admits a waiter of this client costs one Delete and one

@@ -23,7 +23,16 @@ std::int64_t decimal(std::string_view s) {
 }
 }  // namespace
 
+bool is_own_key(std::string_view prefix, std::string_view key) {
+  if (!key.starts_with(prefix)) return false;
+  key.remove_prefix(prefix.size());
+  if (key.starts_with("read/")) key.remove_prefix(5);
+  else if (key.starts_with("write/")) key.remove_prefix(6);
+  return key.find('/') == std::string_view::npos;
+}
+
 void permit_tally::add(const key_value& kv) {
+  if (!is_own_key(prefix_, kv.key)) return;  // a longer name's: no part of this queue
   // "<lease hex>_<sequence hex>" right under the prefix, holding "<n>/<permits>".
   std::string_view rest(kv.key);
   std::string_view value(kv.value);
@@ -130,6 +139,7 @@ asio::awaitable<void> lock_view_core::run() {
       if (!ec) {
         base_rev_ = view_rev_ = r.header.revision;
         for (auto& kv : r.kvs) {
+          if (!is_own_key(prefix_, kv.key)) continue;  // a longer name's
           order_.emplace(kv.create_revision, kv.key);
           keys_.emplace(kv.key, std::move(kv));
         }
@@ -171,6 +181,7 @@ asio::awaitable<void> lock_view_core::run() {
 void lock_view_core::apply(const watch_batch& b) {
   for (const auto& e : b.events) {
     if (e.kv.mod_revision <= base_rev_) continue;  // already in the seeding Range
+    if (!is_own_key(prefix_, e.kv.key)) continue;  // a longer name's
     if (e.type == watch_event::kind::put) {
       if (keys_.insert_or_assign(e.kv.key, e.kv).second) order_.emplace(e.kv.create_revision, e.kv.key);
     } else if (auto it = keys_.find(e.kv.key); it != keys_.end()) {
@@ -193,7 +204,7 @@ void lock_view_core::changed(bool check_all) {
     return k != keys_.end() && k->second.create_revision == w.rev;
   };
   auto settle = [&](std::map<std::uint64_t, waiter>::iterator it, error_code ec) {
-    if (!ec) holding_.insert(it->second.key);
+    if (!ec && it->second.releases_here) holding_.insert(it->second.key);
     ready.emplace_back(std::move(it->second.done), ec);
     forget(it);
   };

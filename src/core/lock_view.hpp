@@ -1,8 +1,9 @@
 // The queue of one lock or election name as seen by one client: one watch on the name's prefix
 // (created "from now", so etcd keeps it in its synced group) plus one Range to seed it, then kept
-// current from events. Local waiters are told when their key is the oldest: a hand-off costs the
-// previous owner's Delete and one watch notification, with no Range and no unsynced-watch tick.
-// Listeners (election observers) are told after every change.
+// current from events; keys of longer names under the prefix are left out (is_own_key). Local
+// waiters are told when their key is the oldest: a hand-off costs the previous owner's Delete and
+// one watch notification, with no Range and no unsynced-watch tick. Listeners (election
+// observers) are told after every change.
 #pragma once
 
 #include "coro.hpp"
@@ -11,10 +12,21 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
 namespace coetcd::detail {
+
+/// Whether `key` is one of the keys of the name whose prefix is `prefix` (name + "/"): one segment
+/// below it (a mutex's or election's `name/<lease hex>`, a semaphore's `name/<lease>_<seq>`), or
+/// rw_mutex's `name/read/<segment>` and `name/write/<segment>`. A deeper key belongs to a longer
+/// name (`name/x/<lease>` is lock `name/x`'s, `name//<lease>` lock `name/`'s): the recipes of
+/// `name` neither wait for it nor yield to it, and the view leaves it out. Go's recipes queue
+/// every key under the prefix; every key Go lays out for `name` is one of these, so coetcd and
+/// Go still exclude each other (coetcd waits for a subset of the keys Go waits for, and that
+/// subset holds every key of the name's own holders).
+bool is_own_key(std::string_view prefix, std::string_view key);
 
 /// Who goes before a waiter's key in the queue of a name. The default, every older key, is the
 /// mutex's and the election's rule (and an rw_mutex writer's).
@@ -57,6 +69,9 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
     std::int64_t rev = 0;
     std::function<void(error_code)> done;  // {} = our turn; session_lost = key gone; semaphore errors
     turn_rule rule;
+    /// Its holder gives the key up through release(), so an enqueue may park to ride on that.
+    /// Not an election's: its resign is a txn of its own, and it may lead for hours.
+    bool releases_here = true;
   };
 
   lock_view_core(std::shared_ptr<client_impl> c, std::string prefix) : client_(std::move(c)), prefix_(std::move(prefix)) {}
@@ -108,6 +123,10 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   /// Deletes a local holder's `key`, in one txn with a parked enqueue if there is one.
   /// Completes with whether the key was there to delete; `resent` as for batched_txn.
   asio::awaitable<std::tuple<error_code, bool>> release(const std::string& key, std::int64_t rev, std::shared_ptr<bool> resent);
+  /// A local holder is done with `key` without releasing it through release() (an election of
+  /// its session keeps the key, or the hold was refused after its turn came): no release of it
+  /// is coming for a parked enqueue to ride on.
+  void hold_ended(const std::string& key) { holding_.erase(key); }
   static constexpr std::chrono::milliseconds park_limit{3};
 
  private:
@@ -148,7 +167,9 @@ class lock_view_core : public std::enable_shared_from_this<lock_view_core> {
   std::set<std::pair<std::int64_t, std::uint64_t>> unconfirmed_;  // rev beyond the view when added
   std::vector<std::int64_t> gone_revs_;                         // create revisions deleted by the last batch
   std::map<std::uint64_t, std::function<void(error_code)>> listeners_;
-  std::set<std::string> holding_;  // keys of local waiters told they own the name, not yet released
+  // Keys of local waiters told they own the name (releases_here), not yet released: an exclusive
+  // enqueue parks while there is one. Cleared by release(), hold_ended() and the key's delete.
+  std::set<std::string> holding_;
   std::vector<std::shared_ptr<parked_txn>> parked_;
   std::uint64_t next_id_ = 0;
 };

@@ -87,7 +87,8 @@ asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::st
   if (!ec && !a.owner) {
     if (co_await cancellation_requested()) ec = asio::error::operation_aborted;
     else if (a.rev == 0) ec = error::session_lost;
-    else ec = co_await wait_turn(s, e.view, e.prefix, e.key, a.rev, oldest_first);
+    // Not a holder the view parks locks for: a resign never goes through the view's release.
+    else ec = co_await wait_turn(s, e.view, e.prefix, e.key, a.rev, oldest_first, false);
   }
   // Cancelled after the txn showed us oldest, or the object is gone: nobody would ever resign.
   if (!ec && (e.orphaned || co_await cancellation_requested())) ec = asio::error::operation_aborted;
@@ -318,6 +319,15 @@ void election::start_leader(const std::shared_ptr<detail::election_state>& e,
       [](std::shared_ptr<detail::election_state> e) -> asio::awaitable<std::tuple<error_code, key_value>> {
         auto [ec, r] = co_await detail::get_on(e->session->impl, e->prefix, detail::first_create);
         if (ec) co_return std::make_tuple(ec, key_value());
+        if (!r.kvs.empty() && !detail::is_own_key(e->prefix, r.kvs.front().key)) {
+          // The oldest key is a longer name's, which no candidate of ours waits for: the leader
+          // is the oldest of the name's own keys. Read the queue (rare: names nested in others).
+          auto all = detail::first_create;
+          all.limit = 0;
+          std::tie(ec, r) = co_await detail::get_on(e->session->impl, e->prefix, all);
+          if (ec) co_return std::make_tuple(ec, key_value());
+          std::erase_if(r.kvs, [&](const key_value& kv) { return !detail::is_own_key(e->prefix, kv.key); });
+        }
         if (r.kvs.empty()) co_return std::make_tuple(make_error_code(error::no_leader), key_value());
         co_return std::make_tuple(error_code(), std::move(r.kvs.front()));
       }(e),

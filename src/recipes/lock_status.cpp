@@ -33,25 +33,29 @@ asio::awaitable<std::tuple<error_code, lock_status>> read_status(std::shared_ptr
   }
   const std::string reads = prefix + "read/", writes = prefix + "write/";
   auto is_read = [&](const key_value& kv) { return kv.key.starts_with(reads); };
-  st.read_write = !r.kvs.empty() && std::all_of(r.kvs.begin(), r.kvs.end(), [&](const key_value& kv) {
-    return kv.key.starts_with(reads) || kv.key.starts_with(writes);
+  // Keys of longer names (is_own_key) are listed but neither hold nor decide what the name is.
+  auto own = [&](const key_value& kv) { return is_own_key(prefix, kv.key); };
+  const bool any_own = std::any_of(r.kvs.begin(), r.kvs.end(), own);
+  st.read_write = any_own && std::all_of(r.kvs.begin(), r.kvs.end(), [&](const key_value& kv) {
+    return !own(kv) || kv.key.starts_with(reads) || kv.key.starts_with(writes);
   });
   // A semaphore when every key is an acquisition and all agree on the permits.
   {
     permit_tally all(prefix);
     for (const auto& kv : r.kvs) all.add(kv);
     bool fits = false;
-    if (!r.kvs.empty() && !all.turn(all.permits(), fits)) st.permits = all.permits();
+    if (any_own && !all.turn(all.permits(), fits)) st.permits = all.permits();
   }
   permit_tally taken(prefix);
   // Readers hold together while no writer is older: the run of read keys at the queue's head.
   // Acquisitions of a semaphore hold while theirs and every older one's permits fit.
-  bool readers_hold = st.read_write && is_read(r.kvs.front());
+  bool readers_hold = st.read_write;  // until the first own key that is not a reader's
   bool permits_fit = st.permits > 0;
   for (auto& kv : r.kvs) {
-    bool holds_too = readers_hold && is_read(kv);
-    if (!holds_too) readers_hold = false;
-    if (permits_fit) {
+    const bool nested = !own(kv);
+    bool holds_too = readers_hold && !nested && is_read(kv);
+    if (!holds_too && !nested) readers_hold = false;
+    if (permits_fit && !nested) {
       const auto before = taken.used();
       taken.add(kv);
       (void)taken.turn(st.permits, permits_fit);
@@ -67,14 +71,15 @@ asio::awaitable<std::tuple<error_code, lock_status>> read_status(std::shared_ptr
       e.ttl = it->second.ttl;
       e.granted_ttl = it->second.granted_ttl;
     }
-    // "a/b/<lease>" under "a/": a key of the longer name "a/b", queued with "a" all the same.
-    auto suffix = std::string_view(e.key).substr(prefix.size());
-    if (auto slash = suffix.rfind('/'); slash != std::string_view::npos && !st.read_write && st.permits == 0) {
-      e.other_name = prefix + std::string(suffix.substr(0, slash));
+    // "a/b/<lease>" under "a/": a key of the longer name "a/b". Go's and etcdctl's lockers of
+    // "a" queue behind it; coetcd's do not, so it never holds "a".
+    if (nested) {
+      auto suffix = std::string_view(e.key).substr(prefix.size());
+      e.other_name = prefix + std::string(suffix.substr(0, suffix.rfind('/')));
       if (std::find(st.nested_names.begin(), st.nested_names.end(), e.other_name) == st.nested_names.end())
         st.nested_names.push_back(e.other_name);
-    }
-    if (!st.holder) st.holder = std::move(e);
+      st.waiters.push_back(std::move(e));
+    } else if (!st.holder) st.holder = std::move(e);
     else if (holds_too) st.also_holding.push_back(std::move(e));
     else st.waiters.push_back(std::move(e));
   }

@@ -173,6 +173,12 @@ asio::awaitable<void> mutex_queue::drive() {
   // Only the header is used from here on: the txn's reads (the oldest key, ours) would stay in
   // memory for the whole wait, about 230 bytes a waiter (heaptrack, 1000 waiters).
   a.txn.responses = {};
+  // A try whose txn read a longer name's key first (is_own_key) learns its turn from one more read.
+  if (!a.owner && a.undecided && try_id && !waiters.empty() && waiters.front().id == *try_id) {
+    const std::string& read = shared ? blockers : prefix;
+    auto ec = co_await decide_by_read(s, prefix, read, key, shared, a);
+    if (ec) co_return fail_acquisition(ec, a.rev);
+  }
   // A try_lock refused while alone completes once its key is gone: a try is no timed wait (etcd
   // has just answered), and a process that exits on `locked` must leave no key behind.
   std::optional<asio::any_completion_handler<void(error_code)>> refused;  // emplaced: pitfall 1
@@ -241,6 +247,8 @@ void mutex_queue::after_turn() {
   // A cancelled wait never reports ownership: the canceller (a timeout, say) has moved on.
   else if (t.cancelled) ec = asio::error::operation_aborted;
   if (!ec) return acquired(t.rev, t.mod_rev, t.header);
+  // Told its turn but not holding: the clean-up's delete does not go through the view.
+  if (!t.ec) view->core().hold_ended(key);
   fail_acquisition(ec, t.rev);
 }
 
@@ -335,6 +343,8 @@ asio::awaitable<void> mutex_queue::release(asio::any_completion_handler<void(err
   auto& s = *session;
   error_code result;
   if (--s.key_users[key] > 0) {  // an election of this session on the same name still uses it
+    // The key stays: no release of it for the view to park a lock's txn for.
+    if (view) view->core().hold_ended(key);
     state = key_state::none;
   } else {
     s.key_users.erase(key);

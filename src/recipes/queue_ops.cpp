@@ -68,10 +68,13 @@ acquire_result acquired(error_code ec, txn_result r, bool read_oldest, bool shar
       return std::tie(a->create_revision, a->key) < std::tie(b->create_revision, b->key);
     });
     const bool cut = static_cast<std::int64_t>(kvs.size()) > rule.permits && queue.back()->create_revision == out.rev;
+    // Keys of longer names (is_own_key) take no permit but a place in the read: with one before
+    // ours, ours may fit yet not be in the read.
     permit_tally tally(prefix);
-    bool seen = false;
+    bool seen = false, other_names = false;
     for (const auto* kv : queue) {
       tally.add(*kv);
+      other_names = other_names || !is_own_key(prefix, kv->key);
       if (kv->key == key) {
         seen = true;
         break;
@@ -79,12 +82,15 @@ acquire_result acquired(error_code ec, txn_result r, bool read_oldest, bool shar
     }
     bool holds = false;
     out.ec = tally.turn(rule.permits, holds);
-    out.undecided = !out.ec && cut;
+    out.undecided = !out.ec && (cut || (!seen && other_names));
     out.owner = !out.ec && seen && holds && !cut;
   } else if (read_oldest) {
     const auto& oldest = r.responses.at(1).get().kvs;
     out.owner = out.rev != 0 && (oldest.empty() || (shared ? oldest.front().create_revision > out.rev
                                                              : oldest.front().create_revision == out.rev));
+    // The oldest key read is a longer name's (is_own_key): whether one of ours is older than
+    // ours the read cannot tell.
+    out.undecided = out.rev != 0 && !out.owner && !is_own_key(prefix, oldest.front().key);
   }
   out.txn = std::move(r);
   return out;
@@ -125,6 +131,21 @@ asio::awaitable<acquire_result> acquire(session_state& s, const std::string& pre
                                  });
   };
   return asio::async_initiate<const asio::use_awaitable_t<>, void(acquire_result)>(initiation, asio::use_awaitable);
+}
+
+asio::awaitable<error_code> decide_by_read(session_state& s, const std::string& prefix, const std::string& read,
+                                           const std::string& key, bool shared, acquire_result& a) {
+  // Up to our revision only: a later key never goes first. Keys only: O(keys ahead) bytes.
+  auto [ec, r] = co_await get_on(s.impl, read, get_options{.prefix = true, .keys_only = true, .max_create_revision = a.rev});
+  if (ec) co_return ec;
+  bool mine = shared, older = false;  // a reader's own key is not under its blockers
+  for (const auto& kv : r.kvs) {
+    if (kv.key == key) mine = true;
+    else if (is_own_key(prefix, kv.key) && (shared || kv.create_revision < a.rev)) older = true;
+  }
+  a.owner = mine && !older;
+  a.txn.header = std::move(r.header);
+  co_return error_code{};
 }
 
 namespace {
@@ -288,7 +309,7 @@ void release_key_later(session_state& s, const std::string& key, std::int64_t re
 }
 
 asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_view>& view, const std::string& prefix,
-                                      const std::string& key, std::int64_t rev, turn_rule rule) {
+                                      const std::string& key, std::int64_t rev, turn_rule rule, bool releases_here) {
   if (!view) view = lock_view_for(s.impl, prefix);
   struct outcome {
     asio::steady_timer wake;
@@ -307,7 +328,7 @@ asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_vie
   // Arm the timer before registering: add() may decide at once, and a cancel() that comes
   // before the wait starts would be lost.
   o->wake.expires_at(asio::steady_timer::time_point::max());
-  auto id = view->core().add({key, rev, finish, rule});
+  auto id = view->core().add({key, rev, finish, rule, releases_here});
   auto lid = s.listen([finish] { finish(error::session_lost); });
   if (!o->done) co_await o->wake.async_wait(as_result);
   view->core().remove(id);

@@ -14,8 +14,11 @@ struct acquire_result {
   std::int64_t mod_rev = 0;  // our key's mod revision as the txn left it (0: unknown)
   bool owner = false;    // our key is the oldest under the prefix
   bool abandoned = false;  // cancelled with the txn still on the wire: the `abandon` step cleans up
-  /// Semaphore: the read could not tell (the limit cut the group of keys sharing our create
-  /// revision, which etcd returns in any order); `owner` is false and the view decides.
+  /// The read could not tell; `owner` is false and the view (or, for a try, a second read:
+  /// decide_by_read, the semaphore's own) decides. A semaphore's: the limit cut the group of
+  /// keys sharing our create revision (etcd returns those in any order), or keys of a longer
+  /// name (is_own_key) filled the read before ours. Any other: the oldest key read is a longer
+  /// name's.
   bool undecided = false;
   /// The txn went more than once (resent after a failure that may have been applied): a copy
   /// may still arrive after the key's release and put it again; acquire() then sweeps for it.
@@ -36,6 +39,14 @@ struct acquire_result {
 /// expression at the suspension, while the awaitable still reads it).
 asio::awaitable<acquire_result> acquire(session_state& s, const std::string& prefix, const std::string& key,
                                         const std::string& value, lock_view* view, const turn_rule& rule);
+
+/// For a try whose txn could not tell (acquire_result::undecided, not a semaphore's): reads the
+/// keys under `read` (the prefix, or a reader's blockers) made up to ours, and decides by the
+/// name's own keys alone (is_own_key): ours is the oldest, or (`shared`) no blocker is older.
+/// Sets a.owner, and a.txn.header to the read's, as of which the turn is ours. By reference:
+/// as acquire().
+asio::awaitable<error_code> decide_by_read(session_state& s, const std::string& prefix, const std::string& read,
+                                           const std::string& key, bool shared, acquire_result& a);
 
 /// acquire() for a cancellable operation. Cancelling an RPC on the wire leaves its outcome unknown,
 /// and a clean-up delete sent next may be applied before it (etcd serves each call on its own
@@ -68,8 +79,11 @@ void release_key_later(session_state& s, const std::string& key, std::int64_t re
 /// prefix, or no key under the blockers is older, or it fits in the semaphore's permits.
 /// Errors: session_lost (session ended, or our key vanished), operation_aborted (cancelled;
 /// never reports ownership), the semaphore's permits_mismatch and foreign_key.
+/// `releases_here`: the key, once its turn comes, is given up through the view's release()
+/// (see lock_view_core::waiter); an election's is not.
 asio::awaitable<error_code> wait_turn(session_state& s, std::shared_ptr<lock_view>& view, const std::string& prefix,
-                                      const std::string& key, std::int64_t rev, turn_rule rule);
+                                      const std::string& key, std::int64_t rev, turn_rule rule,
+                                      bool releases_here = true);
 
 /// A failure that an outage explains (unreachable, timed out, no leader), which may pass.
 bool may_pass(const error_code& ec);
