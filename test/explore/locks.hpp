@@ -152,6 +152,7 @@ inline asio::awaitable<void> lock_round(world& w, const lock_case& lc, int k, ch
   }
   if (lc.kind == recipe::election) o->busy = true;  // one operation at a time per election
   auto op = w.h.invoke(k, acquire_name(lc.kind, try_only), name, o->id, s.id, s.lease, n);
+  w.touch(lc.kind, name, s.lease, s.id, w.h.last_seq());
   ++o->pending;
   error_code ec;
   {
@@ -180,8 +181,9 @@ inline asio::awaitable<void> lock_round(world& w, const lock_case& lc, int k, ch
   const auto id = w.h.begin_hold(name, k, o->id, s.id, s.lease, n);
   o->told += n;
   // Granted under a lease a close had revoked already (by another client's session of the lease,
-  // whose revoke this client could not see yet): over as it begins.
-  if (w.revoked.count(s.lease)) w.h.end_hold(id, w.h.last_seq());
+  // whose revoke this client could not see yet), or on a key another session of the lease uses
+  // too: over as it begins.
+  if (w.revoked.count(s.lease) || w.shared_key(name, s.lease)) w.h.end_hold(id, w.h.last_seq());
 
   std::optional<compare> fence;
   for (int i = 0; i < writes && o->alive; ++i) {
@@ -202,6 +204,7 @@ inline asio::awaitable<void> lock_round(world& w, const lock_case& lc, int k, ch
   auto rel = w.h.invoke(k, release_name(lc.kind), name, o->id, s.id, s.lease, n);
   const long released_at = w.h.last_seq();
   w.h.end_hold(id, released_at);
+  w.touch(lc.kind, name, s.lease, s.id, released_at);
   o->told -= n;
   auto done = std::make_shared<callback_result>(w.executor());
   start_release(*o, n, [done](error_code e) { done->set(e); });

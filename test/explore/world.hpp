@@ -171,6 +171,7 @@ struct world {
   std::map<std::int64_t, int> sessions_on_lease;  // every session that ever kept the lease
   std::set<std::int64_t> revoked;  // leases a session close revoked
   std::set<std::int64_t> expired;  // leases lost otherwise (a fault outlasted the TTL): not judged
+  std::map<std::pair<std::string, std::int64_t>, std::set<int>> key_users;  // sessions by (name, lease)
   clock_type::time_point deadline;
   bool stopping = false;
   std::set<std::string> fence_told_ok, fence_told_rejected;
@@ -223,6 +224,23 @@ struct world {
     return o;
   }
 
+  /// A session did something to a mutex or election name (acquire, release, destroy). Sessions
+  /// of one lease share the name's key (documented: one holder as far as etcd can tell), so any
+  /// of them may delete or rewrite the key another holds through, now or in a clean-up later:
+  /// once two sessions of a lease have used a name, holds of that lease on it are not judged
+  /// (those running end here, later ones count no time; see shared_key).
+  void touch(recipe kind, const std::string& name, std::int64_t lease, int session, long seq) {
+    if (kind == recipe::semaphore) return;  // one key per acquisition: nothing is shared
+    auto& users = key_users[{name, lease}];
+    users.insert(session);
+    if (users.size() > 1)
+      h.end_holds_if([&](const hold& x) { return x.name == name && x.lease == lease && x.session != session; }, seq);
+  }
+  bool shared_key(const std::string& name, std::int64_t lease) const {
+    auto it = key_users.find({name, lease});
+    return it != key_users.end() && it->second.size() > 1;
+  }
+
   /// Destroys an object now, whatever is pending on it; its holds end here (it releases them).
   void destroy(const obj_ptr& o, int actor, const std::string& why) {
     if (!o->alive) return;
@@ -230,6 +248,7 @@ struct world {
     auto seq = h.note(actor, "destroy", o->name, o->id, s.id, s.lease,
                       why + " (" + std::to_string(o->pending) + " pending, " + std::to_string(o->told) + " told)");
     h.end_holds_if([&](const hold& x) { return x.object == o->id && !x.after_destroy; }, seq);
+    touch(o->kind, o->name, s.lease, s.id, seq);
     o->alive = false;
     o->destroyed_at = seq;
     o->m.reset();
