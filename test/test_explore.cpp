@@ -39,11 +39,17 @@ void explore_case(const std::string& label, int index, double share, bool holds_
   auto ioc = std::make_unique<asio::io_context>();
   auto w = std::make_unique<world>(*ioc, label, run.seed, seed, seconds);
   const auto limit = std::chrono::milliseconds(static_cast<long>(seconds * 1000)) + std::chrono::seconds(90);
+  std::string broke;
   try {
     run_for(*ioc, body(*w), limit);
-  } catch (...) {
+  } catch (const std::exception& x) {
+    broke = x.what();
+  } catch (...) {  // run_for's BOOST_FAIL: past its time limit
+    broke = "past its time limit";
+  }
+  if (!broke.empty()) {
     report(*w);
-    BOOST_ERROR("explore " << label << " (COETCD_EXPLORE_SEED=" << run.seed << ") did not finish");
+    BOOST_ERROR("explore " << label << " (COETCD_EXPLORE_SEED=" << run.seed << ") did not finish: " << broke);
     abandon(std::move(ioc), std::move(w));
     return;
   }

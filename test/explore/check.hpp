@@ -177,12 +177,15 @@ inline asio::awaitable<std::vector<std::string>> settled_keys_under(client& c, s
 }
 
 /// (f) Once every operation is done: no key of a session still in use is left (one orphaned,
-/// closed or sharing its lease with such a one keeps or loses its keys with the lease); then,
-/// every object destroyed and every session closed (orphaned leases revoked by the judge),
-/// nothing at all under the case's names.
+/// closed or sharing its lease with such a one keeps or loses its keys with the lease, and a key
+/// two sessions of a lease share is theirs to leave); then, every object destroyed and every
+/// session closed (and every lease revoked by the judge, for an orphaned one and a close that
+/// failed under a fault), nothing at all under the case's names.
 inline asio::awaitable<void> check_nothing_left(world& w) {
   std::set<std::int64_t> in_use, ended;
   for (auto& s : w.sessions) (s->usable() ? in_use : ended).insert(s->lease);
+  for (auto& [name_lease, users] : w.key_users)
+    if (users.size() > 1) ended.insert(name_lease.second);
   for (auto l : ended) in_use.erase(l);
   // Named first: g++ 12 mishandles a lambda written inside a co_await expression.
   std::function<bool(std::int64_t)> of_live = [&](std::int64_t l) { return in_use.count(l) > 0; };
@@ -194,15 +197,11 @@ inline asio::awaitable<void> check_nothing_left(world& w) {
     w.h.fail({"(f) no key left once every operation is done", "", "key of a live session with no holder or waiter: " + k,
               seq, seq, {}});
   for (auto& o : w.objects) w.destroy(o, -1, "the case ends");
-  for (auto& s : w.sessions) {
-    if (s->closed) continue;
-    if (s->orphaned) {
-      auto revoking = w.judge->async_lease_revoke(s->lease, asio::as_tuple(use_awaitable));
-      co_await std::move(revoking);
-      s->closed = true;
-      continue;
-    }
-    co_await w.close_session(*s);
+  for (auto& s : w.sessions)
+    if (!s->closed && !s->orphaned) co_await w.close_session(*s);
+  for (auto& [lease, n] : w.sessions_on_lease) {
+    auto revoking = w.judge->async_lease_revoke(lease, asio::as_tuple(use_awaitable));
+    co_await std::move(revoking);  // lease_not_found for most: closed already
   }
   auto settling_all = settled_keys_under(*w.judge, w.names_prefix, any);
   left = co_await std::move(settling_all);
