@@ -1,0 +1,264 @@
+// The explorer's lock callers (test_explore): actors that lock, try and unlock mutexes, acquire
+// and release semaphore permits, campaign and resign, through objects that several of them share,
+// cut short at random, holders writing through their fence and probing it once it is over, and
+// objects destroyed with operations pending (in the very turn a release starts, among others).
+#pragma once
+
+#include "check.hpp"
+#include "schedule.hpp"
+
+namespace coetcd::test::explore {
+
+/// What one lock case explores: a recipe on a few names, by `actors` callers.
+struct lock_case {
+  recipe kind = recipe::mutex;
+  int actors = 10;
+  std::vector<std::string> names;
+  std::map<std::string, std::int64_t> permits;  // a semaphore's, by name
+  session_mix sessions;
+};
+
+inline const char* acquire_name(recipe k, bool try_only) {
+  switch (k) {
+    case recipe::mutex: return try_only ? "try_lock" : "lock";
+    case recipe::semaphore: return try_only ? "try_acquire" : "acquire";
+    case recipe::election: return "campaign";
+  }
+  return "?";
+}
+inline const char* release_name(recipe k) {
+  return k == recipe::mutex ? "unlock" : k == recipe::semaphore ? "release" : "resign";
+}
+
+using result_awaitable = asio::awaitable<std::tuple<error_code>>;
+
+inline result_awaitable start_acquire(obj_rec& o, bool try_only, std::int64_t n, const std::string& value,
+                                      asio::cancellation_slot slot) {
+  auto token = asio::bind_cancellation_slot(slot, asio::as_tuple(use_awaitable));
+  if (o.kind == recipe::mutex) {
+    if (try_only) return o.m->async_try_lock(token);
+    return o.m->async_lock(token);
+  }
+  if (o.kind == recipe::semaphore) {
+    if (try_only) return o.sem->async_try_acquire(n, token);
+    return o.sem->async_acquire(n, token);
+  }
+  return o.el->async_campaign(value, token);
+}
+
+/// Starts the release with a callback, so the caller can act in the same turn.
+template <class Callback>
+void start_release(obj_rec& o, std::int64_t n, Callback cb) {
+  if (o.kind == recipe::mutex) o.m->async_unlock(std::move(cb));
+  else if (o.kind == recipe::semaphore) o.sem->async_release(n, std::move(cb));
+  else o.el->async_resign(std::move(cb));
+}
+
+inline bool holds_anything(const obj_rec& o) {
+  if (o.kind == recipe::mutex) return o.m->held();
+  if (o.kind == recipe::semaphore) return o.sem->held() > 0;
+  return o.el->is_leader();
+}
+
+/// After an acquisition cut short (and a moment for a grant that met the cut to be given
+/// back): the object holds nothing, unless another caller of it holds or waits.
+inline asio::awaitable<void> expect_not_held(world& w, int k, obj_ptr o) {
+  co_await sleep_for(ms(3));
+  if (!o->alive || o->pending > 0 || o->told > 0 || !holds_anything(*o)) co_return;
+  auto& s = *w.sessions[static_cast<std::size_t>(o->session)];
+  auto seq = w.h.note(k, "check.held", o->name, o->id, s.id, s.lease, "holds after its only acquisition was cut short");
+  w.h.fail({"a cancelled acquisition never holds", o->name,
+            "obj" + std::to_string(o->id) + " holds 3 ms after actor " + std::to_string(k) +
+                "'s acquisition completed with operation_aborted, and nobody else uses it",
+            seq - 1, seq, {}});
+}
+
+/// A write guarded by the hold's fence: the name's register, and a log key named by the hold
+/// (whose create revision is the txn's), so that etcd's revisions show whose writes passed.
+inline asio::awaitable<void> fenced_write(world& w, int k, long hold_id, obj_ptr o, sess_rec& s, compare fence, int i) {
+  const auto name = o->name;
+  const auto log = w.data_key(name, "log/" + std::to_string(hold_id) + "-" + std::to_string(i));
+  auto t = txn().when(std::move(fence)).then(txn_op::put(w.data_key(name, "register"), "hold " + std::to_string(hold_id)))
+               .then(txn_op::put(log, ""));
+  auto op = w.h.invoke(k, "fenced_write", name, o->id, s.id, s.lease);
+  auto writing = w.clients[static_cast<std::size_t>(s.client)]->async_txn(t, asio::as_tuple(use_awaitable));
+  auto [ec, r] = co_await std::move(writing);
+  if (ec) {
+    w.h.complete(op, "outcome unknown: " + ec.message(), hold_id);
+    co_return;
+  }
+  w.h.complete(op, r.succeeded ? "applied" : "rejected", hold_id);
+  (r.succeeded ? w.fence_told_ok : w.fence_told_rejected).insert(log);
+  auto* h = w.h.find_hold(hold_id);
+  // Rejected while nothing has ended the hold, on a lease no other session shares, with the
+  // session alive: the caller was told it holds while its key was gone or passed on.
+  if (!r.succeeded && h && h->end == never && o->alive && !w.lease_shared(s.lease) && s.usable())
+    w.h.fail({"no caller told it holds after its key is gone", name,
+              "the fenced write of " + hold_text(*h) + " was rejected while it held", h->start, w.h.last_seq(),
+              {hold_id}});
+}
+
+/// Once a hold is over (its release succeeded): its fence never passes again.
+inline asio::awaitable<void> stale_probe(world& w, int k, long hold_id, obj_ptr o, sess_rec& s, compare fence) {
+  const auto name = o->name;
+  auto t = txn().when(std::move(fence)).then(txn_op::put(w.data_key(name, "stale/" + std::to_string(hold_id)), ""));
+  auto op = w.h.invoke(k, "stale_probe", name, o->id, s.id, s.lease);
+  auto probing = w.clients[static_cast<std::size_t>(s.client)]->async_txn(t, asio::as_tuple(use_awaitable));
+  auto [ec, r] = co_await std::move(probing);
+  w.h.complete(op, ec ? "outcome unknown: " + ec.message() : r.succeeded ? "passed" : "rejected", hold_id);
+  if (!ec && r.succeeded)
+    w.h.fail({"(c) a fenced write passes only for the hold that built it", name,
+              "the fence of hold " + std::to_string(hold_id) + " passed after its release", w.h.last_seq() - 1,
+              w.h.last_seq(), {hold_id}});
+}
+
+/// Another object of the name with an acquisition pending, of the same session when there is one
+/// (mostly): a destroy in the turn a release starts meets a local hand-off there.
+inline obj_ptr pick_victim(world& w, chooser& c, const obj_ptr& o, bool prefer_same_session) {
+  const int x = c.between(0, 1 << 20);
+  std::vector<obj_ptr> same, other;
+  for (auto& x : w.objects)
+    if (x->alive && x != o && x->pending > 0 && x->name == o->name) (x->session == o->session ? same : other).push_back(x);
+  auto& from = !same.empty() && (prefer_same_session || other.empty()) ? same : other;
+  return from.empty() ? nullptr : from[static_cast<std::size_t>(x) % from.size()];
+}
+
+/// One round of one actor: choose a session, name and object, acquire (maybe cut short), hold
+/// (maybe writing through the fence), then release in one of several ways.
+inline asio::awaitable<void> lock_round(world& w, const lock_case& lc, int k, chooser& c, int& rounds) {
+  auto* sp = w.pick_usable(c);
+  const auto& name = lc.names[static_cast<std::size_t>(c.between(0, static_cast<int>(lc.names.size()) - 1))];
+  const std::int64_t permits = lc.kind == recipe::semaphore ? lc.permits.at(name) : 0;
+  // Every choice of the round is drawn now, whatever happens after.
+  const bool try_only = lc.kind != recipe::election && c.chance(20);
+  const std::int64_t n = lc.kind == recipe::semaphore ? c.between(1, static_cast<int>(permits)) : 1;
+  const auto plan = draw_cut(c);
+  const int writes = lc.kind != recipe::semaphore && c.chance(50) ? c.between(1, 2) : 0;
+  const auto hold_for = ms(c.between(0, 25));
+  // 0: release; 1: release and destroy a waiting object in that turn; 2: destroy instead of
+  // releasing; 3: release and destroy this object in that turn.
+  const int how = c.weighted({55, 25, 10, 10});
+  const bool same_session = c.chance(80), probe = c.chance(60);
+  const auto value = "actor " + std::to_string(k) + " round " + std::to_string(++rounds);
+  if (!sp) {
+    co_await sleep_for(ms(50));
+    co_return;
+  }
+  auto& s = *sp;
+  auto o = w.object_for(c, lc.kind, s, name, permits);
+  if (!o) {
+    co_await sleep_for(ms(5));
+    co_return;
+  }
+  if (lc.kind == recipe::election) o->busy = true;  // one operation at a time per election
+  auto op = w.h.invoke(k, acquire_name(lc.kind, try_only), name, o->id, s.id, s.lease, n);
+  w.touch(lc.kind, name, s.lease, s.id, w.h.last_seq());
+  ++o->pending;
+  error_code ec;
+  {
+    canceller cut(w, plan);
+    auto acquiring = start_acquire(*o, try_only, n, value, cut.slot());
+    auto [e] = co_await std::move(acquiring);
+    ec = e;
+  }
+  --o->pending;
+  if (ec) {
+    w.h.complete(op, ec.message());
+    o->busy = false;
+    if (ec == asio::error::operation_aborted && o->alive) co_await expect_not_held(w, k, o);
+    co_return;
+  }
+  w.h.complete(op, "ok");
+  if (!o->alive) {
+    // Told it holds by an object destroyed before its handler ran: nobody can ever release it.
+    auto id = w.h.begin_hold(name, k, o->id, s.id, s.lease, n, true);
+    w.h.fail({"an acquisition pending when its object is destroyed completes with operation_aborted", name,
+              "actor " + std::to_string(k) + " was told it holds through obj" + std::to_string(o->id) +
+                  ", destroyed at #" + std::to_string(o->destroyed_at),
+              o->destroyed_at, w.h.last_seq(), {id}});
+    co_return;
+  }
+  const auto id = w.h.begin_hold(name, k, o->id, s.id, s.lease, n);
+  o->told += n;
+  // Granted under a lease a close had revoked already (by another client's session of the lease,
+  // whose revoke this client could not see yet), or on a key another session of the lease uses
+  // too: over as it begins.
+  if (w.revoked.count(s.lease) || w.shared_key(name, s.lease)) w.h.end_hold(id, w.h.last_seq());
+
+  std::optional<compare> fence;
+  for (int i = 0; i < writes && o->alive; ++i) {
+    if (!fence && lc.kind == recipe::mutex) fence = o->m->is_owner();
+    if (!fence) fence = compare::create_revision(o->el->key()) == o->el->revision();
+    co_await fenced_write(w, k, id, o, s, *fence, i);
+    co_await sleep_for(hold_for);
+  }
+  if (writes == 0) co_await sleep_for(hold_for);
+  if (!o->alive) co_return;  // destroyed meanwhile: the hold ended there
+
+  if (how == 2) {
+    w.destroy(o, k, "its holder destroys it instead of releasing");
+    co_return;
+  }
+  auto victim = pick_victim(w, c, o, same_session);  // drawn every time, used for how 1
+  if (how != 1) victim = nullptr;
+  auto rel = w.h.invoke(k, release_name(lc.kind), name, o->id, s.id, s.lease, n);
+  const long released_at = w.h.last_seq();
+  w.h.end_hold(id, released_at);
+  w.touch(lc.kind, name, s.lease, s.id, released_at);
+  o->told -= n;
+  auto done = std::make_shared<callback_result>(w.executor());
+  start_release(*o, n, [done](error_code e) { done->set(e); });
+  if (victim) w.destroy(victim, k, "destroyed in the turn another holder's release started");
+  if (how == 3) w.destroy(o, k, "destroyed in the turn its release started");
+  auto waiting = done->wait();
+  auto re = co_await std::move(waiting);
+  w.h.complete(rel, re ? re.message() : "ok");
+  if (o->alive) o->busy = false;
+  // Probed only when the release ended the hold in a live session: a hold an orphan ended keeps
+  // its key, and so its fence, until the lease goes.
+  const auto* ended = w.h.find_hold(id);
+  if (!re && fence && probe && s.usable() && ended && ended->end == released_at)
+    co_await stale_probe(w, k, id, o, s, *fence);
+}
+
+// The case is shared: an actor that outlives its case's coroutine (a hang) still reads it.
+inline asio::awaitable<void> lock_actor(world& w, std::shared_ptr<const lock_case> lc, int k, std::uint64_t seed) {
+  chooser c(seed);
+  int rounds = 0;
+  while (!w.stopping && clock_type::now() < w.deadline) {
+    co_await lock_round(w, *lc, k, c, rounds);
+    co_await sleep_for(ms(c.between(0, 20)));
+  }
+}
+
+/// A lock case from start to end: sessions, actors, session steps, link faults and the
+/// destroyer until the deadline; then every waiting acquisition is cut short, and the checks run.
+inline asio::awaitable<void> run_lock_case(world& w, lock_case lc) {
+  std::vector<std::uint64_t> seeds;
+  for (int i = 0; i < lc.actors + 3; ++i) seeds.push_back(w.choose.next());
+  for (int c = 0; c < static_cast<int>(w.clients.size()); ++c)
+    for (int i = 0; i < 2; ++i) co_await w.new_session(c);
+  w.deadline = clock_type::now() + std::chrono::milliseconds(static_cast<long>(w.seconds * 1000));
+  auto shared = std::make_shared<const lock_case>(lc);
+  for (int k = 0; k < lc.actors; ++k) w.spawn(lock_actor(w, shared, k, seeds[static_cast<std::size_t>(k)]));
+  w.spawn(session_chaos(w, seeds[static_cast<std::size_t>(lc.actors)], lc.sessions));
+  w.spawn(link_faults(w, seeds[static_cast<std::size_t>(lc.actors) + 1], false));
+  w.spawn(destroyer(w, seeds[static_cast<std::size_t>(lc.actors) + 2]));
+  auto draining = w.drain();
+  const bool ended = co_await std::move(draining);
+  w.h.discount_holds_if([&](const hold& x) { return w.expired.count(x.lease) > 0; });
+
+  if (lc.kind == recipe::semaphore) {
+    check_permits(w.h, lc.permits);
+  } else {
+    conflict_fn conflict = lc.kind == recipe::mutex ? conflict_fn(mutex_conflict) : conflict_fn(election_conflict);
+    check_exclusive(w.h, lc.kind == recipe::mutex ? "(a) at most one holder per mutex name (per lease; callers of one session apart)"
+                                                  : "(d) at most one leader per election name (per lease)",
+                    conflict);
+    for (auto& name : lc.names)
+      if (ended) co_await check_fences(w, name, conflict);
+  }
+  if (ended) co_await check_nothing_left(w);
+}
+
+}  // namespace coetcd::test::explore

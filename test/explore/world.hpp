@@ -1,0 +1,404 @@
+// The explorer's world (test_explore): the seed and length of a run, the random choices, clients
+// behind fault proxies, sessions (some sharing a lease across clients), recipe objects, how an
+// acquisition is cut short, and how a case stops.
+#pragma once
+
+#include "history.hpp"
+
+#include "../support/fixture.hpp"
+#include "../support/tcp_proxy.hpp"
+
+#include <coetcd/election.hpp>
+#include <coetcd/mutex.hpp>
+#include <coetcd/semaphore.hpp>
+
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/post.hpp>
+
+#include <array>
+#include <cstdlib>
+#include <initializer_list>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <random>
+
+namespace coetcd::test::explore {
+
+using ms = std::chrono::milliseconds;
+
+inline std::uint64_t env_u64(const char* name, std::uint64_t fallback) {
+  auto v = std::getenv(name);
+  return v && *v ? std::stoull(v) : fallback;
+}
+
+/// The run's seed (COETCD_EXPLORE_SEED, else random) and its length in seconds across every case
+/// (COETCD_EXPLORE_SECONDS, default 60), read once.
+struct run_config {
+  std::uint64_t seed = 0;
+  double seconds = 60;
+  static const run_config& get() {
+    static const run_config c = [] {
+      run_config r;
+      r.seed = env_u64("COETCD_EXPLORE_SEED", std::random_device{}() ^ static_cast<std::uint64_t>(
+                                                   clock_type::now().time_since_epoch().count()));
+      r.seconds = static_cast<double>(env_u64("COETCD_EXPLORE_SECONDS", 60));
+      std::cerr << "explore: seed " << r.seed << ", " << r.seconds << " s (COETCD_EXPLORE_SEED=" << r.seed
+                << " replays the choices)\n";
+      return r;
+    }();
+    return c;
+  }
+};
+
+/// Every random choice of one coroutine: each draws from its own generator, seeded from the
+/// case's one, so its stream of choices depends on the seed alone (etcd's timing still varies).
+class chooser {
+ public:
+  explicit chooser(std::uint64_t seed) : rng_(seed) {}
+  int between(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  bool chance(int percent) { return between(0, 99) < percent; }
+  /// An index drawn with the given weights.
+  int weighted(std::initializer_list<int> weights) {
+    int total = 0, i = 0;
+    for (int w : weights) total += w;
+    int x = between(0, total - 1);
+    for (int w : weights) {
+      if (x < w) return i;
+      x -= w;
+      ++i;
+    }
+    return i - 1;
+  }
+  std::uint64_t next() { return rng_(); }
+
+ private:
+  std::mt19937_64 rng_;
+};
+
+enum class recipe { mutex, semaphore, election };
+
+struct sess_rec {
+  int id = 0, client = 0;
+  session s;
+  std::int64_t lease = 0;
+  bool closed = false, orphaned = false;
+  int adopted_from = -1;
+  bool usable() const { return !closed && !orphaned && !s.lost(); }
+};
+
+/// One recipe object; any number of actors may use it (one at a time for an election).
+struct obj_rec {
+  int id = 0, session = 0;
+  recipe kind = recipe::mutex;
+  std::string name;
+  std::unique_ptr<coetcd::mutex> m;
+  std::unique_ptr<semaphore> sem;
+  std::unique_ptr<election> el;
+  bool alive = true, busy = false;
+  long destroyed_at = 0;
+  int pending = 0;        // acquisitions in flight
+  std::int64_t told = 0;  // holders told (permits, for a semaphore) and not yet released
+  /// The object holds more than its callers were told, while one of them waits: a grant is on
+  /// its way to a caller.
+  bool granted_untold() const {
+    if (!alive || pending == 0) return false;
+    switch (kind) {
+      case recipe::mutex: return m->held() && told == 0;
+      case recipe::semaphore: return sem->held() > told;
+      case recipe::election: return el->is_leader() && told == 0;
+    }
+    return false;
+  }
+};
+using obj_ptr = std::shared_ptr<obj_rec>;
+
+/// When, and how, an acquisition is cut short: never, or a cancellation of a random type emitted
+/// after a random delay (a timeout is the same thing).
+struct cut_plan {
+  bool armed = false;
+  ms after{0};
+  asio::cancellation_type type = asio::cancellation_type::terminal;
+};
+
+inline cut_plan draw_cut(chooser& c) {
+  cut_plan p;
+  int how = c.weighted({35, 20, 30, 15});
+  if (how == 0) return p;
+  p.armed = true;
+  p.after = ms(how == 1 ? c.between(0, 3) : how == 2 ? c.between(3, 300) : c.between(300, 2500));
+  p.type = std::array{asio::cancellation_type::terminal, asio::cancellation_type::partial,
+                      asio::cancellation_type::total}[static_cast<std::size_t>(c.between(0, 2))];
+  return p;
+}
+
+struct world {
+  world(asio::io_context& ioc_, std::string label_, std::uint64_t run_seed, std::uint64_t case_seed, double seconds_)
+      : ioc(ioc_), label(label_), seed(run_seed), choose(case_seed), h(label_), seconds(seconds_),
+        names_prefix("explore/" + label_ + "/") {
+    for (int i = 0; i < 3; ++i) {
+      client_options o;
+      if (i < 2) {
+        proxies.push_back(std::make_unique<tcp_proxy>(server().endpoint()));
+        o = via(*proxies.back());
+      } else {
+        o = options_for(server());
+      }
+      o.completions = completion_mode::thread;  // a polling client would take CPU from etcd
+      clients.push_back(std::make_unique<client>(ioc, o));
+    }
+    judge = std::make_unique<client>(ioc, options_for(server()));
+  }
+  ~world() {
+    for (auto& c : clients) c->close();
+    judge->close();
+  }
+
+  asio::io_context& ioc;
+  std::string label;
+  std::uint64_t seed;  // the run's (COETCD_EXPLORE_SEED)
+  chooser choose;      // the case's: draws the seed of each of its coroutines, in a fixed order
+  history h;
+  double seconds;
+  std::string names_prefix;  // every name explored in the case is under it
+  std::vector<std::unique_ptr<tcp_proxy>> proxies;  // in front of clients 0 and 1; client 2 is direct
+  std::vector<std::unique_ptr<client>> clients;
+  std::unique_ptr<client> judge;  // direct, never faulted: reads and clean-ups of the checks
+  std::vector<std::unique_ptr<sess_rec>> sessions;
+  std::vector<obj_ptr> objects;
+  std::map<long, std::shared_ptr<asio::cancellation_signal>> cancels;  // acquisitions in flight
+  long next_cancel = 0;
+  std::map<std::int64_t, int> sessions_on_lease;  // every session that ever kept the lease
+  std::set<std::int64_t> revoked;  // leases a session close revoked
+  std::set<std::int64_t> expired;  // leases lost otherwise (a fault outlasted the TTL): not judged
+  std::map<std::pair<std::string, std::int64_t>, std::set<int>> key_users;  // sessions by (name, lease)
+  clock_type::time_point deadline;
+  bool stopping = false;
+  std::set<std::string> fence_told_ok, fence_told_rejected;
+
+  std::string name(const std::string& leaf) const { return names_prefix + leaf; }
+  std::string data_key(const std::string& name, const std::string& leaf) const {
+    return "explore-data/" + name + "/" + leaf;
+  }
+  bool lease_shared(std::int64_t lease) const {
+    auto it = sessions_on_lease.find(lease);
+    return it != sessions_on_lease.end() && it->second > 1;
+  }
+  asio::any_io_executor executor() { return ioc.get_executor(); }
+
+  /// A session callers may use now; one draw whatever the sessions are, so that a coroutine's
+  /// later choices do not depend on how many there were.
+  sess_rec* pick_usable(chooser& c) {
+    const int x = c.between(0, 1 << 20);
+    std::vector<sess_rec*> ok;
+    for (auto& s : sessions)
+      if (s->usable()) ok.push_back(s.get());
+    return ok.empty() ? nullptr : ok[static_cast<std::size_t>(x) % ok.size()];
+  }
+
+  /// An object of `kind` on `name` under `s`: one that exists (not busy) more often than not, at
+  /// most three per session and name, so several callers and objects of a session meet. One
+  /// election per session and name: two would share its key and both lead, as in Go.
+  obj_ptr object_for(chooser& c, recipe kind, sess_rec& s, const std::string& name, std::int64_t permits) {
+    const std::size_t most = kind == recipe::election ? 1 : 3;
+    const bool reuse = c.chance(60);
+    const int x = c.between(0, 1 << 20);
+    std::vector<obj_ptr> mine;
+    for (auto& o : objects)
+      if (o->alive && o->session == s.id && o->name == name && o->kind == kind) mine.push_back(o);
+    std::vector<obj_ptr> free;
+    for (auto& o : mine)
+      if (!o->busy) free.push_back(o);
+    if (!free.empty() && (mine.size() >= most || reuse)) return free[static_cast<std::size_t>(x) % free.size()];
+    if (mine.size() >= most) return nullptr;
+    auto o = std::make_shared<obj_rec>();
+    o->id = static_cast<int>(objects.size());
+    o->session = s.id;
+    o->kind = kind;
+    o->name = name;
+    if (kind == recipe::mutex) o->m = std::make_unique<coetcd::mutex>(s.s, name);
+    if (kind == recipe::semaphore) o->sem = std::make_unique<semaphore>(s.s, name, permits);
+    if (kind == recipe::election) o->el = std::make_unique<election>(s.s, name);
+    h.note(-1, "object.create", name, o->id, s.id, s.lease, "");
+    objects.push_back(o);
+    return o;
+  }
+
+  /// A session did something to a mutex or election name (acquire, release, destroy). Sessions
+  /// of one lease share the name's key (documented: one holder as far as etcd can tell), so any
+  /// of them may delete or rewrite the key another holds through, now or in a clean-up later:
+  /// once two sessions of a lease have used a name, holds of that lease on it are not judged
+  /// (those running end here, later ones count no time; see shared_key).
+  void touch(recipe kind, const std::string& name, std::int64_t lease, int session, long seq) {
+    if (kind == recipe::semaphore) return;  // one key per acquisition: nothing is shared
+    auto& users = key_users[{name, lease}];
+    users.insert(session);
+    if (users.size() > 1)
+      h.end_holds_if([&](const hold& x) { return x.name == name && x.lease == lease && x.session != session; }, seq);
+  }
+  bool shared_key(const std::string& name, std::int64_t lease) const {
+    auto it = key_users.find({name, lease});
+    return it != key_users.end() && it->second.size() > 1;
+  }
+
+  /// Destroys an object now, whatever is pending on it; its holds end here (it releases them).
+  void destroy(const obj_ptr& o, int actor, const std::string& why) {
+    if (!o->alive) return;
+    auto& s = *sessions[static_cast<std::size_t>(o->session)];
+    auto seq = h.note(actor, "destroy", o->name, o->id, s.id, s.lease,
+                      why + " (" + std::to_string(o->pending) + " pending, " + std::to_string(o->told) + " told)");
+    h.end_holds_if([&](const hold& x) { return x.object == o->id && !x.after_destroy; }, seq);
+    touch(o->kind, o->name, s.lease, s.id, seq);
+    o->alive = false;
+    o->destroyed_at = seq;
+    o->m.reset();
+    o->sem.reset();
+    o->el.reset();
+  }
+
+  /// A new session on client `c`, or one adopting `lease` (of session `from`).
+  asio::awaitable<sess_rec*> new_session(int c, std::int64_t lease = 0, int from = -1) {
+    auto op = h.invoke(-1, lease ? "session.adopt" : "session.create", "", -1, from, lease);
+    auto created = session::async_create(*clients[static_cast<std::size_t>(c)],
+                                         session_options{.ttl = std::chrono::seconds(10), .lease = lease},
+                                         asio::as_tuple(use_awaitable));
+    auto [ec, s] = co_await std::move(created);
+    if (ec) {
+      h.complete(op, "client " + std::to_string(c) + ": " + ec.message());
+      co_return nullptr;
+    }
+    auto r = std::make_unique<sess_rec>();
+    r->id = static_cast<int>(sessions.size());
+    r->client = c;
+    r->lease = s.lease();
+    r->s = std::move(s);
+    r->adopted_from = from;
+    ++sessions_on_lease[r->lease];
+    h.complete(op, "s" + std::to_string(r->id) + " on client " + std::to_string(c) + ", lease " + hex(r->lease));
+    // A loss nobody caused (a close revokes; orphan and the end abort the wait): the lease may
+    // have expired in etcd before anyone here knew, so its holds cannot be judged.
+    r->s.async_wait_lost([this, id = r->id, lease = r->lease](error_code why) {
+      if (why == asio::error::operation_aborted || revoked.count(lease)) return;
+      expired.insert(lease);
+      h.note(-1, "session.lost", "", -1, id, lease, why.message());
+    });
+    sessions.push_back(std::move(r));
+    co_return sessions.back().get();
+  }
+
+  /// Closes a session: its lease is revoked, so every hold under the lease ends here, of this
+  /// session and of any other that adopted the lease.
+  asio::awaitable<void> close_session(sess_rec& s) {
+    auto op = h.invoke(-1, "session.close", "", -1, s.id, s.lease);
+    h.end_holds_if([&](const hold& x) { return x.lease == s.lease; }, h.last_seq());
+    s.closed = true;
+    revoked.insert(s.lease);
+    auto closing = s.s.async_close(asio::as_tuple(use_awaitable));
+    auto [ec] = co_await std::move(closing);
+    h.complete(op, ec ? ec.message() : "ok");
+  }
+
+  /// Orphans a session: its keys live on with the lease; its callers' holds end here (they can no
+  /// longer trust them), those of another session on the lease go on.
+  void orphan_session(sess_rec& s) {
+    auto seq = h.note(-1, "session.orphan", "", -1, s.id, s.lease, "");
+    h.end_holds_if([&](const hold& x) { return x.session == s.id; }, seq);
+    s.orphaned = true;
+    s.s.orphan();
+  }
+
+  /// Cuts every acquisition still waiting short (the end of a case).
+  void cancel_all() {
+    auto all = cancels;
+    for (auto& [k, sig] : all) sig->emit(asio::cancellation_type::terminal);
+  }
+
+  int running = 0;  // the case's coroutines still running
+  void spawn(asio::awaitable<void> a) {
+    ++running;
+    asio::co_spawn(ioc, std::move(a), [this](std::exception_ptr e) {
+      --running;
+      if (!e) return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        h.fail({"the explorer's coroutines do not throw", "", x.what(), 0, 0, {}});
+      } catch (...) {
+        h.fail({"the explorer's coroutines do not throw", "", "a non-standard exception", 0, 0, {}});
+      }
+    });
+  }
+
+  /// Waits for the deadline, then stops the case: no new operation starts, and every
+  /// acquisition still waiting is cut short until every coroutine has ended. Whether they all
+  /// did within `grace`; otherwise each operation still pending is a violation (an operation
+  /// must complete, and a cut-short one promptly), and the clients are closed to end them.
+  asio::awaitable<bool> drain(std::chrono::seconds grace = std::chrono::seconds(15)) {
+    while (clock_type::now() < deadline) co_await sleep_for(ms(100));
+    stopping = true;
+    auto until = clock_type::now() + grace;
+    while (running > 0 && clock_type::now() < until) {
+      cancel_all();
+      co_await sleep_for(ms(100));
+    }
+    if (running == 0) co_return true;
+    for (auto& e : h.open_operations())
+      h.fail({"every operation completes (one cut short at the end, promptly)", e.name,
+              "still pending " + std::to_string(grace.count()) + " s after the end: " + history::describe(e), e.seq, h.last_seq(), {}});
+    for (auto& c : clients) c->close();
+    until = clock_type::now() + std::chrono::seconds(5);
+    while (running > 0 && clock_type::now() < until) co_await sleep_for(ms(100));
+    co_return false;
+  }
+};
+
+/// The cancellation of one acquisition: emitted by a timer as its plan says, or by the end of
+/// the case; it outlives the operation (its timer's handler keeps it).
+class canceller {
+ public:
+  canceller(world& w, const cut_plan& p) : w_(w), sig_(std::make_shared<asio::cancellation_signal>()), key_(++w.next_cancel) {
+    w.cancels.emplace(key_, sig_);
+    if (!p.armed) return;
+    timer_ = std::make_shared<asio::steady_timer>(w.executor(), p.after);
+    timer_->async_wait([sig = sig_, type = p.type](error_code ec) {
+      if (!ec) sig->emit(type);
+    });
+  }
+  ~canceller() {
+    if (timer_) timer_->cancel();
+    w_.cancels.erase(key_);
+  }
+  canceller(const canceller&) = delete;
+  canceller& operator=(const canceller&) = delete;
+  asio::cancellation_slot slot() { return sig_->slot(); }
+
+ private:
+  world& w_;
+  std::shared_ptr<asio::cancellation_signal> sig_;
+  long key_;
+  std::shared_ptr<asio::steady_timer> timer_;
+};
+
+/// Waits for an operation started with a callback (set() as its handler), so a caller can do
+/// something else in the turn that started it.
+class callback_result {
+ public:
+  explicit callback_result(asio::any_io_executor ex) : timer_(ex, clock_type::time_point::max()) {}
+  void set(error_code ec) {
+    ec_ = ec;
+    timer_.cancel();
+  }
+  asio::awaitable<error_code> wait() {
+    while (!ec_) {
+      auto waiting = timer_.async_wait(asio::as_tuple(use_awaitable));
+      co_await std::move(waiting);
+    }
+    co_return *ec_;
+  }
+
+ private:
+  asio::steady_timer timer_;
+  std::optional<error_code> ec_;
+};
+
+}  // namespace coetcd::test::explore
