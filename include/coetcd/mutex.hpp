@@ -127,7 +127,9 @@ class mutex {
   /// through an outage while the session lives), else the delete runs in the background. Other
   /// errors as async_lock.
   /// @par Cancellation
-  /// Terminal, partial, total, as async_lock.
+  /// Terminal, partial, total, as async_lock; also while a refused try waits for its key's delete
+  /// (operation_aborted at once, the delete goes on in the background), and so does destroying
+  /// the mutex then.
   /// @par Executor
   /// The handler's associated executor (default: the client's); never inside this call.
   /// @par Lifetimes

@@ -151,9 +151,9 @@ const std::string& mutex::name() const noexcept { return state_ ? state_->name :
 const std::string& mutex::key() const noexcept { return state_ ? state_->key : detail::empty_string(); }
 bool mutex::held() const noexcept { return state_ && state_->holds_now(); }
 std::int64_t mutex::fencing_token() const noexcept {
-  std::int64_t mod = 0, token = 0;
-  if (!state_ || !state_->read_fence(mod, token)) return 0;
-  return token;
+  detail::mutex_state::fence_read f;
+  if (!state_ || !state_->read_fence(f)) return 0;
+  return f.token;
 }
 std::uint64_t mutex::local_sequence() const noexcept { return state_ && state_->held ? state_->sequence.load() : 0; }
 response_header mutex::header() const noexcept { return state_ ? state_->header.load() : response_header{}; }
@@ -161,9 +161,9 @@ compare mutex::is_owner() const {
   if (!state_) detail::throw_empty("coetcd: is_owner() of a moved-from mutex");
   // The mod revision names one holder: a fenced hand-off puts the key again before the next
   // holder of this session holds. Not held: a revision no key can have (an absent key is 0).
-  std::int64_t mod = 0, token = 0;
-  if (!state_->read_fence(mod, token)) return compare::mod_revision(state_->key) == -1;
-  return compare::mod_revision(state_->key) == mod;
+  detail::mutex_state::fence_read f;
+  if (!state_->read_fence(f)) return compare::mod_revision(state_->key) == -1;
+  return compare::mod_revision(state_->key) == f.mod_rev;
 }
 
 }  // namespace coetcd

@@ -156,13 +156,8 @@ void mutex_queue::deliver(waiter w, asio::any_completion_handler<void(error_code
 
 void mutex_queue::give_back(const std::shared_ptr<mutex_state>& by) {
   // orphan() may have released this hold already: then there is nothing left to give.
-  if (!(shared ? by->shared_holds > 0 : held_by(by))) return;
-  if (shared) {
-    end_hold(by);
-    if (holds > 0) return;
-  } else {
-    by->held = false;
-  }
+  // end_hold also takes the hold's fence mark: a compare built from it must fail under the next.
+  if (!end_hold(by) || (shared && holds > 0)) return;
   auto& impl = *session->impl;
   if (impl.wants_events())
     impl.emit({.kind = event_kind::lock_released, .name = name, .key = key,

@@ -106,6 +106,9 @@ void mutex_queue::cancel_waiter(std::uint64_t id) {
 }
 
 void mutex_queue::abort_waiters_of(const mutex_state& m) {
+  // A refused try waiting for its key's delete is the object's too.
+  for (auto& [by, h] : refusing)
+    if (auto t = h.lock(); by == &m && t && *t) session->impl->complete(std::move(*t), asio::error::operation_aborted);
   std::vector<std::uint64_t> ids;
   for (auto& w : waiters)
     if (w.by.get() == &m) ids.push_back(w.id);
@@ -183,10 +186,12 @@ asio::awaitable<void> mutex_queue::drive() {
   // has just answered), and a process that exits on `locked` must leave no key behind.
   std::optional<asio::any_completion_handler<void(error_code)>> refused;  // emplaced: pitfall 1
   std::shared_ptr<early_cancel> refused_cancel;
+  const mutex_state* refused_by = nullptr;
   if (!a.owner) {
     if (try_id && !waiters.empty() && waiters.front().id == *try_id) {
       auto h = std::move(waiters.front().done);
       refused_cancel = std::move(waiters.front().cancel);
+      refused_by = waiters.front().by.get();
       waiters.pop_front();
       count_waiting();
       if (waiters.empty()) refused.emplace(std::move(h));
@@ -201,7 +206,7 @@ asio::awaitable<void> mutex_queue::drive() {
       co_return;  // this frame and its spawn are freed while the key waits
     }
     co_return fail_acquisition(ec, a.rev, refused ? std::move(*refused) : asio::any_completion_handler<void(error_code)>{},
-                               std::move(refused_cancel));
+                               std::move(refused_cancel), refused_by);
   }
   acquired(a.rev, a.mod_rev, a.txn.header);
 }
@@ -253,9 +258,9 @@ void mutex_queue::after_turn() {
 }
 
 void mutex_queue::fail_acquisition(error_code ec, std::int64_t r, asio::any_completion_handler<void(error_code)> refused,
-                                   std::shared_ptr<early_cancel> refused_cancel) {
+                                   std::shared_ptr<early_cancel> refused_cancel, const mutex_state* refused_by) {
   give_up(ec);
-  clean_up(r, std::move(refused), std::move(refused_cancel));
+  clean_up(r, std::move(refused), std::move(refused_cancel), refused_by);
   acquire_failed();
 }
 
@@ -269,18 +274,26 @@ void mutex_queue::give_up(error_code ec) {
 }
 
 void mutex_queue::clean_up(std::int64_t r, asio::any_completion_handler<void(error_code)> refused,
-                           std::shared_ptr<early_cancel> refused_cancel) {
+                           std::shared_ptr<early_cancel> refused_cancel, const mutex_state* refused_by) {
   // Not awaited: the driver is done as soon as the key stops counting as ours, so a caller that
   // comes (and maybe gives up) while the delete waits out an outage gets a driver of its own.
   bump(counters->cleaning);
   // std::function copies its target: the move-only handler travels behind a shared_ptr.
   auto then = std::make_shared<asio::any_completion_handler<void(error_code)>>(std::move(refused));
   // The refused try waits for the delete, but like any wait it ends at once when cancelled (a
-  // `try_lock || timer` through an outage); the delete goes on in the background.
-  if (*then && refused_cancel && refused_cancel->registered([then, impl = session->impl] {
-        if (*then) impl->complete(std::move(*then), asio::error::operation_aborted);
+  // `try_lock || timer` through an outage), or when its mutex is destroyed (abort_waiters_of);
+  // the delete goes on in the background. Weak: the handler's own cancellation slot keeps the
+  // callback, and a strong reference would keep the handler (and what it owns) for ever if the
+  // loop stopped before the delete ended.
+  if (*then && refused_cancel &&
+      refused_cancel->registered([w = std::weak_ptr(then), impl = session->impl] {
+        if (auto t = w.lock(); t && *t) impl->complete(std::move(*t), asio::error::operation_aborted);
       }))
     session->impl->complete(std::move(*then), asio::error::operation_aborted);
+  if (*then && refused_by) {
+    std::erase_if(refusing, [](const auto& e) { return e.second.expired(); });
+    refusing.emplace_back(refused_by, then);
+  }
   release_key_later(*session, key, r, [self = shared_from_this(), r, then, since = clock::now()](bool deleted) {
     bump(self->counters->cleaning, -1);
     auto& impl = *self->session->impl;
@@ -315,9 +328,12 @@ void mutex_queue::acquired(std::int64_t r, std::int64_t m, response_header h) {
   // before still has to move. A new key has a new create revision, and mod revision with it.
   // An election's rewrite seen while we queued (key_rewritten) may be newer than our txn's read.
   if (r != rev) fence_due = false;
-  // An adopted key: the hold before ours may have built a fence on it (see drive()). The write
-  // side of an rw_mutex cannot move it (start_refence); its fence is its key's mod revision.
-  if (std::exchange(adopted, false) && readers.empty()) fence_due = true;
+  // An adopted key: the hold before ours may have built a fence on it (see drive()), so it moves
+  // first. The write side of an rw_mutex fences by the key's create revision, which no put moves
+  // (start_refence): it gives the key up (the other holder's hold on it ends too, as the lease's
+  // one holder) and queues again with a new one. The read side has no fence of its own to move.
+  const bool adopted_now = std::exchange(adopted, false) && !shared;
+  if (adopted_now && readers.empty()) fence_due = true;
   rev = r;
   mod_rev = std::max(m, mod_rev);
   // Every holder before us (of any session, coetcd's tokens) had its token before its key's
@@ -333,6 +349,7 @@ void mutex_queue::acquired(std::int64_t r, std::int64_t m, response_header h) {
     return;
   }
   if (shared) return grant_all();
+  if (adopted_now && !readers.empty()) return start_release({});
   if (fence_due && readers.empty()) return start_refence({}, waiters.front().by->options);
   fence_due = false;
   grant();

@@ -56,18 +56,20 @@ struct mutex_state {
   bool holds_now() const { return held && !session->counts_as_lost(); }
 
   /// For is_owner() and fencing_token(), on any thread: marks the hold as fenced and reads its
-  /// mod revision and token; false when nothing is held. The mark comes before the read of
+  /// revisions and token, all of one hold; false when nothing is held. The mark comes before the read of
   /// `held`, and end_hold() clears `held` before it takes the mark (both sequentially
   /// consistent): an accessor that still sees the hold has its mark seen by the unlock, so the
   /// next local holder never holds under a compare built now. A grant of a new hold of this
   /// object in between (its sequence moves) makes the read start again.
-  bool read_fence(std::int64_t& mod, std::int64_t& token) noexcept {
+  struct fence_read {
+    std::int64_t rev = 0, mod_rev = 0, token = 0;
+  };
+  bool read_fence(fence_read& out) noexcept {
     for (;;) {
       const auto seq = sequence.load();
       fence_asked.store(true);
       if (!held.load()) return false;
-      mod = mod_rev.load();
-      token = fence.load();
+      out = {rev.load(), mod_rev.load(), fence.load()};
       if (sequence.load() == seq) return true;
     }
   }
@@ -116,13 +118,14 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   void give_up(error_code ec);
   /// give_up(ec), clean_up(rev, refused), acquire_failed(): a driver done without the key.
   void fail_acquisition(error_code ec, std::int64_t rev, asio::any_completion_handler<void(error_code)> refused = {},
-                        std::shared_ptr<early_cancel> refused_cancel = nullptr);
+                        std::shared_ptr<early_cancel> refused_cancel = nullptr, const mutex_state* refused_by = nullptr);
   /// Removes what the driver's txn made (`rev`, 0 when unknown), in the background as far as
   /// callers go: counted in client::stats() (`cleaning`) and told as a lock_released event.
   /// `refused`, a try_lock that found the name taken, gets error::locked once the key is gone, or
-  /// operation_aborted as soon as `refused_cancel` (its cancellation) comes.
+  /// operation_aborted as soon as `refused_cancel` (its cancellation) comes or its mutex
+  /// (`refused_by`) is destroyed.
   void clean_up(std::int64_t rev, asio::any_completion_handler<void(error_code)> refused = {},
-                std::shared_ptr<early_cancel> refused_cancel = nullptr);
+                std::shared_ptr<early_cancel> refused_cancel = nullptr, const mutex_state* refused_by = nullptr);
   /// Gives the lock to the first waiter; `unlocked`: the unlock that passed it on, if any;
   /// `local`: the key was ours already (a hand-off without a round trip).
   void grant(asio::any_completion_handler<void(error_code)> unlocked = {}, bool local = false);
@@ -245,6 +248,9 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   // when the driver sees the cancellation, before its clean-up (see give_up).
   std::list<std::pair<asio::any_completion_handler<void(error_code)>, error_code>> parting;
   std::uint64_t next_id = 0;
+  /// Refused tries waiting for their key's delete, by the mutex they came through (compared, never
+  /// followed): abort_waiters_of completes them when that mutex goes. The clean-up owns each handler.
+  std::vector<std::pair<const mutex_state*, std::weak_ptr<asio::any_completion_handler<void(error_code)>>>> refusing;
   std::optional<clock::time_point> foreign_since;
   std::size_t handoffs_since_foreign = 0;
   asio::cancellation_signal driver_cancel;

@@ -70,15 +70,14 @@ bool rw_mutex::held() const noexcept {
 int rw_mutex::shared_holds() const noexcept { return read_ ? read_->shared_holds.load() : 0; }
 std::int64_t rw_mutex::fencing_token() const noexcept {
   if (!write_) return 0;
-  if (std::int64_t mod = 0, token = 0; write_->read_fence(mod, token)) return token;
+  if (detail::mutex_state::fence_read f; write_->read_fence(f)) return f.token;
   return read_->shared_holds > 0 ? read_->fence.load() : 0;
 }
 compare rw_mutex::is_owner() const {
   if (!write_) detail::throw_empty("coetcd: is_owner() of a moved-from rw_mutex");
   // The write side's fenced hand-off releases the key and queues again (Go's recipe orders by
   // mod revision, so the key is never put again): its create revision names one holder.
-  if (std::int64_t mod = 0, token = 0; write_->read_fence(mod, token))
-    return compare::create_revision(write_->key) == write_->rev.load();
+  if (detail::mutex_state::fence_read f; write_->read_fence(f)) return compare::create_revision(write_->key) == f.rev;
   if (read_->shared_holds > 0) return compare::create_revision(read_->key) == read_->rev.load();
   return compare::create_revision(write_->key) == -1;  // no key has it: never holds
 }

@@ -138,9 +138,7 @@ asio::awaitable<error_code> acquire_permits(std::shared_ptr<semaphore_state> mp,
     // A refused try waits for its key's delete (etcd has just answered; a process that exits on
     // `locked` must leave no key). Nobody else waits for a clean-up: see release_key_later.
     if (a.abandoned) co_return ec;
-    if (ec == error::locked && !cancellable) {
-      co_await release_key(s, key, a.rev);
-    } else if (ec == error::locked) {
+    if (ec == error::locked) {
       // Waited for like a try_lock's delete, but a cancellation ends the wait at once (a
       // `try_acquire || timer` through an outage); the delete goes on in the background.
       // (done may run inside release_key_later: a timer cancelled before its wait would not wake it)
@@ -150,7 +148,8 @@ asio::awaitable<error_code> acquire_permits(std::shared_ptr<semaphore_state> mp,
         deleted->second = true;
         deleted->first.cancel();
       });
-      if (!deleted->second) co_await deleted->first.async_wait(as_result);
+      // A cancellation that came before the wait started is not replayed onto it: look first.
+      if (!deleted->second && !(co_await cancellation_requested())) co_await deleted->first.async_wait(as_result);
       if (!deleted->second && co_await cancellation_requested()) ec = asio::error::operation_aborted;
     } else {
       release_key_later(s, key, a.rev);
