@@ -190,10 +190,16 @@ struct world {
   /// later choices do not depend on how many there were.
   sess_rec* pick_usable(chooser& c) {
     const int x = c.between(0, 1 << 20);
+    // Half the time one of the two newest: a lease adopted from another client at once is such a
+    // pair, and what its two sessions do first (their first keys, their first holds) is where
+    // adoption bugs live (two sessions numbering their semaphore keys alike, say).
+    const bool newest = c.chance(50);
     std::vector<sess_rec*> ok;
     for (auto& s : sessions)
       if (s->usable()) ok.push_back(s.get());
-    return ok.empty() ? nullptr : ok[static_cast<std::size_t>(x) % ok.size()];
+    if (ok.empty()) return nullptr;
+    if (newest && ok.size() >= 2) return ok[ok.size() - 1 - static_cast<std::size_t>(x) % 2];
+    return ok[static_cast<std::size_t>(x) % ok.size()];
   }
 
   /// An object of `kind` on `name` under `s`: one that exists (not busy) more often than not, at
