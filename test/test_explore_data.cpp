@@ -1,0 +1,180 @@
+// The operation explorer (issue 54) on the data recipes: random histories of stm, counter, queue
+// and priority_queue, and cache, over three clients (two behind fault proxies), each checked
+// against a model built from etcd's own record of the case's keys (test/explore/data*.hpp).
+// COETCD_EXPLORE_SEED replays a run's choices, COETCD_EXPLORE_SECONDS sets its length across the
+// cases (default 60: 20 % each).
+#define BOOST_TEST_MODULE coetcd_explore_data
+#include "support/fixture.hpp"
+
+#include "explore/data_counter.hpp"
+#include "explore/data_stm.hpp"
+
+using namespace coetcd;
+using namespace coetcd::test;
+using namespace coetcd::test::explore;
+
+BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
+
+namespace {
+
+/// Gives up a case whose coroutines still run: they reference the world and the io_context, so
+/// both are left allocated (the clients closed first, so no thread of theirs posts any more).
+void abandon(std::unique_ptr<asio::io_context> ioc, std::unique_ptr<world> w) {
+  for (auto& c : w->clients) c->close();
+  w->judge->close();
+  ioc->restart();
+  ioc->run_for(std::chrono::seconds(2));
+  (void)w.release();
+  (void)ioc.release();
+}
+
+/// Runs one case for `share` of the run's seconds, as test_explore's cases (its choices come
+/// from the run's seed and the case's index: `--run_test=<case>` with the same seed replays it).
+template <class Body>
+void data_case(const std::string& label, int index, double share, Body body) {
+  const auto& run = run_config::get();
+  const std::uint64_t seed = run.seed ^ (0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(index + 1));
+  const double seconds = std::max(3.0, run.seconds * share);
+  BOOST_TEST_MESSAGE("explore " << label << ": COETCD_EXPLORE_SEED=" << run.seed << ", " << seconds << " s");
+  auto ioc = std::make_unique<asio::io_context>();
+  auto w = std::make_unique<world>(*ioc, label, run.seed, seed, seconds);
+  const auto limit = std::chrono::milliseconds(static_cast<long>(seconds * 1000)) + std::chrono::seconds(90);
+  std::string broke;
+  try {
+    run_for(*ioc, body(*w), limit);
+  } catch (const std::exception& x) {
+    broke = x.what();
+  } catch (...) {  // run_for's BOOST_FAIL: past its time limit
+    broke = "past its time limit";
+  }
+  report(*w);
+  if (!broke.empty()) {
+    BOOST_ERROR("explore " << label << " (COETCD_EXPLORE_SEED=" << run.seed << ") did not finish: " << broke);
+    abandon(std::move(ioc), std::move(w));
+    return;
+  }
+  std::size_t ops = 0;
+  std::string said = "no summary (the case ended before its check)";
+  for (auto& e : w->h.events()) {
+    ops += e.phase == entry::invoke;
+    if (e.what == "summary") said = e.result;
+  }
+  BOOST_TEST_MESSAGE("explore " << label << ": " << ops << " operations; " << said << "; " << w->h.violations().size()
+                                << " violations (COETCD_EXPLORE_SEED=" << run.seed << " --run_test=" << label << " replays the choices)");
+  BOOST_TEST(ops > 0u, "explore " << label << ": no operation ran");
+  if (w->running > 0) {
+    BOOST_ERROR("explore " << label << ": " << w->running << " coroutines still running");
+    abandon(std::move(ioc), std::move(w));
+  }
+}
+
+}  // namespace
+
+// stm: 8 actors run random bodies (read 1-3 of 5 keys, write 1-2 from what they read, a receipt
+// key each) at every isolation level, commit groups on and off, some cut short, beside two plain
+// writers; each applied run's reads replayed in commit order against a model of the keys.
+BOOST_AUTO_TEST_CASE(stm_histories) {
+  data_case("stm_histories", 10, 0.2, [](world& w) { return run_stm_case(w); });
+}
+
+// counter: 9 actors add positive amounts, compare-and-set (some cut short) and read through 10
+// objects on three clients; no add lost or made twice, each read a value the key held.
+BOOST_AUTO_TEST_CASE(counter_histories) {
+  data_case("counter_histories", 11, 0.2, [](world& w) { return run_counter_case(w); });
+}
+
+// The checks themselves on hand-made records (no etcd): a counter's subset sums, the versions of
+// a key by revision, the difference of two states.
+BOOST_AUTO_TEST_CASE(data_checks_see_hand_made_cases) {
+  const auto sums = subset_sums({3, 5, 9});
+  for (std::int64_t x : {0, 3, 5, 8, 9, 12, 14, 17}) BOOST_TEST(can_make(sums, x), x);
+  for (std::int64_t x : {1, 2, 4, 6, 7, 10, 11, 13, 15, 16, 18, -1}) BOOST_TEST(!can_make(sums, x), x);
+
+  etcd_record r;
+  r.first = 10;
+  key_value a{.key = "p/a", .value = "1", .create_revision = 5, .mod_revision = 5, .version = 1};
+  r.initial.emplace(a.key, a);
+  watch_event put_b{.type = watch_event::kind::put, .kv = {.key = "p/b", .value = "x", .create_revision = 11, .mod_revision = 11, .version = 1}};
+  watch_event del_a{.type = watch_event::kind::del, .kv = {.key = "p/a", .mod_revision = 12}};
+  watch_event put_a{.type = watch_event::kind::put, .kv = {.key = "p/a", .value = "2", .create_revision = 13, .mod_revision = 13, .version = 1}};
+  r.events = {put_b, del_a, put_a};
+  const versions vs(r);
+  BOOST_TEST(vs.at("p/a", 9)->value == "1");
+  BOOST_TEST(vs.at("p/a", 11)->value == "1");
+  BOOST_TEST(!vs.at("p/a", 12));
+  BOOST_TEST(vs.at("p/a", 13)->value == "2");
+  BOOST_TEST(!vs.at("p/b", 10));
+  BOOST_TEST(vs.state_at(11, "p/").size() == 2u);
+  BOOST_TEST(vs.state_at(12, "p/").size() == 1u);
+  BOOST_TEST(state_difference(vs.state_at(13), vs.state_at(13)).empty());
+  BOOST_TEST(!state_difference(vs.state_at(11), vs.state_at(13)).empty());  // p/a "1" against "2"
+  BOOST_TEST(!state_difference(vs.state_at(12), vs.state_at(13)).empty());  // p/a missing
+}
+
+// The STM check on a hand-made record (no etcd): a stale read at a serializable level, a run told
+// committed that etcd does not have, a change nobody made, a run told failed that was applied;
+// none for a read_committed run's old value, a plain put, or a commit of two runs where the second
+// read the first's write.
+BOOST_AUTO_TEST_CASE(stm_check_sees_hand_made_violations) {
+  history h("hand-made stm");
+  stm_case sc;
+  sc.name = "stm";
+  sc.keys = {"stm/k0", "stm/k1"};
+  sc.receipts = "runs/";
+  sc.record = std::make_shared<etcd_record>();
+  auto& rec = *sc.record;
+  rec.first = 10;
+  rec.initial["stm/k0"] = key_value{.key = "stm/k0", .value = "init", .create_revision = 5, .mod_revision = 5, .version = 1};
+  auto change = [&](const std::string& k, const std::string& v, std::int64_t rev) {
+    watch_event e;
+    e.kv.key = k;
+    e.kv.value = v;
+    e.kv.mod_revision = rev;
+    rec.events.push_back(e);
+  };
+  long turn = 0;
+  auto run = [&](isolation level, std::map<std::string, std::optional<std::string>> reads,
+                 std::map<std::string, std::optional<std::string>> writes, error_code told, std::int64_t at) {
+    auto r = std::make_shared<stm_run>();
+    r->id = static_cast<int>(sc.runs.size()) + 1;
+    r->level = level;
+    r->done = true;
+    r->ec = told;
+    stm_body_rec b;
+    b.number = r->started = 1;
+    b.reads = std::move(reads);
+    b.writes = std::move(writes);
+    b.ended = ++turn;
+    if (at) {
+      for (auto& [k, v] : b.writes) change(k, *v, at);
+      change(sc.receipts + std::to_string(r->id), r->tag(1), at);
+    }
+    r->bodies.push_back(std::move(b));
+    sc.runs.push_back(r);
+  };
+  const auto ser = isolation::serializable;
+  run(ser, {{"stm/k0", "init"}}, {{"stm/k0", "r1.1|a"}}, {}, 10);
+  run(ser, {{"stm/k0", "init"}}, {{"stm/k1", "r2.1|b"}}, {}, 11);  // stale: k0 was r1.1|a
+  run(isolation::read_committed, {{"stm/k0", "init"}}, {{"stm/k1", "r3.1|c"}}, {}, 12);
+  run(ser, {{"stm/k1", std::nullopt}}, {{"stm/k1", "r4.1|x"}}, {}, 0);  // told committed, not applied
+  auto p = std::make_shared<hot_put>();
+  p->key = "stm/k0";
+  p->value = "h0.0";
+  p->done = true;
+  p->revision = 13;
+  sc.puts.push_back(p);
+  change("stm/k0", "h0.0", 13);
+  change("stm/k1", "mystery", 14);  // nobody's
+  run(ser, {{"stm/k0", "h0.0"}}, {{"stm/k0", "r5.1|d"}}, {}, 15);  // one commit of two runs
+  run(ser, {{"stm/k0", "r5.1|d"}}, {{"stm/k1", "r6.1|e"}}, {}, 15);
+  std::stable_sort(rec.events.begin(), rec.events.end(),
+                   [](const watch_event& a, const watch_event& b) { return a.kv.mod_revision < b.kv.mod_revision; });
+  run(ser, {{"stm/k1", "r6.1|e"}}, {{"stm/k0", "r7.1|f"}}, make_error_code(error::conflict), 16);  // told failed, applied
+  check_stm(h, sc);
+  std::map<std::string, int> seen;
+  for (auto& v : h.violations()) ++seen[v.invariant.substr(0, 4)];
+  BOOST_TEST(seen["(s1)"] == 3);
+  BOOST_TEST(seen["(s2)"] == 1);
+  BOOST_TEST(h.violations().size() == 4u);
+  for (auto& v : h.violations()) BOOST_TEST_MESSAGE(v.invariant << ": " << v.what);
+}
