@@ -7,6 +7,7 @@
 #include "support/fixture.hpp"
 
 #include "explore/data_counter.hpp"
+#include "explore/data_queue.hpp"
 #include "explore/data_stm.hpp"
 
 using namespace coetcd;
@@ -81,6 +82,12 @@ BOOST_AUTO_TEST_CASE(stm_histories) {
 // objects on three clients; no add lost or made twice, each read a value the key held.
 BOOST_AUTO_TEST_CASE(counter_histories) {
   data_case("counter_histories", 11, 0.2, [](world& w) { return run_counter_case(w); });
+}
+
+// queue and priority_queue: 4 producers, 5 consumers (many cut short), sessions closed and
+// replaced; each item taken once or left once.
+BOOST_AUTO_TEST_CASE(queue_histories) {
+  data_case("queue_histories", 12, 0.2, [](world& w) { return run_queue_case(w); });
 }
 
 // The checks themselves on hand-made records (no etcd): a counter's subset sums, the versions of
