@@ -6,6 +6,7 @@
 #define BOOST_TEST_MODULE coetcd_explore_data
 #include "support/fixture.hpp"
 
+#include "explore/data_cache.hpp"
 #include "explore/data_counter.hpp"
 #include "explore/data_queue.hpp"
 #include "explore/data_stm.hpp"
@@ -88,6 +89,12 @@ BOOST_AUTO_TEST_CASE(counter_histories) {
 // replaced; each item taken once or left once.
 BOOST_AUTO_TEST_CASE(queue_histories) {
   data_case("queue_histories", 12, 0.2, [](world& w) { return run_queue_case(w); });
+}
+
+// cache: 3 writers, a cache per client with readers coming and going, compaction while a cache
+// is cut off; its range against etcd at its revision, each reader's updates against etcd's record.
+BOOST_AUTO_TEST_CASE(cache_histories) {
+  data_case("cache_histories", 13, 0.2, [](world& w) { return run_cache_case(w); });
 }
 
 // The checks themselves on hand-made records (no etcd): a counter's subset sums, the versions of
