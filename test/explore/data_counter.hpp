@@ -144,116 +144,129 @@ inline bool can_make(const std::vector<bool>& sums, std::int64_t x) {
   return x >= 0 && static_cast<std::size_t>(x) < sums.size() && sums[static_cast<std::size_t>(x)];
 }
 
-inline asio::awaitable<void> check_counter(world& w, counter_case& cc) {
+/// (c1), (c2) for one key, from etcd's record and the operations on the key; the key's last value
+/// in the record (0 without a change) and a summary.
+inline std::pair<std::int64_t, std::string> judge_counter_key(history& h, const std::string& name, const std::string& key,
+                                                              const etcd_record& rec,
+                                                              const std::vector<std::shared_ptr<add_rec>>& adds,
+                                                              const std::vector<std::shared_ptr<get_rec>>& gets) {
   const std::string inv = "(c1) a counter loses no add and makes none twice";
   const std::string reads = "(c2) a counter's read is linearizable";
   auto fail = [&](const std::string& invariant, const std::string& what, long from, long to) {
-    w.h.fail({invariant, cc.name, what, from, from > 0 && to == 0 ? w.h.last_seq() : to, {}});
+    h.fail({invariant, name, what, from, from > 0 && to == 0 ? h.last_seq() : to, {}});
   };
+  // The values the record went through: (revision, value), from before the case on.
+  std::vector<std::pair<std::int64_t, std::int64_t>> steps;
+  auto initial = rec.initial.find(key);
+  steps.push_back({rec.first - 1, initial == rec.initial.end() ? 0 : counter::parse(initial->second.value).value_or(0)});
+  for (auto& e : rec.events) {
+    if (e.kv.key != key) continue;
+    auto v = counter::parse(e.kv.value);
+    if (e.type != watch_event::kind::put || !v) {
+      fail(inv, key + " at revision " + std::to_string(e.kv.mod_revision) + ": " +
+                    (e.type != watch_event::kind::put ? std::string("deleted") : "not a number: " + e.kv.value), 0, 0);
+      continue;
+    }
+    if (*v <= steps.back().second)
+      fail(inv, key + " went from " + std::to_string(steps.back().second) + " to " + std::to_string(*v) + " at revision " +
+                    std::to_string(e.kv.mod_revision) + " (every amount added is positive)", 0, 0);
+    steps.push_back({e.kv.mod_revision, *v});
+  }
+  std::vector<const add_rec*> applied;
+  std::vector<std::int64_t> maybe, refused;
+  std::map<std::string, int> errors;
+  for (auto& a : adds) {
+    if (a->key != key) continue;
+    const int o = a->outcome();
+    if (o > 0) applied.push_back(a.get());
+    else if (o == 0) maybe.push_back(a->delta);
+    else if (a->ec) {
+      refused.push_back(a->delta);
+      ++errors[a->ec.message()];
+    }
+  }
+  // Each applied add: its stretch inside one change, the stretches apart.
+  std::sort(applied.begin(), applied.end(), [](auto* a, auto* b) { return a->value < b->value; });
+  std::vector<std::int64_t> told(steps.size(), 0);  // what the applied adds account for in each change
+  const add_rec* before = nullptr;
+  for (auto* a : applied) {
+    const auto lo = a->value - a->delta;
+    auto at = std::lower_bound(steps.begin() + 1, steps.end(), a->value, [](auto& s, std::int64_t v) { return s.second < v; });
+    if (at == steps.end() || std::prev(at)->second > lo)
+      fail(inv, key + ": " + add_text(*a) + ", but no change of the key went from at most " + std::to_string(lo) + " to at least " +
+                    std::to_string(a->value), a->invoked, a->completed);
+    else
+      told[static_cast<std::size_t>(at - steps.begin())] += a->delta;
+    if (before && before->value > lo)
+      fail(inv, key + ": two adds told overlapping stretches: " + add_text(*before) + " and " + add_text(*a),
+           std::min(before->invoked, a->invoked), std::max(before->completed, a->completed));
+    before = a;
+  }
+  // What the changes added beyond the applied adds: made of adds whose outcome is unknown.
+  const auto can = subset_sums(maybe);
+  for (std::size_t i = 1; i < steps.size(); ++i) {
+    const auto rest = steps[i].second - steps[i - 1].second - told[i];
+    if (rest != 0 && !can_make(can, rest))
+      fail(inv, key + ": the change at revision " + std::to_string(steps[i].first) + " (" + std::to_string(steps[i - 1].second) + " -> " +
+                    std::to_string(steps[i].second) + ") added " + std::to_string(rest) + " beyond the adds told applied in it, which no set of the " +
+                    std::to_string(maybe.size()) + " adds of unknown outcome makes", 0, 0);
+  }
+  std::int64_t told_total = 0;
+  for (auto* a : applied) told_total += a->delta;
+  const auto gap = steps.back().second - steps.front().second - told_total;
+  if (!can_make(can, gap)) {
+    auto all = maybe;
+    all.insert(all.end(), refused.begin(), refused.end());
+    std::string why = gap < 0 ? "less than the adds told applied: an add was lost" : "no set of the adds of unknown outcome makes it";
+    if (gap > 0 && !refused.empty() && can_make(subset_sums(all), gap)) {
+      why += "; adds that failed otherwise would (";
+      for (auto& [e, n] : errors) why += std::to_string(n) + " " + e + "; ";
+      why += "an error other than outcome_unknown says the add was not applied)";
+    }
+    fail(inv, key + " went from " + std::to_string(steps.front().second) + " to " + std::to_string(steps.back().second) + ", " +
+                  std::to_string(applied.size()) + " adds told applied add " + std::to_string(told_total) + ", the " +
+                  std::to_string(gap) + " beyond: " + why, 0, 0);
+  }
+  // Reads: a value the key held, never below an add told applied before the read began.
+  std::set<std::int64_t> held;
+  for (auto& [rev, v] : steps) held.insert(v);
+  for (auto& g : gets) {
+    if (g->key != key || !g->done || g->ec) continue;
+    if (!held.count(g->value))
+      fail(reads, key + ": a read (actor " + std::to_string(g->actor) + ") found " + std::to_string(g->value) + ", which the key never held",
+           g->invoked, g->completed);
+    for (auto* a : applied)
+      if (a->completed < g->invoked && a->value > g->value) {
+        fail(reads, key + ": a read (actor " + std::to_string(g->actor) + ") found " + std::to_string(g->value) + " after " + add_text(*a) +
+                        " had completed", a->invoked, g->completed);
+        break;
+      }
+  }
+  if (applied.empty()) fail("(c0) adds are applied", key + ": no add was told applied", 0, 0);
   std::ostringstream sum;
+  sum << key.substr(key.rfind('/') + 1) << ": " << steps.size() - 1 << " changes to " << steps.back().second << ", "
+      << applied.size() << " applied, " << maybe.size() << " unknown (" << gap << " of theirs applied)";
+  for (auto& [e, n] : errors) sum << ", " << n << " " << e;
+  return {steps.back().second, sum.str()};
+}
+
+inline asio::awaitable<void> check_counter(world& w, counter_case& cc) {
+  std::string sum;
   for (auto& key : cc.keys) {
-    // The values etcd's record went through: (revision, value), from before the case on.
-    std::vector<std::pair<std::int64_t, std::int64_t>> steps;
-    auto initial = cc.record->initial.find(key);
-    steps.push_back({cc.record->first - 1, initial == cc.record->initial.end() ? 0 : counter::parse(initial->second.value).value_or(0)});
-    for (auto& e : cc.record->events) {
-      if (e.kv.key != key) continue;
-      auto v = counter::parse(e.kv.value);
-      if (e.type != watch_event::kind::put || !v) {
-        fail(inv, key + " at revision " + std::to_string(e.kv.mod_revision) + ": " + (v ? "deleted" : "not a number: " + e.kv.value), 0, 0);
-        continue;
-      }
-      if (*v <= steps.back().second)
-        fail(inv, key + " went from " + std::to_string(steps.back().second) + " to " + std::to_string(*v) + " at revision " +
-                      std::to_string(e.kv.mod_revision) + " (every amount added is positive)", 0, 0);
-      steps.push_back({e.kv.mod_revision, *v});
-    }
-    std::vector<const add_rec*> applied;
-    std::vector<std::int64_t> maybe, refused;
-    std::map<std::string, int> errors;
-    for (auto& a : cc.adds) {
-      if (a->key != key) continue;
-      const int o = a->outcome();
-      if (o > 0) applied.push_back(a.get());
-      else if (o == 0) maybe.push_back(a->delta);
-      else if (a->ec) {
-        refused.push_back(a->delta);
-        ++errors[a->ec.message()];
-      }
-    }
-    // Each applied add: its stretch inside one change, the stretches apart.
-    std::sort(applied.begin(), applied.end(), [](auto* a, auto* b) { return a->value < b->value; });
-    std::vector<std::int64_t> told(steps.size(), 0);  // what the applied adds account for in each change
-    const add_rec* before = nullptr;
-    for (auto* a : applied) {
-      const auto lo = a->value - a->delta;
-      auto at = std::lower_bound(steps.begin() + 1, steps.end(), a->value, [](auto& s, std::int64_t v) { return s.second < v; });
-      if (at == steps.end() || std::prev(at)->second > lo)
-        fail(inv, key + ": " + add_text(*a) + ", but no change of the key went from at most " + std::to_string(lo) + " to at least " +
-                      std::to_string(a->value), a->invoked, a->completed);
-      else
-        told[static_cast<std::size_t>(at - steps.begin())] += a->delta;
-      if (before && before->value > lo)
-        fail(inv, key + ": two adds told overlapping stretches: " + add_text(*before) + " and " + add_text(*a),
-             std::min(before->invoked, a->invoked), std::max(before->completed, a->completed));
-      before = a;
-    }
-    // What the changes added beyond the applied adds: made of adds whose outcome is unknown.
-    const auto can = subset_sums(maybe);
-    for (std::size_t i = 1; i < steps.size(); ++i) {
-      const auto rest = steps[i].second - steps[i - 1].second - told[i];
-      if (rest != 0 && !can_make(can, rest))
-        fail(inv, key + ": the change at revision " + std::to_string(steps[i].first) + " (" + std::to_string(steps[i - 1].second) + " -> " +
-                      std::to_string(steps[i].second) + ") added " + std::to_string(rest) + " beyond the adds told applied in it, which no set of the " +
-                      std::to_string(maybe.size()) + " adds of unknown outcome makes", 0, 0);
-    }
-    std::int64_t told_total = 0;
-    for (auto* a : applied) told_total += a->delta;
-    const auto gap = steps.back().second - steps.front().second - told_total;
-    if (!can_make(can, gap)) {
-      auto all = maybe;
-      all.insert(all.end(), refused.begin(), refused.end());
-      std::string why = gap < 0 ? "less than the adds told applied: an add was lost" : "no set of the adds of unknown outcome makes it";
-      if (gap > 0 && !refused.empty() && can_make(subset_sums(all), gap)) {
-        why += "; adds that failed otherwise would (";
-        for (auto& [e, n] : errors) why += std::to_string(n) + " " + e + "; ";
-        why += "an error other than outcome_unknown says the add was not applied)";
-      }
-      fail(inv, key + " went from " + std::to_string(steps.front().second) + " to " + std::to_string(steps.back().second) + ", " +
-                    std::to_string(applied.size()) + " adds told applied add " + std::to_string(told_total) + ", the " +
-                    std::to_string(gap) + " beyond: " + why, 0, 0);
-    }
-    // Reads: a value the key held, never below an add told applied before the read began.
-    std::set<std::int64_t> held;
-    for (auto& [rev, v] : steps) held.insert(v);
-    for (auto& g : cc.gets) {
-      if (g->key != key || !g->done || g->ec) continue;
-      if (!held.count(g->value))
-        fail(reads, key + ": a read (actor " + std::to_string(g->actor) + ") found " + std::to_string(g->value) + ", which the key never held",
-             g->invoked, g->completed);
-      for (auto* a : applied)
-        if (a->completed < g->invoked && a->value > g->value) {
-          fail(reads, key + ": a read (actor " + std::to_string(g->actor) + ") found " + std::to_string(g->value) + " after " + add_text(*a) +
-                          " had completed", a->invoked, g->completed);
-          break;
-        }
-    }
+    const auto judged = judge_counter_key(w.h, cc.name, key, *cc.record, cc.adds, cc.gets);
+    const std::int64_t last = judged.first;
+    sum += judged.second + "; ";
     // The key now is the record's last value.
     auto reading = w.judge->async_get(key, get_options{}, use_awaitable);
     auto now = co_await std::move(reading);
     const auto final_value = now.kvs.empty() ? 0 : counter::parse(now.kvs.front().value).value_or(-1);
-    if (final_value != steps.back().second)
-      fail(inv, key + " is " + std::to_string(final_value) + ", its record ends at " + std::to_string(steps.back().second), 0, 0);
-    sum << key.substr(key.rfind('/') + 1) << ": " << steps.size() - 1 << " changes to " << steps.back().second << ", "
-        << applied.size() << " applied, " << maybe.size() << " unknown (" << gap << " of theirs applied)";
-    for (auto& [e, n] : errors) sum << ", " << n << " " << e;
-    sum << "; ";
-    if (applied.empty()) fail("(c0) adds are applied", key + ": no add was told applied", 0, 0);
+    if (final_value != last)
+      w.h.fail({"(c1) a counter loses no add and makes none twice", cc.name,
+                key + " is " + std::to_string(final_value) + ", its record ends at " + std::to_string(last), 0, 0, {}});
   }
   std::size_t reads_ok = 0;
   for (auto& g : cc.gets) reads_ok += g->done && !g->ec;
-  sum << reads_ok << " reads";
-  summary(w, sum.str());
+  summary(w, sum + std::to_string(reads_ok) + " reads");
 }
 
 /// The counter case: two keys, an object per key on each client and a second on clients 0 and

@@ -164,6 +164,11 @@ inline void check_stm(history& h, stm_case& sc) {
       }
       for (auto& [k, v] : b.writes) wrote[k] = v;
     }
+    // Deleting a key that is not there changes nothing in etcd's record.
+    std::erase_if(wrote, [&](const auto& kv) {
+      auto m = model.find(kv.first);
+      return !kv.second && (m == model.end() || !m->second.value);
+    });
     const auto& in_etcd = changed[R];
     if (wrote != in_etcd) {
       auto text = [](const std::map<std::string, std::optional<std::string>>& m) {
