@@ -48,7 +48,18 @@ struct cli {
 
 /// Prints "coetcd: MSG" on stderr and exits with `code`.
 [[noreturn]] void die(int code, const std::string& msg);
-/// The command line, checked; exits with `usage` (or `ok` for --help) when it is not right.
+/// What parse_args throws for a command line that is not right (`usage`), or for --help or no
+/// command (`help`: the help text, exiting `ok` for --help and `usage` for nothing).
+struct usage_error {
+  int code = usage;
+  std::string message;
+  bool help = false;
+};
+/// The command line after the program's name (and the COETCD_* variables), checked; throws
+/// usage_error. Reads no file and no terminal, exits nothing.
+cli parse_args(const std::vector<std::string>& argv);
+/// parse_args(argv[1...]); prints a usage_error (help on stdout, else "coetcd: ..." on stderr)
+/// and exits with its code.
 cli parse(int argc, char** argv);
 /// The client's options from the flags; exits with `usage` when they are not right.
 coetcd::client_options client_options_for(const cli& c);
@@ -56,7 +67,7 @@ coetcd::client_options client_options_for(const cli& c);
 /// Whether `command` is one of the cluster commands (member, endpoint, alarm, defrag, snapshot,
 /// move-leader), which cli_cluster.cpp checks and runs.
 bool is_cluster_command(const std::string& command);
-/// Checks a cluster command's arguments; exits with `usage` when they are not right.
+/// Checks a cluster command's arguments; throws usage_error when they are not right.
 void check_cluster_command(const cli& c);
 /// Runs a cluster command; returns the exit code.
 asio::awaitable<int> run_cluster_command(const cli& c, coetcd::client& client);

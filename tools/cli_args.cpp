@@ -6,6 +6,8 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -72,6 +74,10 @@ member, endpoint, alarm, defrag, snapshot, move-leader
 Flags (before or after the command; each also read from COETCD_<FLAG>, e.g. COETCD_ENDPOINTS):
 )";
 
+// The longest --timeout and --dial-timeout: 31 years, whose milliseconds and nanoseconds fit in
+// 64 bits on every clock the tool adds them to.
+constexpr double max_seconds = 1e9;
+
 const char* const exit_codes_text = R"(
 Exit codes:
   0  success (lock with a command: the command's own exit code)
@@ -113,15 +119,29 @@ std::string read_password(const std::string& user) {
   return pw;
 }
 
+// What a refused flag says. Boost 1.81's what() puts the words into its message until none of
+// its %tokens% is left, so a word or COETCD_* value holding the token it stands for
+// ("--timeout %value%") never ends; then the message names the flag alone.
+std::string flag_error(const po::error& e, const std::vector<std::string>& words) {
+  const auto percent = [](std::string_view s) { return s.find('%') != std::string_view::npos; };
+  bool tokens = std::any_of(words.begin(), words.end(), percent);
+  for (char** env = environ; !tokens && *env; ++env)
+    tokens = std::string_view(*env).starts_with("COETCD_") && percent(*env);
+  if (!tokens) return e.what();
+  if (const auto* named = dynamic_cast<const po::error_with_option_name*>(&e))
+    return "the flag '" + named->get_option_name() + "' or its value is not right";
+  return "the flags are not right";
+}
+
 }  // namespace
 
-cli parse(int argc, char** argv) {
+cli parse_args(const std::vector<std::string>& argv) {
   cli c;
   // Everything after the first "--" is the command to run under the lock, verbatim.
   std::vector<std::string> words;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--") {
-      for (int j = i + 1; j < argc; ++j) c.exec.push_back(argv[j]);
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    if (argv[i] == "--") {
+      c.exec.assign(argv.begin() + static_cast<std::ptrdiff_t>(i) + 1, argv.end());
       break;
     }
     words.push_back(argv[i]);
@@ -167,18 +187,19 @@ cli parse(int argc, char** argv) {
               vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    die(usage, std::string(e.what()) + " (see coetcd --help)");
+    throw usage_error{usage, flag_error(e, words) + " (see coetcd --help)"};
   }
   if (vm.count("help") || words.empty()) {
-    std::cout << help_text << flags << exit_codes_text;
-    std::exit(vm.count("help") ? ok : usage);
+    std::ostringstream text;
+    text << help_text << flags << exit_codes_text;
+    throw usage_error{vm.count("help") ? ok : usage, text.str(), true};
   }
   auto w = vm.count("words") ? vm["words"].as<std::vector<std::string>>() : std::vector<std::string>{};
-  if (w.empty()) die(usage, "no command (see coetcd --help)");
+  if (w.empty()) throw usage_error{usage, "no command (see coetcd --help)"};
   c.command = w.front();
   c.args.assign(w.begin() + 1, w.end());
   auto want = [&](std::size_t n, const char* shape) {
-    if (c.args.size() != n) die(usage, "usage: coetcd " + c.command + " " + shape);
+    if (c.args.size() != n) throw usage_error{usage, "usage: coetcd " + c.command + " " + shape};
   };
   const bool locks = c.command == "lock" || c.command == "rlock" || c.command == "wlock" || c.command == "sem";
   if (c.command == "lock") c.status ? want(1, "--status NAME [--json]") : want(1, "NAME [-- COMMAND ARGS...]");
@@ -189,28 +210,42 @@ cli parse(int argc, char** argv) {
       c.permits = std::stoll(c.args[1], &used);
       if (used != c.args[1].size()) throw std::invalid_argument("trailing");
     } catch (const std::exception&) {
-      die(usage, "sem: PERMITS must be a whole number, not '" + c.args[1] + "'");
+      throw usage_error{usage, "sem: PERMITS must be a whole number, not '" + c.args[1] + "'"};
     }
-    if (c.permits < 1) die(usage, "sem: PERMITS must be at least 1");
-    if (c.count < 1 || c.count > c.permits) die(usage, "sem: --count must be between 1 and PERMITS");
+    if (c.permits < 1) throw usage_error{usage, "sem: PERMITS must be at least 1"};
+    if (c.count < 1 || c.count > c.permits) throw usage_error{usage, "sem: --count must be between 1 and PERMITS"};
   } else if (locks) want(1, "NAME [-- COMMAND ARGS...]");
   else if (c.command == "elect") c.listen ? want(1, "--listen NAME") : want(2, "NAME PROPOSAL");
   else if (c.command == "get" || c.command == "del" || c.command == "watch") want(1, "KEY [--prefix]");
   else if (c.command == "put") want(2, "KEY VALUE");
   else if (is_cluster_command(c.command)) check_cluster_command(c);
   else
-    die(usage, "unknown command '" + c.command +
-                   "' (lock, rlock, wlock, sem, elect, get, put, del, watch, member, endpoint, alarm, defrag, snapshot, "
-                   "move-leader)");
-  if (!c.exec.empty() && !locks) die(usage, "only lock, rlock, wlock and sem run a command after --");
+    throw usage_error{usage, "unknown command '" + c.command +
+                                 "' (lock, rlock, wlock, sem, elect, get, put, del, watch, member, endpoint, alarm, "
+                                 "defrag, snapshot, move-leader)"};
+  if (!c.exec.empty() && !locks) throw usage_error{usage, "only lock, rlock, wlock and sem run a command after --"};
   if (c.status && (c.command != "lock" || !c.exec.empty() || c.try_only || c.timeout > 0))
-    die(usage, "--status goes with lock NAME alone (no command, --try or --timeout)");
-  if (c.json && !c.status) die(usage, "--json goes with lock --status");
-  if (c.ttl < 1) die(usage, "--ttl must be at least 1 second");
-  if (c.timeout < 0 || c.dial_timeout <= 0) die(usage, "--timeout and --dial-timeout must be positive");
-  if (c.try_only && c.timeout > 0) die(usage, "--try and --timeout exclude each other");
-  if (!c.cert.empty() != !c.key.empty()) die(usage, "--cert and --key go together");
+    throw usage_error{usage, "--status goes with lock NAME alone (no command, --try or --timeout)"};
+  if (c.json && !c.status) throw usage_error{usage, "--json goes with lock --status"};
+  if (c.ttl < 1) throw usage_error{usage, "--ttl must be at least 1 second"};
+  // Bounded (not nan, not inf): each becomes a count of milliseconds and a deadline on a clock.
+  if (!(c.timeout >= 0 && c.timeout <= max_seconds) || !(c.dial_timeout > 0 && c.dial_timeout <= max_seconds))
+    throw usage_error{usage, "--timeout and --dial-timeout must be positive, at most 1e9 seconds"};
+  if (c.try_only && c.timeout > 0) throw usage_error{usage, "--try and --timeout exclude each other"};
+  if (!c.cert.empty() != !c.key.empty()) throw usage_error{usage, "--cert and --key go together"};
+  if (std::all_of(c.endpoints.begin(), c.endpoints.end(), [](char ch) { return ch == ','; }))
+    throw usage_error{usage, "--endpoints is empty"};
   return c;
+}
+
+cli parse(int argc, char** argv) {
+  try {
+    return parse_args(std::vector<std::string>(argv + std::min(argc, 1), argv + argc));
+  } catch (const usage_error& e) {
+    if (!e.help) die(e.code, e.message);
+    std::cout << e.message;
+    std::exit(e.code);
+  }
 }
 
 coetcd::client_options client_options_for(const cli& c) {
@@ -220,7 +255,8 @@ coetcd::client_options client_options_for(const cli& c) {
   for (std::string e; std::getline(ss, e, ',');)
     if (!e.empty()) o.endpoints.push_back(e);
   if (o.endpoints.empty()) die(usage, "--endpoints is empty");
-  o.request_timeout = std::chrono::milliseconds(static_cast<long>(c.dial_timeout * 1000));
+  // Rounded up: any positive --dial-timeout is a deadline the client takes (it refuses 0 ms).
+  o.request_timeout = std::chrono::milliseconds(static_cast<long>(std::ceil(c.dial_timeout * 1000)));
   if (!c.cacert.empty() || !c.cert.empty()) o.tls = coetcd::tls_options{c.cacert, c.cert, c.key};
   if (c.verbose)
     o.on_event = [](const coetcd::event& e) { std::fprintf(stderr, "coetcd: event: %s\n", coetcd::to_string(e).c_str()); };

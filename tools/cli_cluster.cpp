@@ -360,7 +360,7 @@ bool is_cluster_command(const std::string& command) {
 void check_cluster_command(const cli& c) {
   const auto& a = c.args;
   const auto sub = a.empty() ? std::string() : a[0];
-  auto bad = [&](const char* shape) { die(usage, "usage: coetcd " + c.command + " " + shape); };
+  auto bad = [&](const char* shape) { throw usage_error{usage, "usage: coetcd " + c.command + " " + shape}; };
   if (c.command == "member") {
     if (sub == "list") {
       if (a.size() != 1) bad("list");
@@ -382,12 +382,12 @@ void check_cluster_command(const cli& c) {
   } else if (c.command == "move-leader") {
     if (a.size() != 1) bad("ID");
   }
-  if (c.write_out != "simple" && c.write_out != "json") die(usage, "-w: simple or json, not '" + c.write_out + "'");
-  if (c.learner && !(c.command == "member" && sub == "add")) die(usage, "--learner goes with member add");
+  if (c.write_out != "simple" && c.write_out != "json") throw usage_error{usage, "-w: simple or json, not '" + c.write_out + "'"};
+  if (c.learner && !(c.command == "member" && sub == "add")) throw usage_error{usage, "--learner goes with member add"};
   if (!c.peer_urls.empty() && !(c.command == "member" && (sub == "add" || sub == "update")))
-    die(usage, "--peer-urls goes with member add and member update");
+    throw usage_error{usage, "--peer-urls goes with member add and member update"};
   if (c.whole_cluster && c.command != "endpoint" && c.command != "defrag")
-    die(usage, "--cluster goes with endpoint and defrag");
+    throw usage_error{usage, "--cluster goes with endpoint and defrag"};
 }
 
 asio::awaitable<int> run_cluster_command(const cli& c, coetcd::client& client) {

@@ -49,7 +49,7 @@ enum class error {
   not_leader,             ///< proclaim/resign by a candidate that is not the leader
   no_leader,              ///< an election currently has no leader
   permits_mismatch,       ///< semaphore: a holder or waiter of the same name counts other permits
-  foreign_key,            ///< semaphore: a key of the name is not an acquisition (another kind of lock of the same name)
+  foreign_key,            ///< a key of the name is not laid out as the recipe lays it out: semaphore: not an acquisition (another kind of lock of the same name); priority_queue: the last item of a priority has no sequence number
   lease_in_use,           ///< session: a live session of this client already keeps the lease to adopt
   // transactions beyond locks
   conflict,               ///< stm: every run of the body conflicted with another writer

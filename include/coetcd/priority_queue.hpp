@@ -36,7 +36,11 @@ class priority_queue {
   ///
   /// @par Handler signature
   /// `void(error_code, std::string key)`: the item's key.
-  /// @par Errors, Cancellation, Executor
+  /// @par Errors
+  /// As queue::async_enqueue, and error::foreign_key when the last key of this priority does not
+  /// end in a sequence number that has a next one in 64 bits (`name/PPPPP/<seq>`; Go's
+  /// PriorityQueue fails its put on no number too): the item is not put.
+  /// @par Cancellation, Executor
   /// As queue::async_enqueue.
   template <class CompletionToken = detail::default_token>
   auto async_enqueue(std::string_view value, std::uint16_t priority, CompletionToken&& token = {}) {

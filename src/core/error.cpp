@@ -48,8 +48,9 @@ class etcd_category_impl final : public boost::system::error_category {
       case error::permits_mismatch:
         return "semaphore permits differ: another holder or waiter of this name counts a different number";
       case error::foreign_key:
-        return "a key under the semaphore's name is not one of its acquisitions (a mutex, election or rw_mutex of "
-               "the same name?)";
+        return "a key under the name is not laid out as the recipe lays it out: not one of a semaphore's "
+               "acquisitions (a mutex, election or rw_mutex of the same name?), or a priority queue's last item with "
+               "no sequence number";
       case error::lease_in_use:
         return "a live session of this client already keeps this lease: share that session instead of adopting "
                "the lease again (two would queue apart on one lock key, and both would hold)";

@@ -4,6 +4,7 @@
 #include "bidi_stream.hpp"
 #include "txn_batcher.hpp"
 
+#include <charconv>
 #include <limits>
 
 namespace coetcd::detail {
@@ -14,12 +15,13 @@ bool is_hex(std::string_view s) {
   return !s.empty() && s.size() <= 16 &&
          s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
-// A positive decimal number of at most 18 digits, or 0.
+// A decimal number of digits only that fits in 64 bits signed, or 0. Every count a semaphore
+// writes fits: its permits go up to the largest int64.
 std::int64_t decimal(std::string_view s) {
-  if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string_view::npos) return 0;
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string_view::npos) return 0;
   std::int64_t v = 0;
-  for (char c : s) v = v * 10 + (c - '0');
-  return v;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return ec == std::errc() ? v : 0;
 }
 }  // namespace
 
@@ -53,7 +55,9 @@ void permit_tally::add(const key_value& kv) {
   }
   if (agreed_ == 0) agreed_ = permits;
   else if (permits != agreed_) mismatch_ = true;
-  used_ += n;
+  // Saturated: other writers' counts may add up past 64 bits, and past `permits` the sum is
+  // only ever compared with it.
+  used_ = n > std::numeric_limits<std::int64_t>::max() - used_ ? std::numeric_limits<std::int64_t>::max() : used_ + n;
 }
 
 error_code permit_tally::turn(std::int64_t permits, bool& holds) const {

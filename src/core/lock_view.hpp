@@ -50,6 +50,7 @@ class permit_tally {
   /// {} with `holds` set when the keys so far fit in `permits`; error::foreign_key when one of
   /// them is not a semaphore key; error::permits_mismatch when one counts other than `permits`.
   error_code turn(std::int64_t permits, bool& holds) const;
+  /// The permits the keys so far take, saturated at the largest int64.
   std::int64_t used() const { return used_; }
   /// The permits the keys added so far agree on (0 before the first).
   std::int64_t permits() const { return agreed_; }

@@ -12,7 +12,9 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
+#include <limits>
 #include <map>
 
 namespace coetcd::detail {
@@ -86,6 +88,17 @@ void queue_state::cleanup_if_idle() {
     auto [ec, r] = co_await txn_on(c, std::move(t));
     (void)ec;
   }(impl, std::move(t)), asio::detached);
+}
+
+std::optional<std::int64_t> next_sequence(std::string_view last_key) {
+  // Go: fmt.Sscanf(last segment, "%d"), an error when it finds no number or one past 64 bits.
+  auto seq = last_key.substr(last_key.rfind('/') + 1);  // no '/': npos + 1, the whole key
+  if (seq.size() > 1 && seq[0] == '+' && seq[1] != '-') seq.remove_prefix(1);  // from_chars takes no '+'
+  std::int64_t n = 0;
+  auto [end, ec] = std::from_chars(seq.data(), seq.data() + seq.size(), n);
+  // Go then adds 1 as it is; past the largest int64 that wraps to a negative key.
+  if (ec != std::errc() || n == std::numeric_limits<std::int64_t>::max()) return std::nullopt;
+  return n + 1;
 }
 
 namespace {
@@ -220,10 +233,15 @@ asio::awaitable<std::tuple<error_code, txn>> priority_puts(queue_state& s, std::
       failed = ec;
       break;
     }
-    long long next = 0;
+    std::int64_t next = 0;
     if (!r.kvs.empty()) {
-      const auto& last = r.kvs.front().key;
-      next = std::atoll(last.c_str() + last.rfind('/') + 1) + 1;
+      // A last key with no number, or one that leaves no room for this batch's, takes no puts.
+      auto after = next_sequence(r.kvs.front().key);
+      if (!after || *after > std::numeric_limits<std::int64_t>::max() - static_cast<std::int64_t>(items.size())) {
+        failed = error::foreign_key;
+        break;
+      }
+      next = *after;
     }
     const auto base = "__" + prefix;
     t.when(compare::mod_revision(base) < r.header.revision + 1);
@@ -244,7 +262,8 @@ asio::awaitable<error_code> put_batch(queue_state& s, std::vector<queued_put>& b
     txn t;
     if (s.priority) {
       auto [ec, built] = co_await priority_puts(s, batch);
-      if (ec && (fatal(ec) || s.session->lost)) {
+      // foreign_key: the last key of a priority holds no sequence number; read again, it would still.
+      if (ec && (fatal(ec) || ec == error::foreign_key || s.session->lost)) {
         out = s.session->lost ? make_error_code(error::session_lost) : ec;
         break;
       }

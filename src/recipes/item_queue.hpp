@@ -9,7 +9,9 @@
 
 #include <atomic>
 #include <deque>
+#include <optional>
 #include <random>
+#include <string_view>
 
 namespace coetcd::detail {
 
@@ -100,6 +102,12 @@ struct queue_state : std::enable_shared_from_this<queue_state> {
   void complete(std::shared_ptr<handler<std::string>>& h, error_code ec, std::string v);
   void cleanup_if_idle();
 };
+
+/// The sequence number after `last_key`, the last item key of one priority: its last segment
+/// read as Go's newSequentialKV reads it (fmt.Sscanf "%d": a sign, digits, then anything), plus
+/// 1. Nothing when that segment starts with no number, or the next does not fit in 64 bits
+/// (where Go fails the put too, or wraps to a negative key).
+std::optional<std::int64_t> next_sequence(std::string_view last_key);
 
 asio::awaitable<void> run_puts(std::shared_ptr<queue_state> s);
 asio::awaitable<void> run_takes(std::shared_ptr<queue_state> s);

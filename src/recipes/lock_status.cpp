@@ -2,6 +2,7 @@
 // asking "who holds this?" — one Range of the name's prefix and one LeaseTimeToLive per lease.
 #include "core/coro.hpp"
 #include "core/lock_view.hpp"
+#include "recipes/lock_status.hpp"
 
 #include <coetcd/lock_status.hpp>
 
@@ -14,35 +15,43 @@ namespace coetcd::detail {
 namespace {
 
 asio::awaitable<std::tuple<error_code, lock_status>> read_status(std::shared_ptr<client_impl> c, std::string name) {
-  lock_status st;
-  st.name = name;
   const std::string prefix = name + "/";
   auto [ec, r] = co_await get_on(c, prefix, get_options{.prefix = true});
-  if (ec) co_return std::make_tuple(ec, std::move(st));
-  st.revision = r.header.revision;
-  // Keys made in one txn share a create revision; the recipes order those by key.
-  std::sort(r.kvs.begin(), r.kvs.end(), [](const key_value& a, const key_value& b) {
-    return std::tie(a.create_revision, a.key) < std::tie(b.create_revision, b.key);
-  });
+  if (ec) co_return std::make_tuple(ec, lock_status{.name = std::move(name)});
   std::map<std::int64_t, lease_ttl_result> ttls;
   for (const auto& kv : r.kvs) {
     if (kv.lease == 0 || ttls.count(kv.lease)) continue;
     auto [tec, t] = co_await lease_ttl_on(c, kv.lease);
-    if (tec) co_return std::make_tuple(tec, std::move(st));
+    if (tec) co_return std::make_tuple(tec, lock_status{.name = std::move(name)});
     ttls.emplace(kv.lease, std::move(t));
   }
+  co_return std::make_tuple(error_code{}, queue_status(std::move(name), r.header.revision, std::move(r.kvs), ttls));
+}
+
+}  // namespace
+
+lock_status queue_status(std::string name, std::int64_t revision, std::vector<key_value> kvs,
+                         const std::map<std::int64_t, lease_ttl_result>& ttls) {
+  lock_status st;
+  st.name = std::move(name);
+  st.revision = revision;
+  const std::string prefix = st.name + "/";
+  // Keys made in one txn share a create revision; the recipes order those by key.
+  std::sort(kvs.begin(), kvs.end(), [](const key_value& a, const key_value& b) {
+    return std::tie(a.create_revision, a.key) < std::tie(b.create_revision, b.key);
+  });
   const std::string reads = prefix + "read/", writes = prefix + "write/";
   auto is_read = [&](const key_value& kv) { return kv.key.starts_with(reads); };
   // Keys of longer names (is_own_key) are listed but neither hold nor decide what the name is.
   auto own = [&](const key_value& kv) { return is_own_key(prefix, kv.key); };
-  const bool any_own = std::any_of(r.kvs.begin(), r.kvs.end(), own);
-  st.read_write = any_own && std::all_of(r.kvs.begin(), r.kvs.end(), [&](const key_value& kv) {
+  const bool any_own = std::any_of(kvs.begin(), kvs.end(), own);
+  st.read_write = any_own && std::all_of(kvs.begin(), kvs.end(), [&](const key_value& kv) {
     return !own(kv) || kv.key.starts_with(reads) || kv.key.starts_with(writes);
   });
   // A semaphore when every key is an acquisition and all agree on the permits.
   {
     permit_tally all(prefix);
-    for (const auto& kv : r.kvs) all.add(kv);
+    for (const auto& kv : kvs) all.add(kv);
     bool fits = false;
     if (any_own && !all.turn(all.permits(), fits)) st.permits = all.permits();
   }
@@ -51,7 +60,7 @@ asio::awaitable<std::tuple<error_code, lock_status>> read_status(std::shared_ptr
   // Acquisitions of a semaphore hold while theirs and every older one's permits fit.
   bool readers_hold = st.read_write;  // until the first own key that is not a reader's
   bool permits_fit = st.permits > 0;
-  for (auto& kv : r.kvs) {
+  for (auto& kv : kvs) {
     const bool nested = !own(kv);
     bool holds_too = readers_hold && !nested && is_read(kv);
     if (!holds_too && !nested) readers_hold = false;
@@ -83,10 +92,8 @@ asio::awaitable<std::tuple<error_code, lock_status>> read_status(std::shared_ptr
     else if (holds_too) st.also_holding.push_back(std::move(e));
     else st.waiters.push_back(std::move(e));
   }
-  co_return std::make_tuple(error_code{}, std::move(st));
+  return st;
 }
-
-}  // namespace
 
 void start_lock_status(const std::shared_ptr<client_impl>& c, std::string name, handler<lock_status> h) {
   if (name.empty()) return fail(c, std::move(h), error::empty_key);
