@@ -293,6 +293,19 @@ BOOST_AUTO_TEST_CASE(kv_checks_see_hand_made_violations) {
   BOOST_TEST(verdict({put(1, 2, "v1", 10), with(put(3, 4, "v2", 0), kv_op::failed), get(5, 6, "v2", 11, 11)}) ==
              lin_result::violated);
 
+  // Unknown outcomes settled by etcd's history: v2 is not there, so nothing explains a read of
+  // it; a delete there that nobody answered explains the key's absence after it, and without it
+  // (an unknown delete alone, not in the history) nothing does.
+  const std::vector<kv_op> unsettled{put(1, 2, "v1", 10), v2, get(5, 6, "v2", 11, 11)};
+  history settling("settling");
+  BOOST_TEST(verdict(settle_unknown(settling, unsettled, {{10, "k", "v1"}})) == lin_result::violated);
+  BOOST_TEST(verdict(settle_unknown(settling, unsettled, {{10, "k", "v1"}, {11, "k", "v2"}})) == lin_result::linearizable);
+  const std::vector<kv_op> unknown_delete{put(1, 2, "v1", 10), with(del(3, 4, 0, 0), kv_op::maybe), get(5, 6, "v1", 10, 10),
+                                          get(7, 8, {}, 0, 11)};
+  BOOST_TEST(verdict(settle_unknown(settling, unknown_delete, {{10, "k", "v1"}, {11, "k", {}}})) == lin_result::linearizable);
+  BOOST_TEST(verdict(settle_unknown(settling, unknown_delete, {{10, "k", "v1"}})) == lin_result::violated);
+  BOOST_TEST(settling.violations().empty());
+
   // Revisions: two writes at one; an answer older than one completed before its call; a write
   // whose outcome was unknown read at two revisions (applied twice); a refused write read.
   history revs("revisions");
@@ -337,4 +350,16 @@ BOOST_AUTO_TEST_CASE(kv_checks_see_hand_made_violations) {
                 {{10, true, "k", "v1", {}, 1, 1}, {12, true, "k", "v1", {}, 2, 2}}, "end");
   BOOST_TEST(count(applied, "at most once") == 1u);
   BOOST_TEST(count(applied, "holds the writes answered") == 1u);
+  // A read at rev 12 of a key etcd's history deleted at 11.
+  history reads("reads");
+  check_applied(reads, {put(1, 2, "v1", 10), get(3, 4, "v1", 10, 12)},
+                {{10, true, "k", "v1", {}, 1, 1}, {11, false, "k", "", {}, 2, 2}}, "end");
+  BOOST_TEST(count(reads, "at the read's revision") == 1u);
+  // A txn's two puts, one of them missing from etcd's history.
+  auto half = put(1, 2, "a", 10), other = put(1, 2, "b", 10);
+  half.group = other.group = 1;
+  other.key = "j";
+  history whole("whole");
+  check_applied(whole, {half, other}, {{10, true, "k", "a", {}, 1, 1}}, "end");
+  BOOST_TEST(count(whole, "applies whole") == 1u);
 }

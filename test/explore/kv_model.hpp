@@ -33,6 +33,7 @@ struct kv_op {
   bool succeeded = false;             // cas: the compare held
   std::int64_t deleted = 0;           // del: keys deleted
   std::int64_t revision = 0;          // ok: the response header's revision
+  bool settled = false;  // an unknown outcome settled by etcd's history (settle_unknown)
 
   /// Answered, and made a revision of its own.
   bool changed() const {
@@ -47,6 +48,7 @@ inline std::string value_text(const std::optional<std::string>& v) { return v ? 
 
 /// An answer as the history shows it: "succeeded, rev 120", "read v9@118, rev 120", ...
 inline std::string kv_answer(const kv_op& o) {
+  if (o.settled) return "outcome unknown, applied at rev " + std::to_string(o.revision) + " in etcd's history";
   if (o.outcome == kv_op::maybe) return "maybe applied";
   if (o.outcome == kv_op::failed) return "surely not applied";
   std::ostringstream s;
@@ -60,6 +62,7 @@ inline std::string kv_answer(const kv_op& o) {
 /// "op12 (actor 3) cas k0 v5->v17: failed, read v9@118, rev 120" and the like, for messages.
 inline std::string kv_text(const kv_op& o) {
   std::ostringstream s;
+  if (o.op == 0 && o.settled) return "a delete of " + o.key + " of unknown outcome, at rev " + std::to_string(o.revision) + " in etcd's history";
   s << "op" << o.op << " (actor " << o.actor << ") ";
   switch (o.kind) {
     case kv_op::put: s << "put " << o.key << "=" << o.value; break;
@@ -271,6 +274,82 @@ inline lin_result check_register(const std::string& key, const std::vector<kv_op
   r.from = before_call.empty() ? s.call : before_call[std::min<std::size_t>(before_call.size() - 1, 4)];
   r.to = s.ret;
   return r;
+}
+
+/// A change etcd's history shows: its revision, its key, the value put (none: a delete).
+struct applied_change {
+  std::int64_t revision = 0;
+  std::string key;
+  std::optional<std::string> value;
+};
+
+/// `ops` for the linearizability search, with the writes of unknown outcome settled by etcd's
+/// history (`changes`, complete up to a last write made after every operation completed). Left
+/// unknown, each may take effect at any moment after its call or never, and a search that must
+/// rule a history out tries them in every combination (2^n). Settled: a put or compare-and-set
+/// whose value is in the history took effect at its revision r, so after its call and before
+/// the completion of the first answer carrying r or a later revision; one whose value is not
+/// there took no effect anyone saw, and is left out. A delete in the history that no answered
+/// delete made was made by one of the unknown ones (which one is nothing to a register): it is
+/// taken as a delete of its own, after the last call of an answer older than r and before that
+/// first completion; the unknown deletes are left out. A settled write whose bound comes before
+/// its call breaks real time (an answer saw its revision before it was sent): that fails `h`.
+inline std::vector<kv_op> settle_unknown(history& h, const std::vector<kv_op>& ops, const std::vector<applied_change>& changes) {
+  std::vector<const kv_op*> answered;
+  for (auto& o : ops)
+    if (o.outcome == kv_op::ok) answered.push_back(&o);
+  std::sort(answered.begin(), answered.end(), [](auto* a, auto* b) { return a->revision < b->revision; });
+  std::vector<long> first_done(answered.size() + 1, never), last_call(answered.size() + 1, 0);
+  for (std::size_t i = answered.size(); i-- > 0;) first_done[i] = std::min(first_done[i + 1], answered[i]->ret);
+  for (std::size_t i = 0; i < answered.size(); ++i) last_call[i + 1] = std::max(last_call[i], answered[i]->call);
+  auto from = [&](std::int64_t r) {  // the first answer with a revision >= r
+    return static_cast<std::size_t>(std::lower_bound(answered.begin(), answered.end(), r, [](auto* a, std::int64_t x) {
+                                      return a->revision < x;
+                                    }) - answered.begin());
+  };
+  std::map<std::string, std::int64_t> put_at;
+  std::set<std::pair<std::int64_t, std::string>> answered_deletes;
+  for (auto& c : changes)
+    if (c.value) put_at.emplace(*c.value, c.revision);
+  for (auto* o : answered)
+    if (o->kind == kv_op::del && o->changed()) answered_deletes.insert({o->revision, o->key});
+  std::vector<kv_op> out;
+  for (auto& o : ops) {
+    if (o.outcome != kv_op::maybe) {
+      out.push_back(o);
+      continue;
+    }
+    if (o.kind == kv_op::get || o.kind == kv_op::del) continue;
+    auto at = put_at.find(o.value);
+    if (at == put_at.end()) continue;
+    kv_op x = o;
+    x.outcome = kv_op::ok;
+    x.settled = true;
+    x.succeeded = true;
+    x.revision = at->second;
+    x.ret = first_done[from(at->second)];
+    if (x.ret < x.call) {
+      h.fail({"(kv) revisions follow real time (an answer is never older than one completed before its call)", o.key,
+              kv_text(x) + ", but an answer carrying that revision or a later one completed before its call", x.ret,
+              o.ret, {}});
+      x.ret = never;
+    }
+    out.push_back(std::move(x));
+  }
+  for (auto& c : changes) {
+    if (c.value || answered_deletes.count({c.revision, c.key})) continue;
+    kv_op x;
+    x.kind = kv_op::del;
+    x.key = c.key;
+    x.deleted = 1;
+    x.revision = c.revision;
+    x.settled = true;
+    const auto i = from(c.revision);
+    x.call = last_call[i];
+    x.ret = first_done[i] < x.call ? never : first_done[i];  // the other way round: check_revisions says so
+    out.push_back(std::move(x));
+  }
+  return out;
 }
 
 /// check_register for every key of `ops`; each violation fails `h`.

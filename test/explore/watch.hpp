@@ -165,7 +165,9 @@ inline void check_watch_delivery(history& h, const watch_rec& r, const std::vect
 /// etcd's history (the reference watch) against the calls: every write answered is there at its
 /// revision; every value there was written by a call not surely refused, and once only (a
 /// resend never applies a write twice); a compare-and-set that failed wrote nothing; every delete
-/// there was asked for (answered at that revision, or one of the deletes whose outcome is unknown).
+/// there was asked for (answered at that revision, or one of the deletes whose outcome is unknown);
+/// every read shows its key as the history has it at the read's revision; the puts of one txn
+/// are there at one revision, or none of them.
 inline void check_applied(history& h, const std::vector<kv_op>& ops, const std::vector<seen_event>& ref,
                           const std::string& sentinel) {
   const std::string invariant = "(kv) etcd's history holds the writes answered, each once, and nothing else";
@@ -182,6 +184,38 @@ inline void check_applied(history& h, const std::vector<kv_op>& ops, const std::
       h.fail({invariant, o.key, kv_text(o) + (it == at.end() ? ": not in etcd's history" : ": etcd has " + event_text(*it->second)),
               o.call, o.ret, {}});
   }
+  std::map<std::string, std::vector<const seen_event*>> of_key;  // in revision order
+  for (auto& e : ref) of_key[e.key].push_back(&e);
+  for (auto& o : ops) {
+    if (!o.reads()) continue;
+    const auto& changes = of_key[o.key];
+    auto after = std::upper_bound(changes.begin(), changes.end(), o.revision,
+                                  [](std::int64_t r, const seen_event* e) { return r < e->revision; });
+    const seen_event* last = after == changes.begin() ? nullptr : *std::prev(after);
+    const std::optional<std::string> then = last && last->put ? std::optional(last->value) : std::nullopt;
+    if (then != o.read || (then && o.read_mod != last->revision))
+      h.fail({"(kv) a read shows its key as etcd's history has it at the read's revision", o.key,
+              kv_text(o) + "; at rev " + std::to_string(o.revision) + " etcd's history has " +
+                  (last ? event_text(*last) : std::string("nothing (absent)")),
+              last ? std::min(o.call, last->seq) : o.call, o.ret, {}});
+  }
+  std::map<std::string, std::int64_t> put_at;
+  for (auto& e : ref)
+    if (e.put) put_at.emplace(e.value, e.revision);
+  std::map<long, std::set<std::int64_t>> group_at;  // a txn's puts -> their revisions (0: not there)
+  std::map<long, const kv_op*> group_op;
+  for (auto& o : ops)
+    if (o.group != 0 && o.outcome != kv_op::failed) {
+      auto it = put_at.find(o.value);
+      group_at[o.group].insert(it == put_at.end() ? 0 : it->second);
+      group_op.emplace(o.group, &o);
+    }
+  for (auto& [g, revisions] : group_at)
+    if (revisions.size() > 1)
+      h.fail({"(kv) a txn applies whole, at one revision", group_op[g]->key,
+              kv_text(*group_op[g]) + ": its puts are in etcd's history at " + std::to_string(revisions.size()) +
+                  " different revisions (0: not there)",
+              group_op[g]->call, group_op[g]->ret, {}});
   std::map<std::string, const seen_event*> put_of;
   for (auto& e : ref) {
     if (e.key == sentinel) continue;
