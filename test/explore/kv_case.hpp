@@ -1,6 +1,6 @@
 // The explorer's KV and watch cases (test_explore): KV callers on three clients and, in the watch
-// case, watchers through the faulted links until the deadline; then a last write every watch must
-// reach, the judge's reads of every key, and the checks of kv_model.hpp and watch.hpp.
+// case, watchers through the faulted links until the deadline; then the judge's reads of every
+// key, a last write every watch must reach, and the checks of kv_model.hpp and watch.hpp.
 #pragma once
 
 #include "check.hpp"
