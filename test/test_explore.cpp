@@ -1,12 +1,14 @@
-// The operation explorer (issue 54), its first slice: random histories of the mutex, semaphore,
-// election and double barrier, by callers over several sessions of three clients, under slow, held
-// and cut links, with leases adopted across clients and objects destroyed with operations pending,
-// each history checked against what the recipe promises (test/explore/). COETCD_EXPLORE_SEED
-// replays a run's choices, COETCD_EXPLORE_SECONDS sets its length across the cases (default 60).
+// The operation explorer (issue 54): random histories of the mutex, semaphore, election and
+// double barrier, by callers over several sessions of three clients, under slow, held and cut
+// links, with leases adopted across clients and objects destroyed with operations pending, each
+// history checked against what the recipe promises; and of plain KV calls and watches, checked
+// for linearizability and etcd's watch guarantees (test/explore/). COETCD_EXPLORE_SEED replays a
+// run's choices, COETCD_EXPLORE_SECONDS sets the length each case takes a share of (default 60).
 #define BOOST_TEST_MODULE coetcd_explore
 #include "support/fixture.hpp"
 
 #include "explore/barrier.hpp"
+#include "explore/kv_case.hpp"
 #include "explore/locks.hpp"
 
 using namespace coetcd;
@@ -183,4 +185,181 @@ BOOST_AUTO_TEST_CASE(checks_see_hand_made_violations) {
   check_permits(p, {{"s", 1}, {"t", 2}});
   BOOST_TEST(p.violations().size() == 2u);
   for (auto& v : p.violations()) BOOST_TEST(v.holds.size() == 2u, v.what);
+}
+
+// KV: 8 callers (3 and 3 behind the faulted links, with deadlines of 0.5 and 1 s; 2 direct, in a
+// namespace) put, get, delete, compare-and-set and put two keys in one txn on 4 keys. Each key's
+// history must be linearizable (a call failed ambiguously: maybe applied), revisions must follow
+// real time, and etcd's history must hold every write answered, once, and nothing else.
+BOOST_AUTO_TEST_CASE(kv_histories_are_linearizable) {
+  explore_case("kv_histories_are_linearizable", 4, 0.25, false, [](world& w) { return run_kv_case(w, kv_case{}); });
+}
+
+// Watches: the KV callers (2, 2 and 1) under four watchers through the faulted links, two from the
+// case's first revision (one with prev_kv), one from a revision already past, one from its
+// creation; each must deliver exactly etcd's history, in order, a revision in one batch, across
+// every resumption, up to the case's last write.
+BOOST_AUTO_TEST_CASE(watch_histories_keep_etcds_guarantees) {
+  explore_case("watch_histories_keep_etcds_guarantees", 5, 0.25, false, [](world& w) {
+    kv_case kc;
+    kc.actors = {2, 2, 1};
+    kc.watchers = true;
+    return run_kv_case(w, kc);
+  });
+}
+
+namespace {
+
+/// A hand-made answered operation on key `key`, its call and completion at the given seqs.
+kv_op made(kv_op::kind_t kind, long call, long ret, std::int64_t revision, std::string key = "k") {
+  kv_op o;
+  o.kind = kind;
+  o.op = call;
+  o.call = call;
+  o.ret = ret;
+  o.key = std::move(key);
+  o.revision = revision;
+  return o;
+}
+kv_op put(long call, long ret, std::string v, std::int64_t rev) {
+  auto o = made(kv_op::put, call, ret, rev);
+  o.value = std::move(v);
+  return o;
+}
+kv_op get(long call, long ret, std::optional<std::string> v, std::int64_t mod, std::int64_t rev, std::string key = "k") {
+  auto o = made(kv_op::get, call, ret, rev, std::move(key));
+  o.read = std::move(v);
+  o.read_mod = mod;
+  return o;
+}
+kv_op del(long call, long ret, std::int64_t deleted, std::int64_t rev) {
+  auto o = made(kv_op::del, call, ret, rev);
+  o.deleted = deleted;
+  return o;
+}
+kv_op cas(long call, long ret, std::optional<std::string> expect, std::string v, bool ok, std::int64_t rev,
+          std::optional<std::string> read = {}, std::int64_t mod = 0) {
+  auto o = made(kv_op::cas, call, ret, rev);
+  o.expect = std::move(expect);
+  o.value = std::move(v);
+  o.succeeded = ok;
+  o.read = std::move(read);
+  o.read_mod = mod;
+  return o;
+}
+kv_op with(kv_op o, kv_op::outcome_t outcome) {
+  o.outcome = outcome;
+  return o;
+}
+std::size_t count(const history& h, const std::string& part) {
+  std::size_t n = 0;
+  for (auto& v : h.violations()) n += v.invariant.find(part) != std::string::npos;
+  return n;
+}
+
+}  // namespace
+
+// The KV and watch checks on hand-made histories (no etcd): a linearizable history passes, a
+// stale read and a lost write do not, a write that failed ambiguously passes applied, applied
+// late and never, but not applied and then undone; each revision and watch check sees the
+// violation written into it, and none where there is none.
+BOOST_AUTO_TEST_CASE(kv_checks_see_hand_made_violations) {
+  auto verdict = [](const std::vector<kv_op>& ops, long budget = 100000) { return check_register("k", ops, budget).verdict; };
+  const std::vector<kv_op> fine{put(1, 2, "v1", 10),          get(3, 4, "v1", 10, 10), put(5, 10, "v2", 11),
+                                get(6, 7, "v1", 10, 10),      get(8, 9, "v2", 11, 11), cas(11, 12, "v2", "v3", true, 12),
+                                cas(13, 14, "v2", "v4", false, 12, "v3", 12),          del(15, 16, 1, 13),
+                                del(17, 18, 0, 13),           get(19, 20, {}, 0, 13),  cas(21, 22, {}, "v5", true, 14),
+                                get(23, 24, "v5", 14, 14)};
+  BOOST_TEST(verdict(fine) == lin_result::linearizable);
+  BOOST_TEST(verdict(fine, 3) == lin_result::unknown);  // out of steps: no verdict, no hang
+  history quiet("fine");
+  check_revisions(quiet, fine);
+  BOOST_TEST(quiet.violations().empty());
+
+  // A stale read: v1 after v2 was written.
+  auto stale = check_register("k", {put(1, 2, "v1", 10), put(3, 4, "v2", 11), get(5, 6, "v1", 10, 11)}, 100000);
+  BOOST_TEST(stale.verdict == lin_result::violated);
+  BOOST_TEST(stale.to == 6);  // the window ends with the read no order explains
+  BOOST_TEST(stale.from <= 3);  // and starts before the write it missed
+  // A lost write: answered, then absent.
+  BOOST_TEST(verdict({put(1, 2, "v1", 10), get(3, 4, {}, 0, 10)}) == lin_result::violated);
+  // An ambiguous write: applied, applied after its failure came back, never applied; but not
+  // undone once read, and a write surely not applied never shows.
+  const auto v2 = with(put(3, 4, "v2", 0), kv_op::maybe);
+  BOOST_TEST(verdict({put(1, 2, "v1", 10), v2, get(5, 6, "v2", 11, 11)}) == lin_result::linearizable);
+  BOOST_TEST(verdict({put(1, 2, "v1", 10), v2, get(5, 6, "v1", 10, 11), get(7, 8, "v2", 11, 11)}) == lin_result::linearizable);
+  BOOST_TEST(verdict({put(1, 2, "v1", 10), v2, get(5, 6, "v1", 10, 10), get(7, 8, "v1", 10, 10)}) == lin_result::linearizable);
+  BOOST_TEST(verdict({put(1, 2, "v1", 10), v2, get(5, 6, "v2", 11, 11), get(7, 8, "v1", 10, 11)}) == lin_result::violated);
+  BOOST_TEST(verdict({put(1, 2, "v1", 10), with(put(3, 4, "v2", 0), kv_op::failed), get(5, 6, "v2", 11, 11)}) ==
+             lin_result::violated);
+
+  // Unknown outcomes settled by etcd's history: v2 is not there, so nothing explains a read of
+  // it; a delete there that nobody answered explains the key's absence after it, and without it
+  // (an unknown delete alone, not in the history) nothing does.
+  const std::vector<kv_op> unsettled{put(1, 2, "v1", 10), v2, get(5, 6, "v2", 11, 11)};
+  history settling("settling");
+  BOOST_TEST(verdict(settle_unknown(settling, unsettled, {{10, "k", "v1"}})) == lin_result::violated);
+  BOOST_TEST(verdict(settle_unknown(settling, unsettled, {{10, "k", "v1"}, {11, "k", "v2"}})) == lin_result::linearizable);
+  const std::vector<kv_op> unknown_delete{put(1, 2, "v1", 10), with(del(3, 4, 0, 0), kv_op::maybe), get(5, 6, "v1", 10, 10),
+                                          get(7, 8, {}, 0, 11)};
+  BOOST_TEST(verdict(settle_unknown(settling, unknown_delete, {{10, "k", "v1"}, {11, "k", {}}})) == lin_result::linearizable);
+  BOOST_TEST(verdict(settle_unknown(settling, unknown_delete, {{10, "k", "v1"}})) == lin_result::violated);
+  BOOST_TEST(settling.violations().empty());
+
+  // Revisions: two writes at one; an answer older than one completed before its call; a write
+  // whose outcome was unknown read at two revisions (applied twice); a refused write read.
+  history revs("revisions");
+  check_revisions(revs, {put(1, 2, "v1", 10), put(3, 4, "v2", 10)});
+  BOOST_TEST(count(revs, "share a revision") == 1u);
+  history old("old");
+  check_revisions(old, {put(1, 2, "v1", 10), get(3, 4, {}, 0, 9, "j")});
+  BOOST_TEST(old.violations().size() == 1u);
+  BOOST_TEST(count(old, "follow real time") == 1u);
+  history twice("twice");
+  const std::vector<kv_op> reread{v2, get(5, 6, "v2", 11, 11), get(7, 8, "v2", 12, 12)};
+  check_revisions(twice, reread);
+  BOOST_TEST(count(twice, "at most once") == 1u);
+  BOOST_TEST(verdict(reread) == lin_result::linearizable);  // only the revisions tell
+  history refused("refused");
+  check_revisions(refused, {with(put(1, 2, "v1", 0), kv_op::failed), get(3, 4, "v1", 9, 10)});
+  BOOST_TEST(count(refused, "surely not applied") == 1u);
+
+  // Watches against a reference: r10 k=v1 | r11 k=v2 and j=v3 (one txn) | r12 del k.
+  const std::vector<seen_event> ref{{10, true, "k", "v1", {}, 1, 1}, {11, true, "k", "v2", {}, 2, 2},
+                                    {11, true, "j", "v3", {}, 2, 2}, {12, false, "k", "", {}, 3, 3}};
+  auto judged = [&](std::vector<seen_event> events, const std::string& part, std::size_t total = 1) {
+    history h("watch");
+    watch_rec r;
+    r.label = r.name = "w";
+    r.start = 10;
+    r.events = std::move(events);
+    r.reached_end = r.done = true;
+    check_watch_order(h, r);
+    check_watch_delivery(h, r, ref);
+    BOOST_TEST(h.violations().size() == (part.empty() ? 0u : total), "watch check \"" << part << "\"");
+    return count(h, part);
+  };
+  BOOST_TEST(judged(ref, "") == 0u);
+  BOOST_TEST(judged({ref[0], ref[1], ref[3]}, "every change") == 1u);                                  // a gap
+  BOOST_TEST(judged({ref[0], ref[1], {11, true, "j", "v3", {}, 3, 3}, ref[3]}, "one batch") == 1u);   // split
+  // Twice: and so, from there on, not etcd's history either.
+  BOOST_TEST(judged({ref[0], ref[0], ref[1], ref[2], ref[3]}, "each change once", 2) == 1u);
+  // etcd's history against the calls: v1 applied twice, v2 answered but absent.
+  history applied("applied");
+  check_applied(applied, {put(1, 2, "v1", 10), put(3, 4, "v2", 11)},
+                {{10, true, "k", "v1", {}, 1, 1}, {12, true, "k", "v1", {}, 2, 2}}, "end");
+  BOOST_TEST(count(applied, "at most once") == 1u);
+  BOOST_TEST(count(applied, "holds the writes answered") == 1u);
+  // A read at rev 12 of a key etcd's history deleted at 11.
+  history reads("reads");
+  check_applied(reads, {put(1, 2, "v1", 10), get(3, 4, "v1", 10, 12)},
+                {{10, true, "k", "v1", {}, 1, 1}, {11, false, "k", "", {}, 2, 2}}, "end");
+  BOOST_TEST(count(reads, "at the read's revision") == 1u);
+  // A txn's two puts, one of them missing from etcd's history.
+  auto half = put(1, 2, "a", 10), other = put(1, 2, "b", 10);
+  half.group = other.group = 1;
+  other.key = "j";
+  history whole("whole");
+  check_applied(whole, {half, other}, {{10, true, "k", "a", {}, 1, 1}}, "end");
+  BOOST_TEST(count(whole, "applies whole") == 1u);
 }
