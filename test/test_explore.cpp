@@ -10,6 +10,7 @@
 #include "explore/barrier.hpp"
 #include "explore/kv_case.hpp"
 #include "explore/locks.hpp"
+#include "explore/run_case.hpp"
 
 using namespace coetcd;
 using namespace coetcd::test;
@@ -19,55 +20,20 @@ BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
 namespace {
 
-/// Gives up a case whose coroutines still run: they reference the world and the io_context, so
-/// both are left allocated (the clients closed first, so no thread of theirs posts any more).
-void abandon(std::unique_ptr<asio::io_context> ioc, std::unique_ptr<world> w) {
-  for (auto& c : w->clients) c->close();
-  w->judge->close();
-  ioc->restart();
-  ioc->run_for(std::chrono::seconds(2));
-  (void)w.release();
-  (void)ioc.release();
-}
-
-/// Runs one case for `share` of the run's seconds. Its choices come from the run's seed and the
-/// case's index, so `--run_test=<case>` with the same seed replays it alone.
+/// A case of this suite: run_case, then what it did; `holds_expected`: a lock case, whose callers
+/// must have held something.
 template <class Body>
 void explore_case(const std::string& label, int index, double share, bool holds_expected, Body body) {
-  const auto& run = run_config::get();
-  const std::uint64_t seed = run.seed ^ (0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(index + 1));
-  const double seconds = std::max(3.0, run.seconds * share);
-  BOOST_TEST_MESSAGE("explore " << label << ": COETCD_EXPLORE_SEED=" << run.seed << ", " << seconds << " s");
-  auto ioc = std::make_unique<asio::io_context>();
-  auto w = std::make_unique<world>(*ioc, label, run.seed, seed, seconds);
-  const auto limit = std::chrono::milliseconds(static_cast<long>(seconds * 1000)) + std::chrono::seconds(90);
-  std::string broke;
-  try {
-    run_for(*ioc, body(*w), limit);
-  } catch (const std::exception& x) {
-    broke = x.what();
-  } catch (...) {  // run_for's BOOST_FAIL: past its time limit
-    broke = "past its time limit";
-  }
-  if (!broke.empty()) {
-    report(*w);
-    BOOST_ERROR("explore " << label << " (COETCD_EXPLORE_SEED=" << run.seed << ") did not finish: " << broke);
-    abandon(std::move(ioc), std::move(w));
-    return;
-  }
-  report(*w);
-  std::size_t holds = w->h.holds().size(), ops = 0;
-  for (auto& e : w->h.events()) ops += e.phase == entry::invoke;
-  BOOST_TEST_MESSAGE("explore " << label << ": " << ops << " operations, " << holds << " holds, "
-                                << w->sessions.size() << " sessions, " << w->objects.size() << " objects, "
-                                << w->h.violations().size() << " violations (COETCD_EXPLORE_SEED=" << run.seed
-                                << " --run_test=" << label << " replays the choices)");
-  BOOST_TEST(ops > 0u, "explore " << label << ": no operation ran");
-  if (holds_expected) BOOST_TEST(holds > 0u, "explore " << label << ": no caller ever held anything");
-  if (w->running > 0) {
-    BOOST_ERROR("explore " << label << ": " << w->running << " coroutines still running");
-    abandon(std::move(ioc), std::move(w));
-  }
+  run_case(label, index, share, std::move(body), [&](world& w, const run_config& run) {
+    std::size_t holds = w.h.holds().size(), ops = 0;
+    for (auto& e : w.h.events()) ops += e.phase == entry::invoke;
+    BOOST_TEST_MESSAGE("explore " << label << ": " << ops << " operations, " << holds << " holds, "
+                                  << w.sessions.size() << " sessions, " << w.objects.size() << " objects, "
+                                  << w.h.violations().size() << " violations (COETCD_EXPLORE_SEED=" << run.seed
+                                  << " --run_test=" << label << " replays the choices)");
+    BOOST_TEST(ops > 0u, "explore " << label << ": no operation ran");
+    if (holds_expected) BOOST_TEST(holds > 0u, "explore " << label << ": no caller ever held anything");
+  });
 }
 
 }  // namespace
