@@ -59,8 +59,8 @@ class queue {
   }
   /// Pending dequeues complete with asio::error::operation_aborted, unless their item is already
   /// claimed (it is delivered); puts under way finish. The receipt keys are deleted once idle.
-  /// Items claimed for dequeues cancelled with their claim on the wire, and not yet handed to
-  /// another dequeue, are lost with the object (they are deleted from etcd).
+  /// Items claimed for dequeues cancelled with their claim on the wire go back into the queue,
+  /// also after the object is gone (see async_dequeue).
   ~queue() { detail::close_queue(state_); }
 
   /// Adds `value` at the end of the queue.
@@ -95,7 +95,9 @@ class queue {
   /// @par Cancellation
   /// Terminal, partial, total: asio::error::operation_aborted, and no item was taken for this
   /// call. A cancel that meets its claim on the wire completes once the claim is answered; an
-  /// item claimed for it goes to this object's next dequeue.
+  /// item claimed for it goes to a dequeue of this object already waiting, else back into the
+  /// queue for any consumer (at its old key when free, else at the back; exactly once, with or
+  /// without the session; lost only if the client closes first).
   /// @par Executor
   /// The handler's associated executor (default: the client's); never inside this call.
   template <class CompletionToken = detail::default_token>

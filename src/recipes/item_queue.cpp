@@ -101,30 +101,12 @@ std::optional<std::int64_t> next_sequence(std::string_view last_key) {
   return n + 1;
 }
 
-namespace {
-
-using namespace asio::experimental::awaitable_operators;
-
-std::string fixed(long long n, int width) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%0*lld", width, n);
-  return buf;
-}
-
 asio::awaitable<void> pause_for(queue_state& s, int attempt) {
   asio::steady_timer pause(s.impl->strand_, retry_pause(std::min(attempt, 4)));
   co_await pause.async_wait(as_result);
 }
 
-// What a txn of a chain came to.
-enum class sent_outcome { applied, applied_other, refused, failed };
-
-struct chain_result {
-  sent_outcome what = sent_outcome::failed;
-  std::string tag;  // applied_other: the attempt whose copy was applied
-  error_code ec;    // failed
-  txn_result r;     // refused: the `otherwise` reads (the receipt's first)
-};
+namespace {
 
 // The chain is broken (its receipt is gone with the lease): the step's outcome is known only if
 // every attempt of it was answered.
@@ -132,7 +114,8 @@ error_code broken(const txn_chain& chain) {
   return chain.unanswered ? make_error_code(error::outcome_unknown) : make_error_code(error::session_lost);
 }
 
-// Makes the chain's receipt ("0", under the lease) if it is not there yet; resent until answered.
+}  // namespace
+
 asio::awaitable<error_code> make_receipt(queue_state& s, txn_chain& chain) {
   error_code out;
   put_options po;
@@ -153,8 +136,6 @@ asio::awaitable<error_code> make_receipt(queue_state& s, txn_chain& chain) {
   co_return out;
 }
 
-// Sends one attempt of the chain's next step until it is answered (an unanswered send goes again
-// as it is: the chain's compare makes its copies apply once) while the session lives.
 asio::awaitable<chain_result> send_chained(queue_state& s, txn_chain& chain, const txn& t, const std::string& tag) {
   chain_result out;
   for (int attempt = 0;; ++attempt) {
@@ -201,144 +182,9 @@ asio::awaitable<chain_result> send_chained(queue_state& s, txn_chain& chain, con
   co_return out;
 }
 
-// The puts of a FIFO batch: keys of rising nanoseconds, each created only if absent.
-txn fifo_puts(queue_state& s, std::vector<queued_put>& batch) {
-  txn t;
-  for (auto& p : batch) {
-    auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-    s.last_nanos = std::max<std::int64_t>(now, s.last_nanos + 1);
-    p.key = s.name + "/" + std::to_string(s.last_nanos);
-    t.when(compare::version(p.key) == 0);
-    t.then(txn_op::put(p.key, p.value));
-  }
-  return t;
-}
-
-// The puts of a priority batch, as Go's newSequentialKV: per priority, the key after the last one
-// under `name/PPPPP`, guarded by the mod revision of `__name/PPPPP` as of that read.
-asio::awaitable<std::tuple<error_code, txn>> priority_puts(queue_state& s, std::vector<queued_put>& batch) {
-  std::map<int, std::vector<queued_put*>> by_priority;
-  for (auto& p : batch) by_priority[p.priority].push_back(&p);
-  txn t;
-  error_code failed;
-  for (auto& [priority, items] : by_priority) {
-    const auto prefix = s.prefix + fixed(priority, 5);
-    get_options o;
-    o.prefix = true;
-    o.order = sort_order::descend;
-    o.target = sort_target::key;
-    o.limit = 1;
-    auto [ec, r] = co_await get_on(s.impl, prefix, o);
-    if (ec) {
-      failed = ec;
-      break;
-    }
-    std::int64_t next = 0;
-    if (!r.kvs.empty()) {
-      // A last key with no number, or one that leaves no room for this batch's, takes no puts.
-      auto after = next_sequence(r.kvs.front().key);
-      if (!after || *after > std::numeric_limits<std::int64_t>::max() - static_cast<std::int64_t>(items.size())) {
-        failed = error::foreign_key;
-        break;
-      }
-      next = *after;
-    }
-    const auto base = "__" + prefix;
-    t.when(compare::mod_revision(base) < r.header.revision + 1);
-    t.then(txn_op::put(base, ""));
-    for (auto* p : items) {
-      p->key = prefix + "/" + fixed(next++, 16);
-      t.then(txn_op::put(p->key, p->value));
-    }
-  }
-  co_return std::tuple{failed, std::move(t)};
-}
-
-// One batch of puts, to its outcome.
-asio::awaitable<error_code> put_batch(queue_state& s, std::vector<queued_put>& batch) {
-  error_code out = co_await make_receipt(s, s.puts);
-  const auto batch_no = ++s.put_batches;
-  for (int attempt = 0; !out; ++attempt) {
-    txn t;
-    if (s.priority) {
-      auto [ec, built] = co_await priority_puts(s, batch);
-      // foreign_key: the last key of a priority holds no sequence number; read again, it would still.
-      if (ec && (fatal(ec) || ec == error::foreign_key || s.session->lost)) {
-        out = s.session->lost ? make_error_code(error::session_lost) : ec;
-        break;
-      }
-      if (ec) {
-        co_await pause_for(s, attempt);
-        continue;
-      }
-      t = std::move(built);
-    } else {
-      t = fifo_puts(s, batch);
-    }
-    t.otherwise(txn_op::get(s.puts.receipt));
-    const auto tag = s.puts.next_tag();
-    auto& mine = s.put_attempts.emplace_back(put_attempt{tag, batch_no, {}});
-    for (auto& p : batch) mine.keys.push_back(p.key);
-    auto linked = s.puts.link(std::move(t), tag, s.session->lease);
-    auto sent = co_await send_chained(s, s.puts, linked, tag);
-    if (sent.what == sent_outcome::applied) {
-      s.put_attempts.clear();
-      break;
-    }
-    if (sent.what == sent_outcome::applied_other) {
-      // An earlier attempt's copy landed. One of this batch: its keys are where the items are.
-      // One of a batch that ended without an answer (its callers were told outcome_unknown):
-      // the chain has moved on, and this batch goes again as the next step. Either way no older
-      // attempt can land any more (the receipt moved past the tag they compare).
-      const put_attempt* landed = nullptr;
-      for (auto& at : s.put_attempts)
-        if (at.tag == sent.tag && at.batch == batch_no) landed = &at;
-      if (landed)
-        for (std::size_t i = 0; i < batch.size() && i < landed->keys.size(); ++i) batch[i].key = landed->keys[i];
-      s.put_attempts.clear();
-      if (landed) break;
-      continue;
-    }
-    if (sent.what == sent_outcome::failed) out = sent.ec;
-    // Refused: a key taken meanwhile (FIFO: the same nanoseconds elsewhere; priority: another put
-    // at that priority since our read): choose the keys again.
-  }
-  co_return out;
-}
-
-}  // namespace
-
-asio::awaitable<void> run_puts(std::shared_ptr<queue_state> s) {
-  while (!s->waiting_puts.empty() && !s->failed) {
-    std::vector<queued_put> batch;
-    std::size_t bytes = 0;
-    std::map<int, int> seen;
-    while (!s->waiting_puts.empty() && batch.size() < s->options.max_batch) {
-      auto& p = s->waiting_puts.front();
-      // etcd takes 128 operations per branch (items, one base key per priority, the receipt) and
-      // 1.5 MiB per request: a batch stops short of either.
-      const bool new_priority = s->priority && !seen.count(p.priority);
-      if (!batch.empty() && (batch.size() + seen.size() + (new_priority ? 1 : 0) + 2 > 120 ||
-                             bytes + p.value.size() + 200 > 1024 * 1024))
-        break;
-      if (p.h && *p.h) {
-        if (new_priority) seen.emplace(p.priority, 0);
-        bytes += p.value.size() + 200;
-        asio::get_associated_cancellation_slot(*p.h).clear();  // it leaves now: it runs to its outcome
-        batch.push_back(std::move(p));
-      }
-      s->waiting_puts.pop_front();
-    }
-    if (batch.empty()) continue;
-    auto ec = co_await put_batch(*s, batch);
-    for (auto& p : batch) s->complete(p.h, ec, ec ? std::string() : p.key);
-    if (ec == error::session_lost || s->session->lost) s->fail_all(error::session_lost);
-  }
-  s->puts.running = false;
-  s->cleanup_if_idle();
-}
-
 namespace {
+
+using namespace asio::experimental::awaitable_operators;
 
 // Reads the first items (by create revision, or by key for priorities); with none, waits for a
 // put under the prefix and takes the puts it shows.
@@ -393,9 +239,9 @@ asio::awaitable<void> fetch(queue_state& s, int attempt) {
 
 // Claims `batch` in one txn: each deleted only at the mod revision we saw. When another consumer
 // took one first, the txn takes none: those still there go back to the candidates. Returns the
-// values claimed, in order: this batch's, or an earlier attempt's whose late copy landed.
-asio::awaitable<std::tuple<error_code, std::vector<std::string>>> claim(queue_state& s, std::vector<candidate>& batch) {
-  std::vector<std::string> values;
+// items claimed, in order: this batch's, or an earlier attempt's whose late copy landed.
+asio::awaitable<std::tuple<error_code, std::vector<candidate>>> claim(queue_state& s, std::vector<candidate>& batch) {
+  std::vector<candidate> values;
   error_code ec = co_await make_receipt(s, s.takes);
   if (!ec) {
     txn t;
@@ -415,7 +261,7 @@ asio::awaitable<std::tuple<error_code, std::vector<std::string>>> claim(queue_st
       for (auto& [t2, b] : s.claim_attempts)
         if (t2 == won) taken = &b;
       if (taken) {
-        for (auto& c : *taken) values.push_back(c.value);
+        values = *taken;
         // What this attempt held but did not take goes back, unless the winner took it too.
         if (taken != &s.claim_attempts.back().second)
           for (std::size_t i = batch.size(); i-- > 0;)
@@ -446,9 +292,17 @@ asio::awaitable<void> run_takes(std::shared_ptr<queue_state> s) {
   for (;;) {
     std::erase_if(s->takers, [](auto& t) { return !t.h || !*t.h; });
     while (!s->claimed.empty() && !s->takers.empty()) {
-      s->complete(s->takers.front().h, {}, std::move(s->claimed.front()));
+      s->complete(s->takers.front().h, {}, std::move(s->claimed.front().value));
       s->takers.pop_front();
       s->claimed.pop_front();
+    }
+    if (!s->claimed.empty()) {
+      // Claimed for nobody now: back into the queue, for any consumer. Kept here, they would
+      // wait for a dequeue of this object that may never come, and go with it.
+      std::vector<candidate> back(std::make_move_iterator(s->claimed.begin()), std::make_move_iterator(s->claimed.end()));
+      s->claimed.clear();
+      co_await put_back(*s, std::move(back));
+      continue;
     }
     if (s->takers.empty() || s->failed || s->closed) break;
     if (s->candidates.empty()) {
@@ -474,13 +328,14 @@ asio::awaitable<void> run_takes(std::shared_ptr<queue_state> s) {
       continue;
     }
     // Items claimed go to the takers in order; a taker cancelled while its claim was on the wire
-    // is told so and its item goes to the next taker; takers left over wait again in front.
-    std::deque<std::string> items(std::make_move_iterator(values.begin()), std::make_move_iterator(values.end()));
+    // is told so and its item goes to the next taker (or back into the queue); takers left over
+    // wait again in front.
+    std::deque<candidate> items(std::make_move_iterator(values.begin()), std::make_move_iterator(values.end()));
     for (auto& t : assigned) {
       if (!t.h || !*t.h) continue;
       if (t.cancelled && *t.cancelled) s->complete(t.h, asio::error::operation_aborted, {});
       else if (!items.empty()) {
-        s->complete(t.h, {}, std::move(items.front()));
+        s->complete(t.h, {}, std::move(items.front().value));
         items.pop_front();
       }
     }

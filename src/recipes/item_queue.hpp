@@ -80,8 +80,10 @@ struct queue_state : std::enable_shared_from_this<queue_state> {
   std::deque<taker> takers;          // waiting dequeues, oldest first
   std::deque<candidate> candidates;  // items seen, in dequeue order, not yet claimed by us
   /// Items claimed with no taker for them (its taker was cancelled with the claim on the wire, or
-  /// a late copy of an earlier attempt claimed more): the next dequeues take these first.
-  std::deque<std::string> claimed;
+  /// a late copy of an earlier attempt claimed more): dequeues waiting here take these first,
+  /// and those left go back into the queue (put_back) before the takes go on.
+  std::deque<candidate> claimed;
+  std::uint64_t put_backs = 0;  // names each put_back's receipt
   /// The candidates of each attempt of the claim chain's next step, by tag (see txn_chain); kept
   /// across claims that failed, since a copy of theirs may still land.
   std::vector<std::pair<std::string, std::vector<candidate>>> claim_attempts;
@@ -109,7 +111,34 @@ struct queue_state : std::enable_shared_from_this<queue_state> {
 /// (where Go fails the put too, or wraps to a negative key).
 std::optional<std::int64_t> next_sequence(std::string_view last_key);
 
+/// What a txn of a chain came to.
+enum class sent_outcome { applied, applied_other, refused, failed };
+
+struct chain_result {
+  sent_outcome what = sent_outcome::failed;
+  std::string tag;  // applied_other: the attempt whose copy was applied
+  error_code ec;    // failed
+  txn_result r;     // refused: the `otherwise` reads (the receipt's first)
+};
+
+/// Makes the chain's receipt ("0", under the lease) if it is not there yet; resent until answered.
+asio::awaitable<error_code> make_receipt(queue_state& s, txn_chain& chain);
+/// Sends one attempt of the chain's next step until it is answered (an unanswered send goes again
+/// as it is: the chain's compare makes its copies apply once) while the session lives.
+asio::awaitable<chain_result> send_chained(queue_state& s, txn_chain& chain, const txn& t, const std::string& tag);
+/// The pause before retry `attempt` of a queue's request.
+asio::awaitable<void> pause_for(queue_state& s, int attempt);
+
 asio::awaitable<void> run_puts(std::shared_ptr<queue_state> s);
 asio::awaitable<void> run_takes(std::shared_ptr<queue_state> s);
+
+/// Puts items claimed for nobody back into the queue: each at its old key if that is free (for
+/// a priority, bumping the priority's guard key so a producer that read before does not
+/// overwrite it), else at a new key as an enqueue would choose. Exactly once, also when the
+/// session is gone: the txn puts a receipt under a lease of its own and requires it absent, so
+/// a copy that lands late finds the receipt, or, once the lease is revoked or expired, fails as
+/// a whole. Items are lost only when no copy can be told applied (the client closed, or the
+/// lease ran out with a copy unanswered). On the strand; awaited by run_takes.
+asio::awaitable<void> put_back(queue_state& s, std::vector<candidate> items);
 
 }  // namespace coetcd::detail

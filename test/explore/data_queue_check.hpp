@@ -85,24 +85,14 @@ inline void judge_queue(history& h, const queue_case& qc, const std::map<std::st
   }
   // A claim without an answer (its session ended meanwhile) may take up to a batch with it.
   std::size_t excused = 0;
-  // The known gap (docs/guarantees-and-limits.md, "Claims that turned out false"): an item claimed
-  // for a dequeue cut short waits in its object, and goes with the object's session when that
-  // closes. Such losses are told, not failed, until the recipe puts claimed items back; a loss no
-  // such object explains still fails.
-  std::size_t gap = 0;
-  std::string suspects;
-  for (auto& o : qc.objects) {
-    excused += static_cast<std::size_t>(o->unknown_takes) * qc.options.max_batch;
-    if (o->aborted_takes > 0 && closed.count(o->session)) {
-      gap += static_cast<std::size_t>(o->aborted_takes) * qc.options.max_batch;
-      suspects += " obj" + std::to_string(o->id) + " (" + std::to_string(o->aborted_takes) + " dequeues cut short, its session closed);";
-    }
-  }
-  if (missing.size() > excused && missing.size() <= excused + gap)
-    BOOST_TEST_MESSAGE("explore " << qc.q << ": known gap: " << missing.size() - excused
-                                  << " items claimed for dequeues cut short went with their object's closed session"
-                                  << " (docs/guarantees-and-limits.md)");
-  if (missing.size() > excused + gap) {
+  for (auto& o : qc.objects) excused += static_cast<std::size_t>(o->unknown_takes) * qc.options.max_batch;
+  if (missing.size() > excused) {
+    // Items claimed for a dequeue cut short go back into the queue (the 30-minute run of 0832fa4
+    // lost 5 of 11,254 that waited in objects whose session then closed): name such objects.
+    std::string suspects;
+    for (auto& o : qc.objects)
+      if (o->aborted_takes > 0 && closed.count(o->session))
+        suspects += " obj" + std::to_string(o->id) + " (" + std::to_string(o->aborted_takes) + " dequeues cut short, its session closed);";
     std::string list;
     for (std::size_t i = 0; i < missing.size() && i < 8; ++i)
       list += " " + missing[i]->value + " (obj" + std::to_string(missing[i]->object) + ")";
@@ -128,8 +118,7 @@ inline asio::awaitable<void> check_queue(world& w, queue_case& qc) {
   auto fail = [&](const std::string& invariant, const std::string& name, const std::string& what, long from, long to) {
     w.h.fail({invariant, name, what, from, from > 0 && to == 0 ? w.h.last_seq() : to, {}});
   };
-  // An item claimed for a dequeue cut short on the wire waits in its object for the next one:
-  // each live object takes until a take finds nothing within 400 ms.
+  // Each live object takes until a take finds nothing within 400 ms (items put back included).
   for (auto& o : qc.objects) {
     if (!(o->q || o->pq) || !w.sessions[static_cast<std::size_t>(o->session)]->usable()) continue;
     for (int i = 0; i < o->aborted_takes + 2; ++i) {
@@ -140,6 +129,28 @@ inline asio::awaitable<void> check_queue(world& w, queue_case& qc) {
       auto t = co_await std::move(taking);
       if (t->ec) break;
     }
+  }
+  // The objects go (their receipts with them, once idle; an item claimed for nobody goes back
+  // into the queue first, under a receipt of a lease of its own), then the queues are read.
+  for (auto& o : qc.objects) {
+    o->q.reset();
+    o->pq.reset();
+  }
+  // A session closed under a fault may keep its lease to the TTL: only live sessions' count, and
+  // the put-backs' own leases (no session's).
+  std::set<std::int64_t> live, sessions;
+  for (auto& s : w.sessions) {
+    sessions.insert(s->lease);
+    if (s->usable()) live.insert(s->lease);
+  }
+  std::function<bool(std::int64_t)> of_live = [&](std::int64_t l) { return live.count(l) > 0 || !sessions.count(l); };
+  std::size_t receipts_left = 0;
+  for (auto& name : {qc.q, qc.pq}) {
+    auto settling = settled_keys_under(*w.judge, "__coetcd-queue/" + name + "/", of_live, ms(6000));
+    auto receipts = co_await std::move(settling);
+    receipts_left += receipts.size();
+    for (auto& k : receipts)
+      fail("(q3) an object's receipts go once it is destroyed and idle", name, "left: " + k, 0, 0);
   }
   // What the queues hold now.
   std::map<std::string, std::vector<std::string>> left;  // value -> the keys holding it
@@ -152,24 +163,6 @@ inline asio::awaitable<void> check_queue(world& w, queue_case& qc) {
       left[kv.value].push_back(kv.key);
       left_priority[kv.value] = priority;
     }
-  }
-  // The objects go (their receipts with them, once idle), then the sessions.
-  for (auto& o : qc.objects) {
-    o->q.reset();
-    o->pq.reset();
-  }
-  // A session closed under a fault may keep its lease to the TTL: only live sessions' count.
-  std::set<std::int64_t> live;
-  for (auto& s : w.sessions)
-    if (s->usable()) live.insert(s->lease);
-  std::function<bool(std::int64_t)> of_live = [&](std::int64_t l) { return live.count(l) > 0; };
-  std::size_t receipts_left = 0;
-  for (auto& name : {qc.q, qc.pq}) {
-    auto settling = settled_keys_under(*w.judge, "__coetcd-queue/" + name + "/", of_live, ms(3000));
-    auto receipts = co_await std::move(settling);
-    receipts_left += receipts.size();
-    for (auto& k : receipts)
-      fail("(q3) an object's receipts go once it is destroyed and idle", name, "left: " + k, 0, 0);
   }
   std::set<int> closed;  // the sessions closed while the case ran
   for (auto& s : w.sessions)
