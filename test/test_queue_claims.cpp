@@ -8,6 +8,8 @@
 #include <coetcd/queue.hpp>
 #include <coetcd/watcher.hpp>
 
+#include <set>
+
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
@@ -135,5 +137,57 @@ BOOST_AUTO_TEST_CASE(an_item_claimed_for_a_cancelled_dequeue_goes_back_into_the_
     }
     co_await expect_no_keys(near, "qc-prio");
     BOOST_TEST(co_await settled_keys(near, "__coetcd-queue/qc-prio/", 0) == 0, "receipts left");
+  }(far, near), 60s);
+}
+
+// Eight dequeues of one object cancelled while their claim of eight items of 200 KiB is on the
+// wire: all eight go back, though one txn of them would pass etcd's 1.5 MiB request limit (the
+// put-back is cut into txns within it), and another consumer takes every one.
+BOOST_AUTO_TEST_CASE(a_large_put_back_is_cut_into_txns_etcd_takes) {
+  tcp_proxy slow(server().endpoint());
+  slow.delay(300ms);
+  asio::io_context ioc;
+  client_options o;
+  o.endpoints = {slow.endpoint()};
+  o.request_timeout = 10s;
+  client far(ioc, o), near(ioc, options_for(server()));
+  run_for(ioc, [](client& far, client& near) -> asio::awaitable<void> {
+    auto fs = co_await session::async_create(far, use_awaitable);
+    auto ns = co_await session::async_create(near, use_awaitable);
+    queue producer(ns, "qc-large"), taker(ns, "qc-large"), a(fs, "qc-large");
+    std::set<std::string> values;
+    for (int i = 0; i < 8; ++i) {
+      auto v = std::to_string(i) + std::string(200 * 1024, 'x');
+      co_await producer.async_enqueue(v, use_awaitable);
+      values.insert(v);
+    }
+    watch_options wo;
+    wo.prefix = true;
+    auto w = co_await near.async_watch("qc-large/", wo, use_awaitable);
+    auto ended = std::make_shared<std::vector<error_code>>();
+    std::vector<std::unique_ptr<asio::cancellation_signal>> cancels;
+    for (int i = 0; i < 8; ++i) {
+      cancels.push_back(std::make_unique<asio::cancellation_signal>());
+      a.async_dequeue(asio::bind_cancellation_slot(cancels.back()->slot(), [ended](error_code ec, std::string) { ended->push_back(ec); }));
+    }
+    auto applied = claim_applied(w);
+    BOOST_TEST_REQUIRE(co_await std::move(applied));
+    BOOST_TEST_REQUIRE(ended->empty(), "a dequeue ended before the claim's answer could arrive");
+    for (auto& c : cancels) c->emit(asio::cancellation_type::terminal);
+    co_await eventually([ended] { return ended->size() == 8; }, 10s);
+    BOOST_TEST_REQUIRE(ended->size() == 8u);
+    for (auto& ec : *ended) BOOST_TEST(ec == asio::error::operation_aborted, ec.message());
+    BOOST_TEST((co_await wait_for_keys(near, "qc-large/", 8)).size() == 8u, "not every claimed item is back");
+    std::set<std::string> got;
+    for (int i = 0; i < 8; ++i) {
+      asio::steady_timer limit(co_await asio::this_coro::executor, 5s);
+      auto take = taker.async_dequeue(asio::as_tuple(use_awaitable)) || limit.async_wait(asio::as_tuple(use_awaitable));
+      auto r = co_await std::move(take);
+      if (r.index() != 0) break;
+      auto& [ec, value] = std::get<0>(r);
+      BOOST_TEST(!ec, ec.message());
+      if (!ec) got.insert(value);
+    }
+    BOOST_TEST((got == values), got.size() << " of 8 items taken again");
   }(far, near), 60s);
 }

@@ -97,7 +97,8 @@ class queue {
   /// call. A cancel that meets its claim on the wire completes once the claim is answered; an
   /// item claimed for it goes to a dequeue of this object already waiting, else back into the
   /// queue for any consumer (at its old key when free, else at the back; exactly once, with or
-  /// without the session; lost only if the client closes first).
+  /// without the session; lost only when that put is refused for good, e.g. the client closed
+  /// first: see docs/coordination.md).
   /// @par Executor
   /// The handler's associated executor (default: the client's); never inside this call.
   template <class CompletionToken = detail::default_token>

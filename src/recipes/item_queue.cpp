@@ -292,9 +292,15 @@ asio::awaitable<void> run_takes(std::shared_ptr<queue_state> s) {
   for (;;) {
     std::erase_if(s->takers, [](auto& t) { return !t.h || !*t.h; });
     while (!s->claimed.empty() && !s->takers.empty()) {
-      s->complete(s->takers.front().h, {}, std::move(s->claimed.front().value));
+      // A taker cancelled whose removal has not reached the strand yet is told so, as a claim's.
+      auto& t = s->takers.front();
+      if (t.cancelled && *t.cancelled) {
+        s->complete(t.h, asio::error::operation_aborted, {});
+      } else {
+        s->complete(t.h, {}, std::move(s->claimed.front().value));
+        s->claimed.pop_front();
+      }
       s->takers.pop_front();
-      s->claimed.pop_front();
     }
     if (!s->claimed.empty()) {
       // Claimed for nobody now: back into the queue, for any consumer. Kept here, they would

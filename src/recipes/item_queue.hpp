@@ -137,8 +137,10 @@ asio::awaitable<void> run_takes(std::shared_ptr<queue_state> s);
 /// overwrite it), else at a new key as an enqueue would choose. Exactly once, also when the
 /// session is gone: the txn puts a receipt under a lease of its own and requires it absent, so
 /// a copy that lands late finds the receipt, or, once the lease is revoked or expired, fails as
-/// a whole. Items are lost only when no copy can be told applied (the client closed, or the
-/// lease ran out with a copy unanswered). On the strand; awaited by run_takes.
+/// a whole. In txns within etcd's limits (60 items, 1 MiB), a lease and receipt each. Items are
+/// lost only when the put-back is refused for good (the client closed, permission denied: a
+/// priority put-back writes the guard key, a new key is refused as foreign) or cannot learn its
+/// outcome before its lease's 60 s run out. On the strand; awaited by run_takes.
 asio::awaitable<void> put_back(queue_state& s, std::vector<candidate> items);
 
 }  // namespace coetcd::detail

@@ -8,6 +8,8 @@
 #include <coetcd/client.hpp>
 #include <coetcd/lease.hpp>
 
+#include <boost/asio/steady_timer.hpp>
+
 #include <charconv>
 #include <cstdio>
 #include <limits>
@@ -193,14 +195,33 @@ txn at_old_keys(const queue_state& s, const std::vector<candidate>& items) {
 
 }  // namespace
 
-asio::awaitable<void> put_back(queue_state& s, std::vector<candidate> items) {
-  if (items.empty()) co_return;
+namespace {
+
+// Ends a put-back's lease, and its receipt with it: resent until answered (a revoke applies once
+// however often it is sent), so the receipt does not outlive the put-back by the lease's TTL.
+asio::awaitable<void> end_lease(std::shared_ptr<client_impl> c, std::int64_t lease) {
+  for (int attempt = 0; attempt < 12; ++attempt) {
+    auto [ec, r] = co_await lease_revoke_on(c, lease);
+    if (!ec || ec == error::lease_not_found || fatal(ec)) break;
+    asio::steady_timer pause(c->strand_, retry_pause(std::min(attempt, 4)));
+    co_await pause.async_wait(as_result);
+  }
+}
+
+// True when the error says the request was refused for good (resending it would not help).
+bool refused_for_good(const error_code& ec) {
+  return fatal(ec) || (surely_not_applied(ec) && ec != error::endpoints_unreachable && ec != error::invalid_auth_token &&
+                       ec != error::lease_not_found);
+}
+
+// One txn's worth of put-back (see put_back).
+asio::awaitable<void> put_back_chunk(queue_state& s, std::vector<candidate> items) {
   std::int64_t lease = 0;
   for (int attempt = 0; !lease; ++attempt) {
     // A grant resent after no answer may leave a second lease: it holds nothing and expires.
     auto [ec, g] = co_await grant_on(s.impl, 60);
     if (!ec) lease = g.id;
-    else if (fatal(ec) || (surely_not_applied(ec) && ec != error::endpoints_unreachable)) co_return;
+    else if (refused_for_good(ec)) co_return;
     else co_await pause_for(s, attempt);
   }
   const auto receipt = s.takes.receipt + "/back." + std::to_string(++s.put_backs);
@@ -234,9 +255,7 @@ asio::awaitable<void> put_back(queue_state& s, std::vector<candidate> items) {
     }
     // The lease is gone: a copy that landed before could not be told from none.
     if (ec == error::lease_not_found && unanswered) break;
-    if (ec != error::lease_not_found && (fatal(ec) || (surely_not_applied(ec) && ec != error::endpoints_unreachable &&
-                                                         ec != error::invalid_auth_token)))
-      break;
+    if (refused_for_good(ec)) break;
     if (ec == error::lease_not_found) {
       auto [gec, g] = co_await grant_on(s.impl, 60);
       if (!gec) lease = g.id;
@@ -244,9 +263,28 @@ asio::awaitable<void> put_back(queue_state& s, std::vector<candidate> items) {
     if (!surely_not_applied(ec)) unanswered = true;
     co_await pause_for(s, attempt);
   }
-  // The receipt goes with the lease; a copy still on its way then fails as a whole.
-  auto [rec, rr] = co_await lease_revoke_on(s.impl, lease);
-  (void)rec;
+  // The receipt goes with the lease; a copy still on its way then fails as a whole. The next
+  // dequeue need not wait for that.
+  asio::co_spawn(s.impl->strand_, end_lease(s.impl, lease), asio::detached);
+}
+
+}  // namespace
+
+asio::awaitable<void> put_back(queue_state& s, std::vector<candidate> items) {
+  // Within etcd's limits, as run_puts' batches: 128 operations (each item, a guard key per
+  // priority, the receipt) and 1.5 MiB a request.
+  while (!items.empty()) {
+    std::vector<candidate> chunk;
+    std::size_t bytes = 0, n = 0;
+    for (; n < items.size() && n < 60; ++n) {
+      const auto size = items[n].key.size() + items[n].value.size() + 200;
+      if (n > 0 && bytes + size > 1024 * 1024) break;
+      bytes += size;
+    }
+    chunk.assign(std::make_move_iterator(items.begin()), std::make_move_iterator(items.begin() + static_cast<std::ptrdiff_t>(n)));
+    items.erase(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(n));
+    co_await put_back_chunk(s, std::move(chunk));
+  }
 }
 
 }  // namespace coetcd::detail

@@ -146,22 +146,28 @@ inline asio::awaitable<void> check_queue(world& w, queue_case& qc) {
   std::function<bool(std::int64_t)> of_live = [&](std::int64_t l) { return live.count(l) > 0 || !sessions.count(l); };
   std::size_t receipts_left = 0;
   for (auto& name : {qc.q, qc.pq}) {
-    auto settling = settled_keys_under(*w.judge, "__coetcd-queue/" + name + "/", of_live, ms(6000));
+    auto settling = settled_keys_under(*w.judge, "__coetcd-queue/" + name + "/", of_live, ms(10000));
     auto receipts = co_await std::move(settling);
     receipts_left += receipts.size();
     for (auto& k : receipts)
       fail("(q3) an object's receipts go once it is destroyed and idle", name, "left: " + k, 0, 0);
   }
-  // What the queues hold now.
-  std::map<std::string, std::vector<std::string>> left;  // value -> the keys holding it
+  // What the queues hold now: read until two reads 1 s apart agree (a put-back of an object
+  // whose session had closed has no receipt to wait for until its txn lands).
+  std::map<std::string, std::vector<std::string>> left, before;  // value -> the keys holding it
   std::map<std::string, bool> left_priority;
-  for (bool priority : {false, true}) {
-    const std::string prefix = (priority ? qc.pq : qc.q) + "/";
-    auto reading = w.judge->async_get(prefix, get_options{.prefix = true}, use_awaitable);
-    auto r = co_await std::move(reading);
-    for (auto& kv : r.kvs) {
-      left[kv.value].push_back(kv.key);
-      left_priority[kv.value] = priority;
+  for (int read = 0; read < 8 && (read < 2 || left != before); ++read) {
+    if (read > 0) co_await sleep_for(ms(1000));
+    before = std::move(left);
+    left.clear();
+    for (bool priority : {false, true}) {
+      const std::string prefix = (priority ? qc.pq : qc.q) + "/";
+      auto reading = w.judge->async_get(prefix, get_options{.prefix = true}, use_awaitable);
+      auto r = co_await std::move(reading);
+      for (auto& kv : r.kvs) {
+        left[kv.value].push_back(kv.key);
+        left_priority[kv.value] = priority;
+      }
     }
   }
   std::set<int> closed;  // the sessions closed while the case ran
