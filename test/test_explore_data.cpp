@@ -1,14 +1,15 @@
 // The operation explorer (issue 54) on the data recipes: random histories of stm, counter, queue
-// and priority_queue, and cache, over three clients (two behind fault proxies), each checked
+// and priority_queue, cache, and registration, over three clients (two behind fault proxies), each checked
 // against a model built from etcd's own record of the case's keys (test/explore/data*.hpp).
 // COETCD_EXPLORE_SEED replays a run's choices, COETCD_EXPLORE_SECONDS sets its length across the
-// cases (default 60: 20 % each).
+// cases (default 60: 20 % each, 15 % registration).
 #define BOOST_TEST_MODULE coetcd_explore_data
 #include "support/fixture.hpp"
 
 #include "explore/data_cache.hpp"
 #include "explore/data_counter.hpp"
 #include "explore/data_queue.hpp"
+#include "explore/data_registration.hpp"
 #include "explore/data_stm.hpp"
 #include "explore/run_case.hpp"
 
@@ -62,6 +63,13 @@ BOOST_AUTO_TEST_CASE(queue_histories) {
 // is cut off; its range against etcd at its revision, each reader's updates against etcd's record.
 BOOST_AUTO_TEST_CASE(cache_histories) {
   data_case("cache_histories", 13, 0.2, [](world& w) { return run_cache_case(w); });
+}
+
+// registration: 6 registrations of 3 keys (two per key, on different clients), TTLs of 2-5 s,
+// stopped and made again, beside an interferer that revokes their leases, deletes their keys and
+// puts over them; every key settles on one live registration, in etcd with its value and lease.
+BOOST_AUTO_TEST_CASE(registration_histories) {
+  data_case("registration_histories", 14, 0.15, [](world& w) { return run_registration_case(w); });
 }
 
 // The checks themselves on hand-made records (no etcd): a counter's subset sums, the versions of
