@@ -231,21 +231,21 @@ inline asio::awaitable<void> lock_actor(world& w, std::shared_ptr<const lock_cas
   }
 }
 
-/// A lock case from start to end: sessions, actors, session steps, link faults and the
-/// destroyer until the deadline; then every waiting acquisition is cut short, and the checks run.
-inline asio::awaitable<void> run_lock_case(world& w, lock_case lc) {
-  std::vector<std::uint64_t> seeds;
-  for (int i = 0; i < lc.actors + 3; ++i) seeds.push_back(w.choose.next());
+/// Starts a lock case: two sessions per client, the deadline, then the actors, the session steps,
+/// link faults (when `links`: the world's proxies) and the destroyer, from `seeds` (actors + 3).
+inline asio::awaitable<void> start_lock_case(world& w, const lock_case& lc, std::vector<std::uint64_t> seeds, bool links) {
   for (int c = 0; c < static_cast<int>(w.clients.size()); ++c)
     for (int i = 0; i < 2; ++i) co_await w.new_session(c);
   w.deadline = clock_type::now() + std::chrono::milliseconds(static_cast<long>(w.seconds * 1000));
   auto shared = std::make_shared<const lock_case>(lc);
   for (int k = 0; k < lc.actors; ++k) w.spawn(lock_actor(w, shared, k, seeds[static_cast<std::size_t>(k)]));
   w.spawn(session_chaos(w, seeds[static_cast<std::size_t>(lc.actors)], lc.sessions));
-  w.spawn(link_faults(w, seeds[static_cast<std::size_t>(lc.actors) + 1], false));
+  if (links) w.spawn(link_faults(w, seeds[static_cast<std::size_t>(lc.actors) + 1], false));
   w.spawn(destroyer(w, seeds[static_cast<std::size_t>(lc.actors) + 2]));
-  auto draining = w.drain();
-  const bool ended = co_await std::move(draining);
+}
+
+/// The checks of a lock case once it drained (`ended`: every coroutine did).
+inline asio::awaitable<void> check_lock_case(world& w, const lock_case& lc, bool ended) {
   w.h.discount_holds_if([&](const hold& x) { return w.expired.count(x.lease) > 0; });
 
   if (lc.kind == recipe::semaphore) {
@@ -259,6 +259,19 @@ inline asio::awaitable<void> run_lock_case(world& w, lock_case lc) {
       if (ended) co_await check_fences(w, name, conflict);
   }
   if (ended) co_await check_nothing_left(w);
+}
+
+/// A lock case from start to end: sessions, actors, session steps, link faults and the
+/// destroyer until the deadline; then every waiting acquisition is cut short, and the checks run.
+inline asio::awaitable<void> run_lock_case(world& w, lock_case lc) {
+  std::vector<std::uint64_t> seeds;
+  for (int i = 0; i < lc.actors + 3; ++i) seeds.push_back(w.choose.next());
+  auto starting = start_lock_case(w, lc, seeds, true);
+  co_await std::move(starting);
+  auto draining = w.drain();
+  const bool ended = co_await std::move(draining);
+  auto checking = check_lock_case(w, lc, ended);
+  co_await std::move(checking);
 }
 
 }  // namespace coetcd::test::explore

@@ -25,14 +25,16 @@ inline void abandon(std::unique_ptr<asio::io_context> ioc, std::unique_ptr<world
 /// Runs `body(world&)` for `share` of the run's seconds. Its choices come from the run's seed and
 /// the case's index, so `--run_test=<case>` with the same seed replays it alone. Once it finished,
 /// `summary(world&, run)` says what it did (and asserts what a run that did anything must show).
+/// `links`: where the world's clients connect, when not to the shared etcd.
 template <class Body, class Summary>
-void run_case(const std::string& label, int index, double share, Body body, Summary summary) {
+void run_case(const std::string& label, int index, double share, Body body, Summary summary,
+              const world_links& links = {}) {
   const auto& run = run_config::get();
   const std::uint64_t seed = run.seed ^ (0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(index + 1));
   const double seconds = std::max(3.0, run.seconds * share);
   BOOST_TEST_MESSAGE("explore " << label << ": COETCD_EXPLORE_SEED=" << run.seed << ", " << seconds << " s");
   auto ioc = std::make_unique<asio::io_context>();
-  auto w = std::make_unique<world>(*ioc, label, run.seed, seed, seconds);
+  auto w = std::make_unique<world>(*ioc, label, run.seed, seed, seconds, links);
   const auto limit = std::chrono::milliseconds(static_cast<long>(seconds * 1000)) + std::chrono::seconds(90);
   std::string broke;
   try {

@@ -1,6 +1,7 @@
 // The explorer's world (test_explore): the seed and length of a run, the random choices, clients
-// behind fault proxies, sessions (some sharing a lease across clients), recipe objects, how an
-// acquisition is cut short, and how a case stops.
+// behind fault proxies on the shared etcd (or on the endpoints a suite gives, test_explore_cluster),
+// sessions (some sharing a lease across clients), recipe objects, how an acquisition is cut short,
+// and how a case stops.
 #pragma once
 
 #include "history.hpp"
@@ -83,8 +84,9 @@ struct sess_rec {
   session s;
   std::int64_t lease = 0;
   bool closed = false, orphaned = false;
+  bool doomed = false;  // its lease is being ended on purpose (expiry.hpp): nothing new starts on it
   int adopted_from = -1;
-  bool usable() const { return !closed && !orphaned && !s.lost(); }
+  bool usable() const { return !closed && !orphaned && !doomed && !s.lost(); }
 };
 
 /// One recipe object; any number of actors may use it (one at a time for an election).
@@ -132,13 +134,32 @@ inline cut_plan draw_cut(chooser& c) {
   return p;
 }
 
+/// Where a world's clients connect instead of the shared etcd (test_explore_cluster): each
+/// client's endpoints, and the judge's. The world then has no proxies of its own (no link_faults).
+struct world_links {
+  std::vector<std::vector<std::string>> clients;
+  std::vector<std::string> judge;
+};
+
 struct world {
-  world(asio::io_context& ioc_, std::string label_, std::uint64_t run_seed, std::uint64_t case_seed, double seconds_)
+  /// Three clients on the shared etcd (server()), two behind proxies of the world; or, with
+  /// `links`, one client per entry of links.clients on those endpoints.
+  world(asio::io_context& ioc_, std::string label_, std::uint64_t run_seed, std::uint64_t case_seed, double seconds_,
+        const world_links& links = {})
       : ioc(ioc_), label(label_), seed(run_seed), choose(case_seed), h(label_), seconds(seconds_),
         names_prefix("explore/" + label_ + "/") {
-    for (int i = 0; i < 3; ++i) {
+    const bool shared = links.clients.empty();
+    auto on = [](const std::vector<std::string>& endpoints) {
       client_options o;
-      if (i < 2) {
+      o.endpoints = endpoints;
+      o.request_timeout = std::chrono::seconds(5);
+      return o;
+    };
+    for (int i = 0; i < (shared ? 3 : static_cast<int>(links.clients.size())); ++i) {
+      client_options o;
+      if (!shared) {
+        o = on(links.clients[static_cast<std::size_t>(i)]);
+      } else if (i < 2) {
         proxies.push_back(std::make_unique<tcp_proxy>(server().endpoint()));
         o = via(*proxies.back());
       } else {
@@ -147,7 +168,7 @@ struct world {
       o.completions = completion_mode::thread;  // a polling client would take CPU from etcd
       clients.push_back(std::make_unique<client>(ioc, o));
     }
-    judge = std::make_unique<client>(ioc, options_for(server()));
+    judge = std::make_unique<client>(ioc, shared ? options_for(server()) : on(links.judge));
   }
   ~world() {
     for (auto& c : clients) c->close();
@@ -161,16 +182,16 @@ struct world {
   history h;
   double seconds;
   std::string names_prefix;  // every name explored in the case is under it
-  std::vector<std::unique_ptr<tcp_proxy>> proxies;  // in front of clients 0 and 1; client 2 is direct
+  std::vector<std::unique_ptr<tcp_proxy>> proxies;  // in front of clients 0 and 1; client 2 is direct (none with links)
   std::vector<std::unique_ptr<client>> clients;
-  std::unique_ptr<client> judge;  // direct, never faulted: reads and clean-ups of the checks
+  std::unique_ptr<client> judge;  // direct, never faulted by the world: reads and clean-ups of the checks
   std::vector<std::unique_ptr<sess_rec>> sessions;
   std::vector<obj_ptr> objects;
   std::map<long, std::shared_ptr<asio::cancellation_signal>> cancels;  // acquisitions in flight
   long next_cancel = 0;
   std::map<std::int64_t, int> sessions_on_lease;  // every session that ever kept the lease
-  std::set<std::int64_t> revoked;  // leases a session close revoked
-  std::set<std::int64_t> expired;  // leases lost otherwise (a fault outlasted the TTL): not judged
+  std::set<std::int64_t> revoked;  // leases a session close revoked, or the case ends on purpose (expiry.hpp)
+  std::set<std::int64_t> expired;  // leases lost otherwise (a fault outlasted the TTL): holds not judged
   std::map<std::pair<std::string, std::int64_t>, std::set<int>> key_users;  // sessions by (name, lease)
   clock_type::time_point deadline;
   bool stopping = false;
@@ -262,11 +283,11 @@ struct world {
     o->el.reset();
   }
 
-  /// A new session on client `c`, or one adopting `lease` (of session `from`).
-  asio::awaitable<sess_rec*> new_session(int c, std::int64_t lease = 0, int from = -1) {
+  /// A new session on client `c` (with a lease of `ttl`), or one adopting `lease` (of session `from`).
+  asio::awaitable<sess_rec*> new_session(int c, std::int64_t lease = 0, int from = -1,
+                                         std::chrono::seconds ttl = std::chrono::seconds(10)) {
     auto op = h.invoke(-1, lease ? "session.adopt" : "session.create", "", -1, from, lease);
-    auto created = session::async_create(*clients[static_cast<std::size_t>(c)],
-                                         session_options{.ttl = std::chrono::seconds(10), .lease = lease},
+    auto created = session::async_create(*clients[static_cast<std::size_t>(c)], session_options{.ttl = ttl, .lease = lease},
                                          asio::as_tuple(use_awaitable));
     auto [ec, s] = co_await std::move(created);
     if (ec) {
@@ -280,7 +301,8 @@ struct world {
     r->s = std::move(s);
     r->adopted_from = from;
     ++sessions_on_lease[r->lease];
-    h.complete(op, "s" + std::to_string(r->id) + " on client " + std::to_string(c) + ", lease " + hex(r->lease));
+    h.complete(op, "s" + std::to_string(r->id) + " on client " + std::to_string(c) + ", lease " + hex(r->lease) +
+                       (ttl != std::chrono::seconds(10) ? ", TTL " + std::to_string(ttl.count()) + " s" : ""));
     // A loss nobody caused (a close revokes; orphan and the end abort the wait): the lease may
     // have expired in etcd before anyone here knew, so its holds cannot be judged.
     r->s.async_wait_lost([this, id = r->id, lease = r->lease](error_code why) {
