@@ -222,8 +222,8 @@ inline asio::awaitable<void> run_stm_case(world& w) {
   auto starting = start_record(w, w.names_prefix);
   sc->record = co_await std::move(starting);
   w.deadline = clock_type::now() + std::chrono::milliseconds(static_cast<long>(w.seconds * 1000));
-  for (int a = 0; a < actors; ++a) w.spawn(stm_actor(w, sc, a, seeds[static_cast<std::size_t>(a)]));
-  for (int h = 0; h < writers; ++h) w.spawn(stm_hot_writer(w, sc, 100 + h, seeds[static_cast<std::size_t>(actors + h)]));
+  for (int a = 0; a < capped(actors); ++a) w.spawn(stm_actor(w, sc, a, seeds[static_cast<std::size_t>(a)]));
+  for (int h = 0; h < capped(writers); ++h) w.spawn(stm_hot_writer(w, sc, 100 + h, seeds[static_cast<std::size_t>(actors + h)]));
   w.spawn(link_faults(w, seeds.back(), false));
   auto draining = w.drain();
   const bool drained = co_await std::move(draining);

@@ -45,6 +45,7 @@ inline void check_stm(history& h, stm_case& sc) {
     const auto& got = receipts[r.id];
     const bool told_ok = r.done && !r.ec, unknown = r.ec == error::outcome_unknown;
     r.revision = got.empty() ? 0 : got.front().first;
+    if (r.revision) h.set_revision(r.completed, r.revision);  // printed with its completion
     if (got.size() > 1) {
       std::string at;
       for (auto& [rev, tag] : got) at += " " + std::to_string(rev) + " (" + tag + ")";
@@ -84,7 +85,10 @@ inline void check_stm(history& h, stm_case& sc) {
     } else if (n > 0) {
       ++puts_failed_applied;
     }
-    if (n > 0) put_rev[*it->second.begin()] = &p;
+    if (n > 0) {
+      put_rev[*it->second.begin()] = &p;
+      h.set_revision(p.completed, *it->second.begin());
+    }
   }
 
   // The replay: every revision that changed a key, or has a run's receipt, or a plain put.
