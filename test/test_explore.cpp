@@ -153,6 +153,71 @@ BOOST_AUTO_TEST_CASE(checks_see_hand_made_violations) {
   for (auto& v : p.violations()) BOOST_TEST(v.holds.size() == 2u, v.what);
 }
 
+// The shortest history a violation is printed with: exactly the entries of its name from the last
+// point at which nothing was in flight on it (no hold, no operation pending) up to the end of its
+// stretch, none of another name or of the schedule (which its window shows); and, for a name that
+// was never quiet so near, the last 40 before the violation.
+BOOST_AUTO_TEST_CASE(excerpt_is_the_names_history_since_it_was_quiet) {
+  history h("excerpt");
+  auto a = h.invoke(0, "lock", "m", 0, 1, 0xa);  // #1
+  h.complete(a, "ok");                            // #2
+  auto ha = h.begin_hold("m", 0, 0, 1, 0xa, 1);
+  auto ua = h.invoke(0, "unlock", "m", 0, 1, 0xa);  // #3
+  h.end_hold(ha, h.last_seq());
+  h.complete(ua, "ok");                                  // #4: m quiet from here
+  h.note(-1, "fault.cut", "", -1, -1, 0, "client 0");    // #5: the schedule's
+  auto o = h.invoke(3, "lock", "other", 3, 3, 0xc);      // #6: another name
+  auto b = h.invoke(1, "lock", "m", 1, 2, 0xb);          // #7: m busy from here on
+  h.complete(b, "ok");                                   // #8
+  auto hb = h.begin_hold("m", 1, 1, 2, 0xb, 1);
+  auto c = h.invoke(2, "lock", "m", 2, 4, 0xd);          // #9
+  h.complete(o, "ok");                                   // #10
+  h.note(-1, "session.orphan", "", -1, 2, 0xb, "");      // #11: a note on hb's lease
+  h.complete(c, "ok");                                   // #12: a second holder
+  auto hc = h.begin_hold("m", 2, 2, 4, 0xd, 1);
+  auto ub = h.invoke(1, "unlock", "m", 1, 2, 0xb);       // #13: the overlap ends
+  h.end_hold(hb, h.last_seq());
+  h.complete(ub, "ok");                                  // #14
+  auto uc = h.invoke(2, "unlock", "m", 2, 4, 0xd);       // #15
+  h.end_hold(hc, h.last_seq());
+  h.complete(uc, "ok");                                  // #16
+  h.set_revision(13, 77);
+  check_exclusive(h, "exclusive", mutex_conflict);
+  BOOST_TEST_REQUIRE(h.violations().size() == 1u);
+  const auto& v = h.violations().front();
+  BOOST_TEST(v.from == 12);
+  BOOST_TEST(v.to == 13);
+  const auto x = h.excerpt(v);
+  BOOST_TEST(x.quiet == 6);
+  std::vector<long> seqs;
+  for (auto* e : x.entries) seqs.push_back(e->seq);
+  BOOST_TEST(seqs == (std::vector<long>{7, 8, 9, 12, 13}), boost::test_tools::per_element());
+  const auto text = h.excerpt_text(v);
+  std::size_t lines = 0;
+  for (auto at = text.find("\n    #"); at != std::string::npos; at = text.find("\n    #", at + 1)) ++lines;
+  BOOST_TEST(lines == 5u, text);
+  BOOST_TEST(text.find("rev 77") != std::string::npos, text);
+  BOOST_TEST(text.find("other") == std::string::npos, text);
+  BOOST_TEST(h.window(v).find("session.orphan") != std::string::npos);  // the window has more
+  BOOST_TEST(text.find("session.orphan") == std::string::npos, text);
+
+  // Never quiet: a hold that never ends, then 50 refused tries; the last 40 entries before the
+  // violation's stretch (#101..#102) and the stretch.
+  history busy("busy");
+  auto first = busy.invoke(0, "lock", "n", 0, 1, 0xa);  // #1
+  busy.complete(first, "ok");                           // #2
+  busy.begin_hold("n", 0, 0, 1, 0xa, 1);
+  for (int i = 0; i < 50; ++i) busy.complete(busy.invoke(1, "try_lock", "n", 1, 2, 0xb), "busy");  // #3..#102
+  const violation made{"made", "n", "by hand", 101, 102, {}};
+  const auto y = busy.excerpt(made);
+  BOOST_TEST(y.quiet == 0);
+  BOOST_TEST(y.left_before == 60u);
+  BOOST_TEST(y.kept_before == 40u);
+  BOOST_TEST_REQUIRE(y.entries.size() == 42u);
+  BOOST_TEST(y.entries.front()->seq == 61);
+  BOOST_TEST(y.entries.back()->seq == 102);
+}
+
 // KV: 8 callers (3 and 3 behind the faulted links, with deadlines of 0.5 and 1 s; 2 direct, in a
 // namespace) put, get, delete, compare-and-set and put two keys in one txn on 4 keys. Each key's
 // history must be linearizable (a call failed ambiguously: maybe applied), revisions must follow

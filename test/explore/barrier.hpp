@@ -172,7 +172,7 @@ inline asio::awaitable<void> run_barrier_case(world& w) {
   for (int c = 0; c < static_cast<int>(w.clients.size()); ++c)
     for (int i = 0; i < 2; ++i) co_await w.new_session(c);
   w.deadline = clock_type::now() + std::chrono::milliseconds(static_cast<long>(w.seconds * 1000));
-  for (int l = 0; l < lanes; ++l) w.spawn(barrier_rounds(w, l, lanes, seeds[static_cast<std::size_t>(l)]));
+  for (int l = 0; l < capped(lanes); ++l) w.spawn(barrier_rounds(w, l, lanes, seeds[static_cast<std::size_t>(l)]));
   w.spawn(link_faults(w, seeds[static_cast<std::size_t>(lanes)], true));
   auto draining = w.drain(std::chrono::seconds(30));  // a round under way runs to its end
   if (co_await std::move(draining)) co_await check_nothing_left(w);

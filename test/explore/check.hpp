@@ -1,6 +1,7 @@
 // The explorer's checks (test_explore) over a case's history and etcd's own records: holders that
 // overlap, permits over the count, fenced writes of two holds interleaved in etcd's revisions,
-// keys left behind; and the report of each violation with the seed and its window of history.
+// keys left behind; and the report of each violation with the seed, its window of history and the
+// shortest excerpt of its name's history.
 #pragma once
 
 #include "world.hpp"
@@ -210,6 +211,17 @@ inline asio::awaitable<void> check_nothing_left(world& w) {
     w.h.fail({"(f) no key left once every session closed", "", "left: " + k, seq, seq, {}});
 }
 
+/// A violation as reported: the invariant, what broke it, the window of history around it
+/// (`with_window`) and the shortest excerpt of its name's history that shows it.
+inline std::string violation_text(const history& h, const violation& v, bool with_window = true) {
+  std::ostringstream s;
+  s << v.invariant << (v.name.empty() ? "" : " on " + v.name) << ": " << v.what;
+  if (v.to > 0 && with_window) s << "\n  history #" << v.from << "..#" << v.to << ":\n" << h.window(v);
+  const auto excerpt = h.excerpt_text(v);
+  if (!excerpt.empty()) s << (v.to > 0 && with_window ? "" : "\n") << excerpt;
+  return s.str();
+}
+
 /// Fails the test case for each violation, with the seed, the invariant and the history that
 /// shows it (the first few in full; the others counted).
 inline void report(world& w) {
@@ -219,9 +231,7 @@ inline void report(world& w) {
     int& n = per_invariant[v.invariant];
     if (++n > 3) continue;
     std::ostringstream s;
-    s << "explore " << w.label << " (COETCD_EXPLORE_SEED=" << w.seed << " --run_test=" << w.label << "): " << v.invariant
-      << (v.name.empty() ? "" : " on " + v.name) << ": " << v.what;
-    if (v.to > 0) s << "\n  history #" << v.from << "..#" << v.to << ":\n" << w.h.window(v);
+    s << "explore " << w.label << " (COETCD_EXPLORE_SEED=" << w.seed << " --run_test=" << w.label << "): " << violation_text(w.h, v);
     std::cerr << s.str() << "\n";
     BOOST_ERROR(s.str());
   }

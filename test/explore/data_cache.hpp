@@ -329,7 +329,7 @@ inline asio::awaitable<void> run_cache_case(world& w) {
     auto r = new_reader(w, *cc, i, true, ms(i == 1 ? 300 : 0));
     w.spawn(read_updates(w, cc, r, seeds[static_cast<std::size_t>(i)]));
   }
-  for (int a = 0; a < static_cast<int>(w.clients.size()); ++a) w.spawn(cache_writer(w, cc, a, seeds[static_cast<std::size_t>(3 + a)]));
+  for (int a = 0; a < capped(static_cast<int>(w.clients.size())); ++a) w.spawn(cache_writer(w, cc, a, seeds[static_cast<std::size_t>(3 + a)]));
   w.spawn(reader_maker(w, cc, seeds[6]));
   w.spawn(cache_prober(w, cc, seeds[7]));
   w.spawn(cache_faults(w, cc, seeds[8]));

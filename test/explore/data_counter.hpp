@@ -284,7 +284,7 @@ inline asio::awaitable<void> run_counter_case(world& w) {
   auto starting = start_record(w, w.names_prefix);
   cc->record = co_await std::move(starting);
   w.deadline = clock_type::now() + std::chrono::milliseconds(static_cast<long>(w.seconds * 1000));
-  for (int a = 0; a < actors; ++a) w.spawn(counter_actor(w, cc, a, seeds[static_cast<std::size_t>(a)]));
+  for (int a = 0; a < capped(actors); ++a) w.spawn(counter_actor(w, cc, a, seeds[static_cast<std::size_t>(a)]));
   w.spawn(link_faults(w, seeds.back(), false));
   auto draining = w.drain();
   const bool drained = co_await std::move(draining);

@@ -221,8 +221,8 @@ inline asio::awaitable<void> run_queue_case(world& w) {
       if (s) queue_objects_for(w, *qc, *s);
     }
   w.deadline = clock_type::now() + std::chrono::milliseconds(static_cast<long>(w.seconds * 1000));
-  for (int a = 0; a < producers; ++a) w.spawn(queue_producer(w, qc, a, seeds[static_cast<std::size_t>(a)]));
-  for (int a = 0; a < consumers; ++a)
+  for (int a = 0; a < capped(producers); ++a) w.spawn(queue_producer(w, qc, a, seeds[static_cast<std::size_t>(a)]));
+  for (int a = 0; a < capped(consumers); ++a)
     w.spawn(queue_consumer(w, qc, 10 + a, seeds[static_cast<std::size_t>(producers + a)]));
   w.spawn(queue_sessions(w, qc, seeds[static_cast<std::size_t>(producers + consumers)]));
   w.spawn(link_faults(w, seeds.back(), false));

@@ -27,6 +27,7 @@ struct stm_run {
   isolation level = isolation::serializable_snapshot;
   bool group = true, cut = false;
   int started = 0;                   // bodies started
+  std::vector<long> starts;          // the last seq before each body started, in order
   std::vector<stm_body_rec> bodies;  // the bodies that returned (a body that threw wrote nothing)
   long invoked = 0, completed = 0;
   bool done = false;
@@ -122,6 +123,7 @@ inline asio::awaitable<void> stm_actor(world& w, stm_case_ptr sc, int actor, std
     auto body = [&w, sc, run, reads, writes, dels, ask_mod, reread, receipt](stm_tx& tx) -> asio::awaitable<void> {
       stm_body_rec b;
       b.number = ++run->started;
+      run->starts.push_back(w.h.last_seq());
       b.attempt = tx.attempt();
       for (std::size_t i = 0; i < reads.size(); ++i) {
         const auto& k = reads[i];
@@ -222,8 +224,8 @@ inline asio::awaitable<void> run_stm_case(world& w) {
   auto starting = start_record(w, w.names_prefix);
   sc->record = co_await std::move(starting);
   w.deadline = clock_type::now() + std::chrono::milliseconds(static_cast<long>(w.seconds * 1000));
-  for (int a = 0; a < actors; ++a) w.spawn(stm_actor(w, sc, a, seeds[static_cast<std::size_t>(a)]));
-  for (int h = 0; h < writers; ++h) w.spawn(stm_hot_writer(w, sc, 100 + h, seeds[static_cast<std::size_t>(actors + h)]));
+  for (int a = 0; a < capped(actors); ++a) w.spawn(stm_actor(w, sc, a, seeds[static_cast<std::size_t>(a)]));
+  for (int h = 0; h < capped(writers); ++h) w.spawn(stm_hot_writer(w, sc, 100 + h, seeds[static_cast<std::size_t>(actors + h)]));
   w.spawn(link_faults(w, seeds.back(), false));
   auto draining = w.drain();
   const bool drained = co_await std::move(draining);

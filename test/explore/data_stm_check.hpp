@@ -1,10 +1,12 @@
 // The explorer's STM check (test_explore_data): where etcd applied each run (its receipt), that
 // told outcomes hold and nothing was applied twice or in parts, and the replay of the applied runs
 // and plain puts in commit order against a model of the keys, each run's reads checked against
-// what its isolation level promises at its commit.
+// what its isolation level promises at its commit; then how often each body ran
+// (data_stm_reruns.hpp).
 #pragma once
 
 #include "data_stm.hpp"
+#include "data_stm_reruns.hpp"
 
 namespace coetcd::test::explore {
 
@@ -45,6 +47,7 @@ inline void check_stm(history& h, stm_case& sc) {
     const auto& got = receipts[r.id];
     const bool told_ok = r.done && !r.ec, unknown = r.ec == error::outcome_unknown;
     r.revision = got.empty() ? 0 : got.front().first;
+    if (r.revision) h.set_revision(r.completed, r.revision);  // printed with its completion
     if (got.size() > 1) {
       std::string at;
       for (auto& [rev, tag] : got) at += " " + std::to_string(rev) + " (" + tag + ")";
@@ -84,7 +87,10 @@ inline void check_stm(history& h, stm_case& sc) {
     } else if (n > 0) {
       ++puts_failed_applied;
     }
-    if (n > 0) put_rev[*it->second.begin()] = &p;
+    if (n > 0) {
+      put_rev[*it->second.begin()] = &p;
+      h.set_revision(p.completed, *it->second.begin());
+    }
   }
 
   // The replay: every revision that changed a key, or has a run's receipt, or a plain put.
@@ -182,12 +188,15 @@ inline void check_stm(history& h, stm_case& sc) {
     for (auto& [k, v] : in_etcd) model[k] = {v, v ? R : 0};  // on from etcd's state: one difference, one report
   }
 
+  const auto reruns = check_stm_reruns(h, sc, vs);
   std::ostringstream s;
   s << sc.runs.size() << " runs: " << committed << " committed, outcome_unknown " << unknown_applied << " applied / "
     << unknown_not << " not";
   for (auto& [e, n] : errors) s << ", " << n << " " << e;
   s << "; " << groups << " commits of 2+ runs (largest " << largest << "); " << sc.puts.size() << " plain puts (" << puts_ok
-    << " answered, " << puts_failed_applied << " unanswered but applied); " << rec.events.size() << " changes recorded";
+    << " answered, " << puts_failed_applied << " unanswered but applied); " << rec.events.size() << " changes recorded; "
+    << reruns.bodies << " bodies run, " << reruns.reruns << " again after a failed commit (" << reruns.judged << " judged, "
+    << reruns.unjustified << " with no conflict of their own), " << reruns.regroups << " after leaving their group";
   h.note(-1, "summary", "", -1, -1, 0, s.str());
   if (committed == 0)
     fail("(s0) runs commit", "no run committed: " + s.str(), 0, 0);

@@ -1,7 +1,9 @@
 // The explorer's history (test_explore): every operation's invocation and completion and every
 // hold a caller was told of, in the order the one event loop saw them, and a window of it printed
-// around a violation.
+// around a violation, with the shortest excerpt of its name's entries that shows it.
 #pragma once
+
+#include "actors.hpp"  // here, so that every case's code sees the cap through world.hpp
 
 #include <algorithm>
 #include <chrono>
@@ -34,6 +36,7 @@ struct entry {
   std::int64_t lease = 0, n = 0;
   std::string result;  // a completion's "ok" or error message; a note's detail
   long hold = 0;       // the hold this entry began or ended
+  std::int64_t revision = 0;  // etcd's revision of what it did, when a check found it (0: not known)
 };
 
 /// What a caller was told it holds: from the completion that said so (its handler ran) to the
@@ -137,6 +140,16 @@ class history {
     return out;
   }
   const std::vector<entry>& events() const { return events_; }
+  /// The entry of `seq` (null: none).
+  const entry* at(long seq) const {
+    if (seq < 1 || seq > static_cast<long>(events_.size())) return nullptr;
+    const auto& e = events_[static_cast<std::size_t>(seq - 1)];  // one entry per seq, from 1
+    return e.seq == seq ? &e : nullptr;
+  }
+  /// Notes etcd's revision of what entry `seq` did, printed with it.
+  void set_revision(long seq, std::int64_t revision) {
+    if (at(seq)) events_[static_cast<std::size_t>(seq - 1)].revision = revision;
+  }
   /// Invocations with no completion yet.
   std::vector<entry> open_operations() const {
     std::set<long> done;
@@ -195,6 +208,82 @@ class history {
     return out.str();
   }
 
+  /// The shortest history of the violation's name that shows it: only the entries of that name
+  /// (its lock, election or barrier name, KV key, data case), from the last point before the
+  /// violation shows (v.from) at which nothing was in flight on it (no hold, no operation
+  /// invoked and not completed) up to the end of its stretch (v.to). At most `before` entries
+  /// before v.from (the last ones: a name that was never quiet so near) and `after` from it on.
+  /// Empty for a violation with no name or no stretch.
+  struct excerpt_t {
+    std::vector<const entry*> entries;
+    long quiet = 0;        // the last quiet point: after entry #quiet (0: the case's start)
+    std::size_t kept_before = 0;  // of `entries`, those before v.from
+    std::size_t left_before = 0, left_after = 0;  // entries of the stretch left out
+  };
+  excerpt_t excerpt(const violation& v, std::size_t before = 40, std::size_t after = 40) const {
+    excerpt_t x;
+    if (v.name.empty() || v.to <= 0) return x;
+    // What was in flight on the name, as [from, to) in seqs: a point p (after entry p) is quiet
+    // when no span holds from <= p < to.
+    std::vector<std::pair<long, long>> spans;
+    std::map<long, long> done;  // op -> completion seq
+    for (auto& e : events_)
+      if (e.phase == entry::complete) done[e.op] = e.seq;
+    for (auto& e : events_)
+      if (e.phase == entry::invoke && e.name == v.name) {
+        auto c = done.find(e.op);
+        spans.emplace_back(e.seq, c == done.end() ? never : c->second);
+      }
+    for (auto& [id, h] : holds_)
+      if (h.name == v.name && h.end > h.start) spans.emplace_back(h.start, h.end);  // a discounted one took no time
+    std::sort(spans.begin(), spans.end());
+    // The merged span that holds the point just before v.from, if any, began after the quiet point.
+    const long point = v.from - 1;
+    long quiet = point < 0 ? 0 : point, from = -1, to = -1;
+    for (auto& [a, b] : spans) {
+      if (a > point) break;
+      if (from < 0 || a > to) {  // a gap before it: a new merged span
+        from = a;
+        to = b;
+      } else {
+        to = std::max(to, b);
+      }
+    }
+    if (from >= 0 && point < to) quiet = from - 1;
+    x.quiet = std::max(0L, quiet);
+    std::vector<const entry*> early, late;
+    for (auto& e : events_) {
+      if (e.name != v.name || e.seq <= x.quiet || e.seq > v.to) continue;
+      (e.seq < v.from ? early : late).push_back(&e);
+    }
+    if (early.size() > before) {
+      x.left_before = early.size() - before;
+      early.erase(early.begin(), early.begin() + static_cast<std::ptrdiff_t>(x.left_before));
+    }
+    if (late.size() > after) {
+      x.left_after = late.size() - after;
+      late.resize(after);
+    }
+    x.kept_before = early.size();
+    x.entries = std::move(early);
+    x.entries.insert(x.entries.end(), late.begin(), late.end());
+    return x;
+  }
+  /// The excerpt as the report prints it ("" when there is none).
+  std::string excerpt_text(const violation& v) const {
+    auto x = excerpt(v);
+    if (x.entries.empty()) return "";
+    std::ostringstream out;
+    out << "  shortest history on " << v.name << " (its entries only; ";
+    if (x.left_before) out << "never quiet in the " << x.kept_before << " before #" << v.from << ", " << x.left_before << " earlier left out";
+    else if (x.quiet) out << "nothing in flight on it after #" << x.quiet;
+    else out << "from the case's start";
+    out << "):\n";
+    for (auto* e : x.entries) out << "    " << describe(*e) << "\n";
+    if (x.left_after) out << "    ... " << x.left_after << " more up to #" << v.to << "\n";
+    return out.str();
+  }
+
   static std::string describe(const entry& e) {
     std::ostringstream s;
     s << "#" << e.seq << " " << static_cast<long>(e.ms) << "ms ";
@@ -206,6 +295,7 @@ class history {
     if (e.lease) s << " lease " << std::hex << e.lease << std::dec;
     if (e.n) s << " n=" << e.n;
     if (e.op) s << " op" << e.op;
+    if (e.revision) s << " rev " << e.revision;
     if (!e.result.empty()) s << " -> " << e.result;
     if (e.hold) s << " [hold " << e.hold << "]";
     return s.str();

@@ -238,7 +238,7 @@ inline asio::awaitable<void> start_lock_case(world& w, const lock_case& lc, std:
     for (int i = 0; i < 2; ++i) co_await w.new_session(c);
   w.deadline = clock_type::now() + std::chrono::milliseconds(static_cast<long>(w.seconds * 1000));
   auto shared = std::make_shared<const lock_case>(lc);
-  for (int k = 0; k < lc.actors; ++k) w.spawn(lock_actor(w, shared, k, seeds[static_cast<std::size_t>(k)]));
+  for (int k = 0; k < capped(lc.actors); ++k) w.spawn(lock_actor(w, shared, k, seeds[static_cast<std::size_t>(k)]));
   w.spawn(session_chaos(w, seeds[static_cast<std::size_t>(lc.actors)], lc.sessions));
   if (links) w.spawn(link_faults(w, seeds[static_cast<std::size_t>(lc.actors) + 1], false));
   w.spawn(destroyer(w, seeds[static_cast<std::size_t>(lc.actors) + 2]));
