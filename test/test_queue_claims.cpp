@@ -70,7 +70,9 @@ asio::awaitable<std::optional<error_code>> cancel_on_the_wire(client& direct, Qu
   BOOST_TEST_REQUIRE(!done->has_value(), "the dequeue ended before its claim's answer could arrive");
   cancel.emit(asio::cancellation_type::terminal);
   after_cancel();
-  co_await eventually([done] { return done->has_value(); }, 10s);
+  // (named first: g++ 12 destroys a by-value capture written inside a co_await expression twice)
+  std::function<bool()> finished = [done] { return done->has_value(); };
+  co_await eventually(std::move(finished), 10s);
   co_return *done;
 }
 
@@ -174,7 +176,8 @@ BOOST_AUTO_TEST_CASE(a_large_put_back_is_cut_into_txns_etcd_takes) {
     BOOST_TEST_REQUIRE(co_await std::move(applied));
     BOOST_TEST_REQUIRE(ended->empty(), "a dequeue ended before the claim's answer could arrive");
     for (auto& c : cancels) c->emit(asio::cancellation_type::terminal);
-    co_await eventually([ended] { return ended->size() == 8; }, 10s);
+    std::function<bool()> all_ended = [ended] { return ended->size() == 8; };  // named: see above
+    co_await eventually(std::move(all_ended), 10s);
     BOOST_TEST_REQUIRE(ended->size() == 8u);
     for (auto& ec : *ended) BOOST_TEST(ec == asio::error::operation_aborted, ec.message());
     BOOST_TEST((co_await wait_for_keys(near, "qc-large/", 8)).size() == 8u, "not every claimed item is back");
