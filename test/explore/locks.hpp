@@ -186,7 +186,8 @@ inline asio::awaitable<void> lock_round(world& w, const lock_case& lc, int k, ch
     w.h.complete(op, ec.message());
     o->busy = false;
     // Nothing but a cut or the object's destruction aborts an acquisition: a move does not.
-    if (lc.moves && ec == asio::error::operation_aborted && !plan.armed && o->alive && !w.stopping)
+    if (lc.moves && ec == asio::error::operation_aborted && !plan.armed && o->alive && !w.stopping &&
+        !w.lease_shared(s.lease))
       w.h.fail({"a move does not abort the acquisitions pending on the object", name,
                 "actor " + std::to_string(k) + "'s " + acquire_name(lc.kind, try_only, shared) + " on obj" +
                     std::to_string(o->id) + " (moved " + std::to_string(o->moves) +
