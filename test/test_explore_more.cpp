@@ -103,3 +103,76 @@ BOOST_AUTO_TEST_CASE(election_moves_and_closes) {
     return run_lock_case(w, churned(recipe::election, 6, {w.name("e0"), w.name("e1")}));
   });
 }
+
+// The rw_mutex and leader checks on hand-made histories (no etcd): each sees the violations
+// written into it, and none where there is none.
+BOOST_AUTO_TEST_CASE(rw_and_leader_checks_see_hand_made_violations) {
+  history h("rw");
+  auto held = [&](int session, std::int64_t lease, bool shared) {
+    h.note(0, "acquired", "r", 0, session, lease, "");
+    auto id = h.begin_hold("r", 0, 0, session, lease, 1);
+    if (shared) h.mark_shared(id);
+    return id;
+  };
+  auto end = [&](long id) {
+    h.note(0, "released", "r", 0, 0, 0, "");
+    h.end_hold(id, h.last_seq());
+  };
+  // Readers of three leases at once: none.
+  auto a = held(1, 0xa, true), b = held(2, 0xb, true), c = held(3, 0xc, true);
+  end(a), end(b), end(c);
+  // A writer beside a reader of another lease (1), and of its own lease and session (1).
+  auto d = held(4, 0xd, false), e = held(5, 0xe, true);
+  end(e), end(d);
+  auto f = held(6, 0xf, false), g = held(6, 0xf, true);
+  end(g), end(f);
+  // Two writers of one lease and two sessions: one holder to etcd (none); of two leases (1).
+  auto i = held(7, 0x10, false), j = held(8, 0x10, false);
+  end(j), end(i);
+  auto k = held(9, 0x11, false), l = held(10, 0x12, false);
+  end(l), end(k);
+  check_exclusive(h, "rw", rw_conflict);
+  BOOST_TEST(h.violations().size() == 3u);
+
+  // Terms against etcd's record of the election: a leads (10), b waits (11) and leads once a is
+  // gone (12); d comes (13) behind b and goes (14) before it led; b goes (15).
+  leader_case lc;
+  lc.name = "lead";
+  etcd_record rec;
+  rec.prefix = "lead/";
+  auto event = [&](bool put, const std::string& key, std::int64_t create, std::int64_t mod) {
+    watch_event ev;
+    ev.type = put ? watch_event::kind::put : watch_event::kind::del;
+    ev.kv.key = key;
+    ev.kv.create_revision = create;
+    ev.kv.mod_revision = mod;
+    rec.events.push_back(ev);
+  };
+  event(true, "lead/a", 10, 10);
+  event(true, "lead/b", 11, 11);
+  event(false, "lead/a", 0, 12);
+  event(true, "lead/d", 13, 13);
+  event(false, "lead/d", 0, 14);
+  event(false, "lead/b", 0, 15);
+  history told_h("terms");
+  auto told = [&](const std::string& key, std::int64_t revision, std::int64_t lease) {
+    auto seq = told_h.note(0, "term", "lead", 0, -1, lease, key);
+    lc.terms.push_back({told_h.begin_hold("lead", 0, 0, -1, lease, 1), seq, lease, revision, key});
+  };
+  told("lead/a", 10, 1);
+  told("lead/b", 11, 2);
+  history fine("fine");
+  check_terms(fine, lc, rec, true, {});
+  BOOST_TEST(fine.violations().empty());
+  told("lead/d", 13, 3);  // put, but never the oldest key (1)
+  told("lead/a", 10, 1);  // told after a newer term (1)
+  told("lead/x", 20, 4);  // not in etcd's record (1)
+  lc.rejected.push_back({lc.terms[1].hold, 2});  // a write refused to a running body (1)
+  lc.rejected.push_back({lc.terms[0].hold, 1});  // the same, its lease lost to a fault (none)
+  history wrong("wrong");
+  check_terms(wrong, lc, rec, true, {1});
+  BOOST_TEST(wrong.violations().size() == 4u);
+  history partial("partial");  // an incomplete record: only the order and the refused write
+  check_terms(partial, lc, rec, false, {1});
+  BOOST_TEST(partial.violations().size() == 2u);
+}

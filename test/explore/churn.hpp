@@ -48,7 +48,7 @@ inline void move_object(world& w, const obj_ptr& o, bool assign, const obj_ptr& 
       case recipe::rw_mutex: over(o->rw, target->rw); break;
     }
     w.destroy(target, -1, "assigned over by obj" + std::to_string(o->id) + "'s move");
-    ++w.tally["moves assigned over a busy object"];
+    ++w.tally["moves assigned over another object"];
   } else {
     switch (o->kind) {
       case recipe::mutex: move_into_new(o->m, assign, [&] { return std::make_unique<coetcd::mutex>(s.s, spare); }); break;
@@ -69,7 +69,8 @@ inline asio::awaitable<void> mover(world& w, std::uint64_t seed) {
   auto ex = co_await asio::this_coro::executor;
   while (!w.stopping && clock_type::now() < w.deadline) {
     co_await sleep_for(ms(c.between(150, 900)));
-    // Every choice first: 0 move construction, 1 into a fresh object, 2 over a busy one.
+    // Every choice first: 0 move construction, 1 into a fresh object, 2 over another of its
+    // session and name (one with an acquisition pending, when there is one).
     const int how = c.weighted({45, 25, 30});
     const bool grant_turn = c.chance(40), holder = c.chance(25);
     const auto look = ms(c.between(30, 300));
@@ -95,11 +96,12 @@ inline asio::awaitable<void> mover(world& w, std::uint64_t seed) {
     }
     obj_ptr target;
     if (how == 2 && picked->kind != recipe::election) {  // one election per session and name
-      std::vector<obj_ptr> busy;
+      std::vector<obj_ptr> busy, idle;
       for (auto& o : w.objects)
         if (o->alive && o != picked && o->kind == picked->kind && o->session == picked->session && o->name == picked->name)
-          busy.push_back(o);
-      if (!busy.empty()) target = busy[static_cast<std::size_t>(x) % busy.size()];
+          (o->pending > 0 ? busy : idle).push_back(o);
+      auto& from = busy.empty() ? idle : busy;
+      if (!from.empty()) target = from[static_cast<std::size_t>(x) % from.size()];
     }
     move_object(w, picked, how != 0, target, why);
   }

@@ -214,12 +214,13 @@ inline void destroy_leader(world& w, leader_rec& r, const std::string& why) {
 
 /// Waits up to 8 s (a term's close may wait for a revoke through a faulted link) for `r`'s run
 /// to end after a stop; a violation if it does not.
-inline asio::awaitable<void> expect_run_ends(world& w, leader_case_ptr lc, leader_ptr r, long op, std::string why) {
+inline asio::awaitable<void> expect_run_ends(world& w, leader_case_ptr lc, leader_ptr r, long op, const char* why) {
+  const long since = w.h.last_seq();
   const auto until = clock_type::now() + ms(8000);
   while (!w.h.completed(op) && clock_type::now() < until) co_await sleep_for(ms(20));
   if (!w.h.completed(op))
     w.h.fail({"a stopped leader's run completes", lc->name,
-              "the run of leader " + std::to_string(r->id) + " still runs 8 s after " + why, op, w.h.last_seq(), {}});
+              "the run of leader " + std::to_string(r->id) + " still runs 8 s after " + std::string(why), since, w.h.last_seq(), {}});
 }
 
 /// One slot: a leader at a time, started on a random client; now and then its run is cancelled,
@@ -276,7 +277,7 @@ inline asio::awaitable<void> leader_slot(world& w, leader_case_ptr lc, int slot,
       std::swap(r->l, t->l);
       destroy_leader(w, *t, "assigned over by leader " + std::to_string(r->id) + "'s move");
       ++w.tally["moves"];
-      ++w.tally["moves assigned over a busy object"];
+      ++w.tally["moves assigned over another object"];
       if (top) co_await expect_run_ends(w, lc, t, top, "it was assigned over");
     }
   }
@@ -296,8 +297,11 @@ inline asio::awaitable<void> leader_sampler(world& w, leader_case_ptr lc) {
 }
 
 /// Each term told was etcd's: its key was put at its revision and was the oldest key of the
-/// election at some revision of the record; and terms were told in their revisions' order.
-inline void check_terms(world& w, leader_case& lc, const etcd_record& rec, bool complete) {
+/// election at some revision of the record (when the record is `complete`); terms were told in
+/// their revisions' order; and no fenced write was refused to a running body, unless a fault
+/// took its lease (`expired`).
+inline void check_terms(history& hist, const leader_case& lc, const etcd_record& rec, bool complete,
+                        const std::set<std::int64_t>& expired) {
   std::map<std::string, std::int64_t> live;  // key -> create revision
   std::set<std::pair<std::string, std::int64_t>> put, led;
   for (auto& [k, kv] : rec.initial) live[k] = kv.create_revision;
@@ -321,12 +325,12 @@ inline void check_terms(world& w, leader_case& lc, const etcd_record& rec, bool 
   long last_hold = 0;
   for (auto& t : lc.terms) {
     if (complete && !led.count({t.key, t.revision}))
-      w.h.fail({"(d) a term told is one etcd gave: its key the election's oldest", lc.name,
+      hist.fail({"(d) a term told is one etcd gave: its key the election's oldest", lc.name,
                 "hold " + std::to_string(t.hold) + ": " + t.key + " at revision " + std::to_string(t.revision) +
                     (put.count({t.key, t.revision}) ? " was put but never the oldest key" : " is not in etcd's record"),
                 t.seq, t.seq, {t.hold}});
     if (t.revision <= last)
-      w.h.fail({"(d) terms are told in the order of their revisions", lc.name,
+      hist.fail({"(d) terms are told in the order of their revisions", lc.name,
                 "hold " + std::to_string(t.hold) + " (revision " + std::to_string(t.revision) + ") told after hold " +
                     std::to_string(last_hold) + " (revision " + std::to_string(last) + ")",
                 t.seq, t.seq, {last_hold, t.hold}});
@@ -336,10 +340,10 @@ inline void check_terms(world& w, leader_case& lc, const etcd_record& rec, bool 
     }
   }
   for (auto& [id, lease] : lc.rejected)
-    if (!w.expired.count(lease))
-      w.h.fail({"no caller told it holds after its key is gone", lc.name,
+    if (!expired.count(lease))
+      hist.fail({"no caller told it holds after its key is gone", lc.name,
                 "the fenced write of term hold " + std::to_string(id) + " was rejected while its body ran and its leader led",
-                w.h.find_hold(id) ? w.h.find_hold(id)->start : 0, w.h.last_seq(), {id}});
+                hist.find_hold(id) ? hist.find_hold(id)->start : 0, hist.last_seq(), {id}});
 }
 
 /// The leader case: `slots` leaders at a time on one name, with link faults and client closes.
@@ -370,7 +374,7 @@ inline asio::awaitable<void> run_leader_case(world& w, int slots) {
   auto finishing = finish_record(w, rec);
   const bool complete = co_await std::move(finishing);
   if (!complete) w.h.note(-1, "check.record", lc->name, -1, -1, 0, "etcd's record incomplete: terms not matched to it");
-  check_terms(w, *lc, *rec, complete);
+  check_terms(w.h, *lc, *rec, complete, w.expired);
   co_await check_fences(w, lc->name, election_conflict);
   // Every leader is stopped: its term's session closed, or (its client closed) its lease
   // expiring within the TTL.

@@ -252,7 +252,7 @@ inline asio::awaitable<void> lock_round(world& w, const lock_case& lc, int k, ch
     w.h.fail({"a hold moves with its object", name,
               "actor " + std::to_string(k) + "'s " + release_name(lc.kind, shared) + " through obj" + std::to_string(o->id) +
                   ", moved while it held, failed with not_locked",
-              w.h.find_hold(id) ? w.h.find_hold(id)->start : rel, w.h.last_seq(), {id}});
+              w.h.find_hold(id) ? w.h.find_hold(id)->start : released_at, w.h.last_seq(), {id}});
   // Probed only when the release ended the hold in a live session: a hold an orphan ended keeps
   // its key, and so its fence, until the lease goes. Not a reader's: its fence holds while any
   // reader of its session holds the read key.

@@ -76,7 +76,7 @@ inline void move_multi(world& w, ml_rec& r, int how, ml_rec* target, std::size_t
     *target->ml = std::move(*r.ml);
     std::swap(r.ml, target->ml);
     destroy_multi(w, *target, -1, "assigned over by multi" + std::to_string(r.id) + "'s move");
-    ++w.tally["moves assigned over a busy object"];
+    ++w.tally["moves assigned over another object"];
   } else if (how >= 1) {
     auto spare = std::make_unique<coetcd::mutex>(r.sessions[0]->s, w.name("spare"));
     auto fresh = std::make_unique<multi_lock>(std::vector<multi_lock::part>{multi_lock::part(*spare)});
@@ -208,7 +208,8 @@ inline asio::awaitable<void> multi_round(world& w, multi_case& mc, int k, choose
   --r->pending;
   if (ec) {
     w.h.complete(op, ec.message());
-    if (ec == asio::error::operation_aborted && !plan.armed && r->alive && !w.stopping)
+    const bool shared_lease = std::any_of(r->sessions.begin(), r->sessions.end(), [&](auto* s) { return w.lease_shared(s->lease); });
+    if (ec == asio::error::operation_aborted && !plan.armed && r->alive && !w.stopping && !shared_lease)
       w.h.fail({"a move does not abort the acquisitions pending on the object", r->names[0],
                 "actor " + std::to_string(k) + "'s lock of multi" + std::to_string(r->id) + " (moved " +
                     std::to_string(r->moves) + " times) completed with operation_aborted, never cut short, alive",
@@ -268,7 +269,7 @@ inline asio::awaitable<void> multi_round(world& w, multi_case& mc, int k, choose
   else if (re == error::not_locked && usable)
     w.h.fail({"a multi_lock that holds releases (never not_locked)", r->names[0],
               "actor " + std::to_string(k) + "'s release of multi" + std::to_string(r->id) + " failed with not_locked",
-              rel, w.h.last_seq(), r->holds});
+              released_at, w.h.last_seq(), r->holds});
   bool ended_here = true;
   for (auto id : r->holds) ended_here = ended_here && w.h.find_hold(id) && w.h.find_hold(id)->end == released_at;
   if (re || !probe || !usable || !r->usable() || !ended_here) co_return;
