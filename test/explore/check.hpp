@@ -19,6 +19,14 @@ using conflict_fn = std::function<bool(const hold&, const hold&)>;
 inline bool mutex_conflict(const hold& a, const hold& b) { return a.lease != b.lease || a.session == b.session; }
 /// An election's candidates are keys: one leader per lease.
 inline bool election_conflict(const hold& a, const hold& b) { return a.lease != b.lease; }
+/// An rw_mutex: readers beside readers, of any lease; a writer beside nobody but the writers of
+/// other sessions of its lease (they share the write key, as a mutex's do). A reader and a writer
+/// of one lease have two keys: the later one waits for the other.
+inline bool rw_conflict(const hold& a, const hold& b) {
+  if (a.shared && b.shared) return false;
+  if (a.shared != b.shared) return true;
+  return mutex_conflict(a, b);
+}
 
 inline std::string hold_text(const hold& h) {
   std::ostringstream s;
@@ -26,7 +34,7 @@ inline std::string hold_text(const hold& h) {
     << h.lease << std::dec << ", n=" << h.n << ", #" << h.start << "..";
   if (h.end == never) s << "never";
   else s << "#" << h.end;
-  s << (h.after_destroy ? ", told after its object was destroyed" : "") << ")";
+  s << (h.after_destroy ? ", told after its object was destroyed" : "") << (h.shared ? ", shared" : "") << ")";
   return s.str();
 }
 

@@ -50,6 +50,7 @@ struct hold {
   std::int64_t lease = 0, n = 1;
   long start = 0, end = never;
   bool after_destroy = false;  // told by an object that was already destroyed: nobody can end it
+  bool shared = false;         // an rw_mutex reader's: readers may hold beside each other
 };
 
 /// A broken invariant, with the stretch of the history that shows it.
@@ -87,8 +88,11 @@ class history {
     e.result = std::move(result);
     e.hold = hold_id;
     events_.push_back(std::move(e));
+    completed_.insert(op);
     return seq_;
   }
+  /// Whether operation `op` has completed.
+  bool completed(long op) const { return completed_.count(op) > 0; }
   /// Records a note; returns its seq.
   long note(int actor, std::string what, std::string name, int object, int session, std::int64_t lease,
             std::string detail) {
@@ -114,6 +118,11 @@ class history {
     if (!events_.empty()) events_.back().hold = h.id;
     holds_.emplace(h.id, std::move(h));
     return holds_n_;
+  }
+  /// Marks hold `id` as a reader's (see hold::shared).
+  void mark_shared(long id) {
+    auto it = holds_.find(id);
+    if (it != holds_.end()) it->second.shared = true;
   }
   /// Ends hold `id` at `seq` (the entry that ended it), unless it has ended already.
   void end_hold(long id, long seq) {
@@ -328,6 +337,7 @@ class history {
   long seq_ = 0, ops_ = 0, holds_n_ = 0;
   std::vector<entry> events_;
   std::map<long, std::size_t> invocations_;
+  std::set<long> completed_;
   std::map<long, hold> holds_;
   std::vector<violation> violations_;
 };

@@ -1,10 +1,13 @@
-// The explorer's lock callers (test_explore): actors that lock, try and unlock mutexes, acquire
-// and release semaphore permits, campaign and resign, through objects that several of them share,
-// cut short at random, holders writing through their fence and probing it once it is over, and
-// objects destroyed with operations pending (in the very turn a release starts, among others).
+// The explorer's lock callers (test_explore, test_explore_more): actors that lock, try and unlock
+// mutexes and rw_mutexes (readers and writers), acquire and release semaphore permits, campaign
+// and resign, through objects that several of them share, cut short at random, holders writing
+// through their fence and probing it once it is over, and objects destroyed with operations
+// pending (in the very turn a release starts, among others); moved and their clients closed too,
+// when the case asks for it.
 #pragma once
 
 #include "check.hpp"
+#include "churn.hpp"
 #include "schedule.hpp"
 
 namespace coetcd::test::explore {
@@ -16,25 +19,38 @@ struct lock_case {
   std::vector<std::string> names;
   std::map<std::string, std::int64_t> permits;  // a semaphore's, by name
   session_mix sessions;
+  bool moves = false;     // a mover (churn.hpp) moves objects with acquisitions pending
+  bool closes = false;    // a closer (churn.hpp) closes whole clients and opens them again
+  bool live_end = false;  // the end judges liveness (drain_live) before anything is cut short
 };
 
-inline const char* acquire_name(recipe k, bool try_only) {
+inline const char* acquire_name(recipe k, bool try_only, bool shared) {
   switch (k) {
     case recipe::mutex: return try_only ? "try_lock" : "lock";
     case recipe::semaphore: return try_only ? "try_acquire" : "acquire";
     case recipe::election: return "campaign";
+    case recipe::rw_mutex:
+      if (shared) return try_only ? "try_lock_shared" : "lock_shared";
+      return try_only ? "try_lock" : "lock";
   }
   return "?";
 }
-inline const char* release_name(recipe k) {
+inline const char* release_name(recipe k, bool shared) {
+  if (k == recipe::rw_mutex) return shared ? "unlock_shared" : "unlock";
   return k == recipe::mutex ? "unlock" : k == recipe::semaphore ? "release" : "resign";
 }
 
 using result_awaitable = asio::awaitable<std::tuple<error_code>>;
 
-inline result_awaitable start_acquire(obj_rec& o, bool try_only, std::int64_t n, const std::string& value,
+inline result_awaitable start_acquire(obj_rec& o, bool try_only, bool shared, std::int64_t n, const std::string& value,
                                       asio::cancellation_slot slot) {
   auto token = asio::bind_cancellation_slot(slot, asio::as_tuple(use_awaitable));
+  if (o.kind == recipe::rw_mutex) {
+    if (shared && try_only) return o.rw->async_try_lock_shared(token);
+    if (shared) return o.rw->async_lock_shared(token);
+    if (try_only) return o.rw->async_try_lock(token);
+    return o.rw->async_lock(token);
+  }
   if (o.kind == recipe::mutex) {
     if (try_only) return o.m->async_try_lock(token);
     return o.m->async_lock(token);
@@ -48,8 +64,10 @@ inline result_awaitable start_acquire(obj_rec& o, bool try_only, std::int64_t n,
 
 /// Starts the release with a callback, so the caller can act in the same turn.
 template <class Callback>
-void start_release(obj_rec& o, std::int64_t n, Callback cb) {
-  if (o.kind == recipe::mutex) o.m->async_unlock(std::move(cb));
+void start_release(obj_rec& o, bool shared, std::int64_t n, Callback cb) {
+  if (o.kind == recipe::rw_mutex && shared) o.rw->async_unlock_shared(std::move(cb));
+  else if (o.kind == recipe::rw_mutex) o.rw->async_unlock(std::move(cb));
+  else if (o.kind == recipe::mutex) o.m->async_unlock(std::move(cb));
   else if (o.kind == recipe::semaphore) o.sem->async_release(n, std::move(cb));
   else o.el->async_resign(std::move(cb));
 }
@@ -57,6 +75,7 @@ void start_release(obj_rec& o, std::int64_t n, Callback cb) {
 inline bool holds_anything(const obj_rec& o) {
   if (o.kind == recipe::mutex) return o.m->held();
   if (o.kind == recipe::semaphore) return o.sem->held() > 0;
+  if (o.kind == recipe::rw_mutex) return o.rw->held() || o.rw->shared_holds() > 0;
   return o.el->is_leader();
 }
 
@@ -139,6 +158,7 @@ inline asio::awaitable<void> lock_round(world& w, const lock_case& lc, int k, ch
   // releasing; 3: release and destroy this object in that turn.
   const int how = c.weighted({55, 25, 10, 10});
   const bool same_session = c.chance(80), probe = c.chance(60);
+  const bool shared = lc.kind == recipe::rw_mutex && c.chance(55);  // a reader (drawn for rw_mutex only)
   const auto value = "actor " + std::to_string(k) + " round " + std::to_string(++rounds);
   if (!sp) {
     co_await sleep_for(ms(50));
@@ -151,13 +171,13 @@ inline asio::awaitable<void> lock_round(world& w, const lock_case& lc, int k, ch
     co_return;
   }
   if (lc.kind == recipe::election) o->busy = true;  // one operation at a time per election
-  auto op = w.h.invoke(k, acquire_name(lc.kind, try_only), name, o->id, s.id, s.lease, n);
+  auto op = w.h.invoke(k, acquire_name(lc.kind, try_only, shared), name, o->id, s.id, s.lease, n);
   w.touch(lc.kind, name, s.lease, s.id, w.h.last_seq());
   ++o->pending;
   error_code ec;
   {
     canceller cut(w, plan);
-    auto acquiring = start_acquire(*o, try_only, n, value, cut.slot());
+    auto acquiring = start_acquire(*o, try_only, shared, n, value, cut.slot());
     auto [e] = co_await std::move(acquiring);
     ec = e;
   }
@@ -165,6 +185,14 @@ inline asio::awaitable<void> lock_round(world& w, const lock_case& lc, int k, ch
   if (ec) {
     w.h.complete(op, ec.message());
     o->busy = false;
+    // Nothing but a cut or the object's destruction aborts an acquisition: a move does not.
+    if (lc.moves && ec == asio::error::operation_aborted && !plan.armed && o->alive && !w.stopping &&
+        !w.lease_shared(s.lease))
+      w.h.fail({"a move does not abort the acquisitions pending on the object", name,
+                "actor " + std::to_string(k) + "'s " + acquire_name(lc.kind, try_only, shared) + " on obj" +
+                    std::to_string(o->id) + " (moved " + std::to_string(o->moves) +
+                    " times) completed with operation_aborted, never cut short, the object alive",
+                w.h.last_seq() - 1, w.h.last_seq(), {}});
     if (ec == asio::error::operation_aborted && o->alive) co_await expect_not_held(w, k, o);
     co_return;
   }
@@ -179,15 +207,19 @@ inline asio::awaitable<void> lock_round(world& w, const lock_case& lc, int k, ch
     co_return;
   }
   const auto id = w.h.begin_hold(name, k, o->id, s.id, s.lease, n);
+  if (shared) w.h.mark_shared(id);
   o->told += n;
+  const int moves_before = o->moves;
   // Granted under a lease a close had revoked already (by another client's session of the lease,
   // whose revoke this client could not see yet), or on a key another session of the lease uses
   // too: over as it begins.
-  if (w.revoked.count(s.lease) || w.shared_key(name, s.lease)) w.h.end_hold(id, w.h.last_seq());
+  // Likewise on a client closed meanwhile (churn.hpp): nothing renews the lease from there.
+  if (w.revoked.count(s.lease) || w.shared_key(name, s.lease) || s.client_closed) w.h.end_hold(id, w.h.last_seq());
 
   std::optional<compare> fence;
   for (int i = 0; i < writes && o->alive; ++i) {
     if (!fence && lc.kind == recipe::mutex) fence = o->m->is_owner();
+    if (!fence && lc.kind == recipe::rw_mutex) fence = o->rw->is_owner();
     if (!fence) fence = compare::create_revision(o->el->key()) == o->el->revision();
     co_await fenced_write(w, k, id, o, s, *fence, i);
     co_await sleep_for(hold_for);
@@ -201,23 +233,31 @@ inline asio::awaitable<void> lock_round(world& w, const lock_case& lc, int k, ch
   }
   auto victim = pick_victim(w, c, o, same_session);  // drawn every time, used for how 1
   if (how != 1) victim = nullptr;
-  auto rel = w.h.invoke(k, release_name(lc.kind), name, o->id, s.id, s.lease, n);
+  auto rel = w.h.invoke(k, release_name(lc.kind, shared), name, o->id, s.id, s.lease, n);
   const long released_at = w.h.last_seq();
   w.h.end_hold(id, released_at);
   w.touch(lc.kind, name, s.lease, s.id, released_at);
   o->told -= n;
   auto done = std::make_shared<callback_result>(w.executor());
-  start_release(*o, n, [done](error_code e) { done->set(e); });
+  start_release(*o, shared, n, [done](error_code e) { done->set(e); });
   if (victim) w.destroy(victim, k, "destroyed in the turn another holder's release started");
   if (how == 3) w.destroy(o, k, "destroyed in the turn its release started");
   auto waiting = done->wait();
   auto re = co_await std::move(waiting);
   w.h.complete(rel, re ? re.message() : "ok");
   if (o->alive) o->busy = false;
+  // A hold moved with its object is released through the new one.
+  if (lc.moves && re == error::not_locked && o->moves > moves_before && how <= 1 && s.usable() &&
+      !w.revoked.count(s.lease) && !w.expired.count(s.lease) && !w.shared_key(name, s.lease))
+    w.h.fail({"a hold moves with its object", name,
+              "actor " + std::to_string(k) + "'s " + release_name(lc.kind, shared) + " through obj" + std::to_string(o->id) +
+                  ", moved while it held, failed with not_locked",
+              w.h.find_hold(id) ? w.h.find_hold(id)->start : released_at, w.h.last_seq(), {id}});
   // Probed only when the release ended the hold in a live session: a hold an orphan ended keeps
-  // its key, and so its fence, until the lease goes.
+  // its key, and so its fence, until the lease goes. Not a reader's: its fence holds while any
+  // reader of its session holds the read key.
   const auto* ended = w.h.find_hold(id);
-  if (!re && fence && probe && s.usable() && ended && ended->end == released_at)
+  if (!re && fence && probe && !shared && s.usable() && ended && ended->end == released_at)
     co_await stale_probe(w, k, id, o, s, *fence);
 }
 
@@ -231,9 +271,34 @@ inline asio::awaitable<void> lock_actor(world& w, std::shared_ptr<const lock_cas
   }
 }
 
+/// Which holds of one name may not overlap, by recipe (not a semaphore's: see check_permits).
+inline conflict_fn conflict_of(recipe k) {
+  if (k == recipe::mutex) return mutex_conflict;
+  if (k == recipe::rw_mutex) return rw_conflict;
+  return election_conflict;
+}
+
+/// The seeds a lock case draws beyond its actors' (and its session steps', link faults' and
+/// destroyer's): the churn's, drawn only when the case asks for churn, so that cases without it
+/// make the same draws as before.
+struct churn_seeds {
+  std::uint64_t move = 0, close = 0;
+};
+inline churn_seeds draw_churn_seeds(world& w, const lock_case& lc) {
+  churn_seeds c;
+  if (lc.moves || lc.closes) {
+    c.move = w.choose.next();
+    c.close = w.choose.next();
+  }
+  return c;
+}
+
 /// Starts a lock case: two sessions per client, the deadline, then the actors, the session steps,
-/// link faults (when `links`: the world's proxies) and the destroyer, from `seeds` (actors + 3).
-inline asio::awaitable<void> start_lock_case(world& w, const lock_case& lc, std::vector<std::uint64_t> seeds, bool links) {
+/// link faults (when `links`: the world's proxies) and the destroyer, from `seeds` (actors + 3),
+/// and the churn `lc` asks for (moves, client closes). `also(w)` starts callers of other kinds on
+/// the same names (multi_lock.hpp), whose holds are judged with them.
+inline asio::awaitable<void> start_lock_case(world& w, const lock_case& lc, std::vector<std::uint64_t> seeds, bool links,
+                                             churn_seeds churn = {}, std::function<void(world&)> also = nullptr) {
   for (int c = 0; c < static_cast<int>(w.clients.size()); ++c)
     for (int i = 0; i < 2; ++i) co_await w.new_session(c);
   w.deadline = clock_type::now() + std::chrono::milliseconds(static_cast<long>(w.seconds * 1000));
@@ -242,6 +307,9 @@ inline asio::awaitable<void> start_lock_case(world& w, const lock_case& lc, std:
   w.spawn(session_chaos(w, seeds[static_cast<std::size_t>(lc.actors)], lc.sessions));
   if (links) w.spawn(link_faults(w, seeds[static_cast<std::size_t>(lc.actors) + 1], false));
   w.spawn(destroyer(w, seeds[static_cast<std::size_t>(lc.actors) + 2]));
+  if (lc.moves) w.spawn(mover(w, churn.move));
+  if (lc.closes) w.spawn(client_closer(w, churn.close, 2));
+  if (also) also(w);
 }
 
 /// The checks of a lock case once it drained (`ended`: every coroutine did).
@@ -251,10 +319,12 @@ inline asio::awaitable<void> check_lock_case(world& w, const lock_case& lc, bool
   if (lc.kind == recipe::semaphore) {
     check_permits(w.h, lc.permits);
   } else {
-    conflict_fn conflict = lc.kind == recipe::mutex ? conflict_fn(mutex_conflict) : conflict_fn(election_conflict);
-    check_exclusive(w.h, lc.kind == recipe::mutex ? "(a) at most one holder per mutex name (per lease; callers of one session apart)"
-                                                  : "(d) at most one leader per election name (per lease)",
-                    conflict);
+    const conflict_fn conflict = conflict_of(lc.kind);
+    const char* invariant =
+        lc.kind == recipe::mutex      ? "(a) at most one holder per mutex name (per lease; callers of one session apart)"
+        : lc.kind == recipe::rw_mutex ? "(a) a writer holds an rw_mutex name alone, readers only beside readers (per lease)"
+                                      : "(d) at most one leader per election name (per lease)";
+    check_exclusive(w.h, invariant, conflict);
     for (auto& name : lc.names)
       if (ended) co_await check_fences(w, name, conflict);
   }
@@ -262,14 +332,24 @@ inline asio::awaitable<void> check_lock_case(world& w, const lock_case& lc, bool
 }
 
 /// A lock case from start to end: sessions, actors, session steps, link faults and the
-/// destroyer until the deadline; then every waiting acquisition is cut short, and the checks run.
-inline asio::awaitable<void> run_lock_case(world& w, lock_case lc) {
+/// destroyer (and the churn it asks for) until the deadline; then every waiting acquisition is
+/// cut short (after the liveness window, with live_end), and the checks run. `also`: see
+/// start_lock_case.
+inline asio::awaitable<void> run_lock_case(world& w, lock_case lc, std::function<void(world&)> also = nullptr) {
   std::vector<std::uint64_t> seeds;
   for (int i = 0; i < lc.actors + 3; ++i) seeds.push_back(w.choose.next());
-  auto starting = start_lock_case(w, lc, seeds, true);
+  const auto churn = draw_churn_seeds(w, lc);
+  auto starting = start_lock_case(w, lc, seeds, true, churn, std::move(also));
   co_await std::move(starting);
-  auto draining = w.drain();
-  const bool ended = co_await std::move(draining);
+  bool ended = false;
+  if (lc.live_end) {
+    // The liveness window: a session's TTL for keys a gone session left, and time to hand over.
+    auto draining = drain_live(w, std::chrono::duration_cast<ms>(w.session_ttl) + ms(7000));
+    ended = co_await std::move(draining);
+  } else {
+    auto draining = w.drain();
+    ended = co_await std::move(draining);
+  }
   auto checking = check_lock_case(w, lc, ended);
   co_await std::move(checking);
 }

@@ -11,6 +11,7 @@
 
 #include <coetcd/election.hpp>
 #include <coetcd/mutex.hpp>
+#include <coetcd/rw_mutex.hpp>
 #include <coetcd/semaphore.hpp>
 
 #include <boost/asio/cancellation_signal.hpp>
@@ -77,7 +78,7 @@ class chooser {
   std::mt19937_64 rng_;
 };
 
-enum class recipe { mutex, semaphore, election };
+enum class recipe { mutex, semaphore, election, rw_mutex };
 
 struct sess_rec {
   int id = 0, client = 0;
@@ -85,8 +86,9 @@ struct sess_rec {
   std::int64_t lease = 0;
   bool closed = false, orphaned = false;
   bool doomed = false;  // its lease is being ended on purpose (expiry.hpp): nothing new starts on it
+  bool client_closed = false;  // its client was closed under it (churn.hpp): orphaned with it
   int adopted_from = -1;
-  bool usable() const { return !closed && !orphaned && !doomed && !s.lost(); }
+  bool usable() const { return !closed && !orphaned && !doomed && !client_closed && !s.lost(); }
 };
 
 /// One recipe object; any number of actors may use it (one at a time for an election).
@@ -97,7 +99,9 @@ struct obj_rec {
   std::unique_ptr<coetcd::mutex> m;
   std::unique_ptr<semaphore> sem;
   std::unique_ptr<election> el;
+  std::unique_ptr<coetcd::rw_mutex> rw;
   bool alive = true, busy = false;
+  int moves = 0;  // times moved into another variable (churn.hpp)
   long destroyed_at = 0;
   int pending = 0;        // acquisitions in flight
   std::int64_t told = 0;  // holders told (permits, for a semaphore) and not yet released
@@ -109,6 +113,7 @@ struct obj_rec {
       case recipe::mutex: return m->held() && told == 0;
       case recipe::semaphore: return sem->held() > told;
       case recipe::election: return el->is_leader() && told == 0;
+      case recipe::rw_mutex: return (rw->held() ? 1 : 0) + rw->shared_holds() > told;
     }
     return false;
   }
@@ -147,32 +152,33 @@ struct world {
   world(asio::io_context& ioc_, std::string label_, std::uint64_t run_seed, std::uint64_t case_seed, double seconds_,
         const world_links& links = {})
       : ioc(ioc_), label(label_), seed(run_seed), choose(case_seed), h(label_), seconds(seconds_),
-        names_prefix("explore/" + label_ + "/") {
-    const bool shared = links.clients.empty();
-    auto on = [](const std::vector<std::string>& endpoints) {
-      client_options o;
-      o.endpoints = endpoints;
-      o.request_timeout = std::chrono::seconds(5);
-      return o;
-    };
-    for (int i = 0; i < (shared ? 3 : static_cast<int>(links.clients.size())); ++i) {
-      client_options o;
-      if (!shared) {
-        o = on(links.clients[static_cast<std::size_t>(i)]);
-      } else if (i < 2) {
-        proxies.push_back(std::make_unique<tcp_proxy>(server().endpoint()));
-        o = via(*proxies.back());
-      } else {
-        o = options_for(server());
-      }
-      o.completions = completion_mode::thread;  // a polling client would take CPU from etcd
-      clients.push_back(std::make_unique<client>(ioc, o));
+        names_prefix("explore/" + label_ + "/"), links_(links) {
+    const int n = links.clients.empty() ? 3 : static_cast<int>(links.clients.size());
+    for (int i = 0; i < n; ++i) {
+      if (links_.clients.empty() && i < 2) proxies.push_back(std::make_unique<tcp_proxy>(server().endpoint()));
+      clients.push_back(make_client(i));
     }
-    judge = std::make_unique<client>(ioc, shared ? options_for(server()) : on(links.judge));
+    judge = std::make_unique<client>(ioc, links_.clients.empty() ? options_for(server()) : on(links_.judge));
   }
   ~world() {
     for (auto& c : clients) c->close();
+    for (auto& c : retired) c->close();
     judge->close();
+  }
+  /// Client `i`: on the shared etcd behind proxy `i` for 0 and 1, direct for 2; with links, on
+  /// links.clients[i].
+  std::unique_ptr<client> make_client(int i) {
+    client_options o;
+    if (!links_.clients.empty()) o = on(links_.clients[static_cast<std::size_t>(i)]);
+    else o = i < 2 ? via(*proxies[static_cast<std::size_t>(i)]) : options_for(server());
+    o.completions = completion_mode::thread;  // a polling client would take CPU from etcd
+    return std::make_unique<client>(ioc, o);
+  }
+  static client_options on(const std::vector<std::string>& endpoints) {
+    client_options o;
+    o.endpoints = endpoints;
+    o.request_timeout = std::chrono::seconds(5);
+    return o;
   }
 
   asio::io_context& ioc;
@@ -184,7 +190,11 @@ struct world {
   std::string names_prefix;  // every name explored in the case is under it
   std::vector<std::unique_ptr<tcp_proxy>> proxies;  // in front of clients 0 and 1; client 2 is direct (none with links)
   std::vector<std::unique_ptr<client>> clients;
+  // Clients closed and replaced mid-case (churn.hpp): kept until the sessions and objects made
+  // from them are gone, as their lifetimes require.
+  std::vector<std::unique_ptr<client>> retired;
   std::unique_ptr<client> judge;  // direct, never faulted by the world: reads and clean-ups of the checks
+  world_links links_;             // where the clients connect (empty: the shared etcd)
   std::vector<std::unique_ptr<sess_rec>> sessions;
   std::vector<obj_ptr> objects;
   std::map<long, std::shared_ptr<asio::cancellation_signal>> cancels;  // acquisitions in flight
@@ -196,6 +206,15 @@ struct world {
   clock_type::time_point deadline;
   bool stopping = false;
   std::set<std::string> fence_told_ok, fence_told_rejected;
+  std::chrono::seconds session_ttl{10};  // of every session new_session makes without a TTL of its own
+  std::map<std::string, long> tally;  // what the churn did (moves, client closes), for the summary
+  // Operations that concern a client beyond their entry's session: a multi_lock's parts'
+  // sessions, a leader's client (churn.hpp judges what was pending on a client it closed).
+  std::map<long, std::vector<int>> op_sessions;
+  std::map<long, int> op_client;
+  std::vector<int> client_gen = std::vector<int>(3, 0);  // closes of each client so far
+  // Told when client `c` closes (at seq): a case's own records of what lived on it.
+  std::vector<std::function<void(int c, long seq)>> on_client_close;
 
   std::string name(const std::string& leaf) const { return names_prefix + leaf; }
   std::string data_key(const std::string& name, const std::string& leaf) const {
@@ -246,6 +265,7 @@ struct world {
     if (kind == recipe::mutex) o->m = std::make_unique<coetcd::mutex>(s.s, name);
     if (kind == recipe::semaphore) o->sem = std::make_unique<semaphore>(s.s, name, permits);
     if (kind == recipe::election) o->el = std::make_unique<election>(s.s, name);
+    if (kind == recipe::rw_mutex) o->rw = std::make_unique<coetcd::rw_mutex>(s.s, name);
     h.note(-1, "object.create", name, o->id, s.id, s.lease, "");
     objects.push_back(o);
     return o;
@@ -281,13 +301,16 @@ struct world {
     o->m.reset();
     o->sem.reset();
     o->el.reset();
+    o->rw.reset();
   }
 
   /// A new session on client `c` (with a lease of `ttl`), or one adopting `lease` (of session `from`).
   asio::awaitable<sess_rec*> new_session(int c, std::int64_t lease = 0, int from = -1,
-                                         std::chrono::seconds ttl = std::chrono::seconds(10)) {
+                                         std::chrono::seconds ttl = std::chrono::seconds(0)) {
     auto op = h.invoke(-1, lease ? "session.adopt" : "session.create", "", -1, from, lease);
-    auto created = session::async_create(*clients[static_cast<std::size_t>(c)], session_options{.ttl = ttl, .lease = lease},
+    op_client[op] = c;
+    auto created = session::async_create(*clients[static_cast<std::size_t>(c)],
+                                         session_options{.ttl = ttl.count() ? ttl : session_ttl, .lease = lease},
                                          asio::as_tuple(use_awaitable));
     auto [ec, s] = co_await std::move(created);
     if (ec) {
@@ -302,11 +325,13 @@ struct world {
     r->adopted_from = from;
     ++sessions_on_lease[r->lease];
     h.complete(op, "s" + std::to_string(r->id) + " on client " + std::to_string(c) + ", lease " + hex(r->lease) +
-                       (ttl != std::chrono::seconds(10) ? ", TTL " + std::to_string(ttl.count()) + " s" : ""));
-    // A loss nobody caused (a close revokes; orphan and the end abort the wait): the lease may
-    // have expired in etcd before anyone here knew, so its holds cannot be judged.
+                       (ttl.count() ? ", TTL " + std::to_string(ttl.count()) + " s" : ""));
+    // A loss nobody caused (a close revokes; orphan and the end abort the wait; a client closed
+    // under it stops renewing, as an orphan): the lease may have expired in etcd before anyone
+    // here knew, so its holds cannot be judged.
     r->s.async_wait_lost([this, id = r->id, lease = r->lease](error_code why) {
       if (why == asio::error::operation_aborted || revoked.count(lease)) return;
+      if (sessions[static_cast<std::size_t>(id)]->client_closed) return;
       expired.insert(lease);
       h.note(-1, "session.lost", "", -1, id, lease, why.message());
     });
