@@ -113,6 +113,19 @@ struct applied_write {
   std::string key;
 };
 
+/// A read of the checks: retried for up to 30 s while it fails (a member fault's election may
+/// still be going on when a case's checks begin); the last error is thrown.
+inline asio::awaitable<get_result> judge_read(client& c, std::string key, get_options o) {
+  const auto until = clock_type::now() + std::chrono::seconds(30);
+  for (;;) {
+    auto reading = c.async_get(key, o, asio::as_tuple(use_awaitable));
+    auto [ec, r] = co_await std::move(reading);
+    if (!ec) co_return r;
+    if (clock_type::now() >= until) throw boost::system::system_error(ec, "a check's read of " + key);
+    co_await sleep_for(ms(250));
+  }
+}
+
 /// Reads the fenced writes applied under `name` (each txn also put a log key named by its hold)
 /// and the stale probes that passed; checks (c): the writes of two conflicting holds never
 /// interleave in etcd's revisions, every write told applied is in etcd and none told rejected
@@ -120,7 +133,7 @@ struct applied_write {
 inline asio::awaitable<void> check_fences(world& w, const std::string& name, conflict_fn conflict) {
   auto& hist = w.h;
   const auto log_prefix = w.data_key(name, "log/");
-  auto reading = w.judge->async_get(log_prefix, get_options{.prefix = true}, use_awaitable);
+  auto reading = judge_read(*w.judge, log_prefix, get_options{.prefix = true});
   auto logs = co_await std::move(reading);
   std::map<long, std::pair<std::int64_t, std::int64_t>> span;  // hold -> first, last revision
   std::set<std::string> applied;
@@ -152,7 +165,7 @@ inline asio::awaitable<void> check_fences(world& w, const std::string& name, con
                  std::max(ha->start, hb->start), std::min({ha->end, hb->end, hist.last_seq()}), {ha->id, hb->id}});
     }
   const auto stale_prefix = w.data_key(name, "stale/");
-  auto counting = w.judge->async_get(stale_prefix, get_options{.prefix = true, .keys_only = true}, use_awaitable);
+  auto counting = judge_read(*w.judge, stale_prefix, get_options{.prefix = true, .keys_only = true});
   auto stale = co_await std::move(counting);
   for (auto& kv : stale.kvs)
     hist.fail({"(c) a fenced write passes only for the hold that built it", name,
@@ -162,7 +175,7 @@ inline asio::awaitable<void> check_fences(world& w, const std::string& name, con
 /// Keys under the case's names, as "key (lease hex)".
 inline asio::awaitable<std::vector<std::string>> keys_under(client& c, std::string prefix,
                                                             std::function<bool(std::int64_t)> counts) {
-  auto reading = c.async_get(prefix, get_options{.prefix = true, .keys_only = true}, use_awaitable);
+  auto reading = judge_read(c, prefix, get_options{.prefix = true, .keys_only = true});
   auto r = co_await std::move(reading);
   std::vector<std::string> out;
   for (auto& kv : r.kvs)
@@ -190,7 +203,7 @@ inline asio::awaitable<std::vector<std::string>> settled_keys_under(client& c, s
 /// two sessions of a lease share is theirs to leave); then, every object destroyed and every
 /// session closed (and every lease revoked by the judge, for an orphaned one and a close that
 /// failed under a fault), nothing at all under the case's names.
-inline asio::awaitable<void> check_nothing_left(world& w) {
+inline asio::awaitable<void> check_nothing_left(world& w, ms settle = ms(3000)) {
   std::set<std::int64_t> in_use, ended;
   for (auto& s : w.sessions) (s->usable() ? in_use : ended).insert(s->lease);
   for (auto& [name_lease, users] : w.key_users)
@@ -199,7 +212,7 @@ inline asio::awaitable<void> check_nothing_left(world& w) {
   // Named first: g++ 12 mishandles a lambda written inside a co_await expression.
   std::function<bool(std::int64_t)> of_live = [&](std::int64_t l) { return in_use.count(l) > 0; };
   std::function<bool(std::int64_t)> any = [](std::int64_t) { return true; };
-  auto settling = settled_keys_under(*w.judge, w.names_prefix, of_live);
+  auto settling = settled_keys_under(*w.judge, w.names_prefix, of_live, settle);
   auto left = co_await std::move(settling);
   auto seq = w.h.note(-1, "check.keys", "", -1, -1, 0, std::to_string(left.size()) + " keys of live sessions left");
   for (auto& k : left)

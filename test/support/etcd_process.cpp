@@ -18,6 +18,11 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -35,6 +40,44 @@ namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
 namespace {
+
+// PR_SET_PDEATHSIG fires when the THREAD that forked the child ends, not the process: a member
+// restarted from a short-lived thread (test_explore_cluster's fault task restarts members on
+// std::async threads) was killed as soon as that thread returned, and the cluster lost its
+// quorum for good. Every fork runs on one thread that lives as long as the test binary.
+pid_t on_launcher_thread(std::function<pid_t()> fork_child) {
+  struct launcher {
+    std::mutex m;
+    std::condition_variable wake;
+    std::deque<std::packaged_task<pid_t()>> work;
+  };
+  // Never destroyed: its thread waits on it until the process ends (destroying a condition
+  // variable a thread waits on hung the binary's exit).
+  static launcher& l = *[] {
+    auto* made = new launcher;
+    std::thread([made] {
+      for (;;) {
+        std::packaged_task<pid_t()> task;
+        {
+          std::unique_lock lock(made->m);
+          made->wake.wait(lock, [made] { return !made->work.empty(); });
+          task = std::move(made->work.front());
+          made->work.pop_front();
+        }
+        task();
+      }
+    }).detach();
+    return made;
+  }();
+  std::packaged_task<pid_t()> task(std::move(fork_child));
+  auto forked = task.get_future();
+  {
+    std::lock_guard lock(l.m);
+    l.work.push_back(std::move(task));
+  }
+  l.wake.notify_one();
+  return forked.get();
+}
 
 /// A port handed out stays this process's until it exits: a lock on a file named after it, which
 /// the other suites (ctest -j3) check before taking a port. A port free when probed may otherwise
@@ -272,22 +315,25 @@ void etcd_process::launch() {
   if (cfg_.auth_token_ttl > 0) args.push_back("--auth-token-ttl=" + std::to_string(cfg_.auth_token_ttl));
   args.insert(args.end(), cfg_.extra_flags.begin(), cfg_.extra_flags.end());
   std::string log = (dir_ / "etcd.log").string();
-  pid_t parent = getpid();
-  std::fflush(nullptr);  // or the child's freopen writes our buffered output a second time
-  pid_t pid = fork();
+  pid_t pid = on_launcher_thread([&]() -> pid_t {
+    pid_t parent = getpid();
+    std::fflush(nullptr);  // or the child's freopen writes our buffered output a second time
+    pid_t child = fork();
+    if (child == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test binary (see on_launcher_thread)
+      if (getppid() != parent) _exit(1);
+      FILE* out = std::freopen(log.c_str(), "a", stdout);
+      (void)out;
+      dup2(fileno(stdout), fileno(stderr));
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    return child;
+  });
   if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test binary
-    if (getppid() != parent) _exit(1);
-    FILE* out = std::freopen(log.c_str(), "a", stdout);
-    (void)out;
-    dup2(fileno(stdout), fileno(stderr));
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
   pid_ = pid;
 }
 
