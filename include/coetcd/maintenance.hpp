@@ -169,6 +169,12 @@ class maintenance {
         },
         member_id, type);
   }
+  /// async_alarm_disarm(0, alarm_type::none, token): disarms every alarm. (No form takes a
+  /// member alone: etcd disarms nothing for a member with alarm_type::none.)
+  template <asio::completion_token_for<void(error_code, alarm_result)> CompletionToken>
+  auto async_alarm_disarm(CompletionToken&& token) {
+    return async_alarm_disarm(0, alarm_type::none, std::forward<CompletionToken>(token));
+  }
 
   /// Defragments the backend of the member at `endpoint`, giving free pages back to the file
   /// system. The member answers nothing else meanwhile; run it on one member at a time.
@@ -196,6 +202,11 @@ class maintenance {
           detail::start_hash_kv(i, std::move(e), r, std::move(h));
         },
         std::move(endpoint), revision);
+  }
+  /// async_hash_kv(endpoint, 0, token): the hash at the latest revision.
+  template <asio::completion_token_for<void(error_code, hash_kv_result)> CompletionToken>
+  auto async_hash_kv(std::string endpoint, CompletionToken&& token) {
+    return async_hash_kv(std::move(endpoint), 0, std::forward<CompletionToken>(token));
   }
 
   /// Hands raft leadership to the voting member `target_id`. Only the leader can do this, so

@@ -85,6 +85,11 @@ class semaphore {
   auto async_acquire(std::int64_t n = 1, CompletionToken&& token = {}) {
     return start(std::forward<CompletionToken>(token), op::acquire, n);
   }
+  /// async_acquire(1, token).
+  template <asio::completion_token_for<void(error_code)> CompletionToken>
+  auto async_acquire(CompletionToken&& token) {
+    return async_acquire(1, std::forward<CompletionToken>(token));
+  }
   /// Takes `n` permits if they are free and nobody waits before us, without waiting.
   ///
   /// @par Handler signature
@@ -101,6 +106,11 @@ class semaphore {
   template <class CompletionToken = detail::default_token>
   auto async_try_acquire(std::int64_t n = 1, CompletionToken&& token = {}) {
     return start(std::forward<CompletionToken>(token), op::try_acquire, n);
+  }
+  /// async_try_acquire(1, token).
+  template <asio::completion_token_for<void(error_code)> CompletionToken>
+  auto async_try_acquire(CompletionToken&& token) {
+    return async_try_acquire(1, std::forward<CompletionToken>(token));
   }
   /// Gives back `n` permits taken by one acquisition of `n` through this object (the oldest
   /// such).
@@ -123,6 +133,11 @@ class semaphore {
   template <class CompletionToken = detail::default_token>
   auto async_release(std::int64_t n = 1, CompletionToken&& token = {}) {
     return start(std::forward<CompletionToken>(token), op::release, n);
+  }
+  /// async_release(1, token).
+  template <asio::completion_token_for<void(error_code)> CompletionToken>
+  auto async_release(CompletionToken&& token) {
+    return async_release(1, std::forward<CompletionToken>(token));
   }
   /// Completes when the session is lost (or closed): held permits cannot be trusted from then
   /// on.

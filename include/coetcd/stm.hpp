@@ -292,5 +292,10 @@ auto stm(client& c, Body body, stm_options options, CompletionToken&& token) {
         return detail::run_stm(c, std::move(body), options, std::move(keys));
       });
 }
+/// stm(c, body, {}, token).
+template <class Body, detail::not_stm_options CompletionToken>
+auto stm(client& c, Body body, CompletionToken&& token) {
+  return stm(c, std::move(body), stm_options{}, std::forward<CompletionToken>(token));
+}
 
 }  // namespace coetcd

@@ -173,6 +173,11 @@ auto with_lock(mutex& m, Body body, with_lock_options options, CompletionToken&&
   return detail::with_hold_async(detail::exclusive_hold<mutex>{m}, m.get_executor(), std::move(body), options,
                                  std::forward<CompletionToken>(token));
 }
+/// with_lock(m, body, {}, token).
+template <class Body, detail::not_options CompletionToken>
+auto with_lock(mutex& m, Body body, CompletionToken&& token) {
+  return with_lock(m, std::move(body), with_lock_options{}, std::forward<CompletionToken>(token));
+}
 
 /// with_lock on an rw_mutex held exclusively.
 template <class Body>
@@ -185,6 +190,11 @@ template <class Body, detail::not_options CompletionToken>
 auto with_lock(rw_mutex& m, Body body, with_lock_options options, CompletionToken&& token) {
   return detail::with_hold_async(detail::exclusive_hold<rw_mutex>{m}, m.get_executor(), std::move(body), options,
                                  std::forward<CompletionToken>(token));
+}
+/// with_lock(m, body, {}, token).
+template <class Body, detail::not_options CompletionToken>
+auto with_lock(rw_mutex& m, Body body, CompletionToken&& token) {
+  return with_lock(m, std::move(body), with_lock_options{}, std::forward<CompletionToken>(token));
 }
 
 /// with_lock on every part of a multi_lock: the body runs while all are held, and is cancelled
@@ -200,6 +210,11 @@ auto with_lock(multi_lock& m, Body body, with_lock_options options, CompletionTo
   return detail::with_hold_async(detail::exclusive_hold<multi_lock>{m}, m.get_executor(), std::move(body), options,
                                  std::forward<CompletionToken>(token));
 }
+/// with_lock(m, body, {}, token).
+template <class Body, detail::not_options CompletionToken>
+auto with_lock(multi_lock& m, Body body, CompletionToken&& token) {
+  return with_lock(m, std::move(body), with_lock_options{}, std::forward<CompletionToken>(token));
+}
 
 /// with_lock on an rw_mutex held shared (async_lock_shared / async_unlock_shared); errors and
 /// release as with_lock.
@@ -214,6 +229,11 @@ auto with_shared_lock(rw_mutex& m, Body body, with_lock_options options, Complet
   return detail::with_hold_async(detail::shared_hold{m}, m.get_executor(), std::move(body), options,
                                  std::forward<CompletionToken>(token));
 }
+/// with_shared_lock(m, body, {}, token).
+template <class Body, detail::not_options CompletionToken>
+auto with_shared_lock(rw_mutex& m, Body body, CompletionToken&& token) {
+  return with_shared_lock(m, std::move(body), with_lock_options{}, std::forward<CompletionToken>(token));
+}
 
 /// Runs `body()` while holding `n` permits of `sem` (async_acquire(n) / async_release(n)); errors
 /// and release as with_lock.
@@ -227,6 +247,11 @@ template <class Body, detail::not_options CompletionToken>
 auto with_permits(semaphore& sem, std::int64_t n, Body body, with_lock_options options, CompletionToken&& token) {
   return detail::with_hold_async(detail::permits_hold{sem, n}, sem.get_executor(), std::move(body), options,
                                  std::forward<CompletionToken>(token));
+}
+/// with_permits(sem, n, body, {}, token).
+template <class Body, detail::not_options CompletionToken>
+auto with_permits(semaphore& sem, std::int64_t n, Body body, CompletionToken&& token) {
+  return with_permits(sem, n, std::move(body), with_lock_options{}, std::forward<CompletionToken>(token));
 }
 
 }  // namespace coetcd
