@@ -9,7 +9,6 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/system_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -88,13 +87,6 @@ void spawn_result_op(const std::shared_ptr<client_impl>& c, asio::awaitable<Tupl
                  }));
 }
 
-/// An operation on an empty (moved-from) object: asio::error::bad_descriptor, as Asio's objects
-/// answer an operation on a closed one; never inline. The object has no executor any more: the
-/// handler runs on its associated executor, or on Asio's system executor when it has none.
-template <class... Args>
-void fail_empty(asio::any_completion_handler<void(error_code, Args...)> h) {
-  asio::post(asio::system_executor(), asio::append(std::move(h), make_error_code(asio::error::bad_descriptor), Args{}...));
-}
 /// What an empty object's accessors return by reference.
 inline const std::string& empty_string() {
   static const std::string s;
