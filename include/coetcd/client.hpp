@@ -51,6 +51,7 @@ void start_sync_endpoints(const std::shared_ptr<client_impl>&, handler<>);
 /// 1.81 (detail::default_token says why). Handlers are never invoked inside
 /// the initiating function; they run on the handler's associated executor (default: the client's).
 /// A pending operation counts as outstanding work, so io_context::run() does not return under it.
+/// Any number of operations may be pending at once.
 /// An empty (moved-from) client's operations complete with asio::error::bad_descriptor.
 ///
 /// Unary operations support per-operation cancellation of type terminal, partial and total: the
