@@ -16,7 +16,6 @@ void start_barrier_hold(const std::shared_ptr<barrier_state>&, handler<>);
 void start_barrier_release(const std::shared_ptr<barrier_state>&, handler<>);
 void start_barrier_wait(const std::shared_ptr<barrier_state>&, handler<>);
 asio::any_io_executor barrier_executor(const std::shared_ptr<barrier_state>&) noexcept;
-void close_barrier(std::shared_ptr<barrier_state>) noexcept;
 }  // namespace detail
 
 /// A barrier in the layout of etcd's Go `contrib/recipes` Barrier: while the key `name` exists,

@@ -62,11 +62,15 @@ void start_barrier_wait(const std::shared_ptr<barrier_state>& s, handler<> h) {
   if (!s) return fail_empty(std::move(h));
   spawn_owned_op(s->impl, wait(s), std::move(h), std::shared_ptr<pending_ops>(s, &s->pending));
 }
+
+namespace {
 void close_barrier(std::shared_ptr<barrier_state> s) noexcept {
   if (!s) return;  // moved from
   auto& strand = s->impl->strand_;
   asio::dispatch(strand, [s = std::move(s)] { s->pending.abort_all(); });
 }
+}  // namespace
+
 asio::any_io_executor barrier_executor(const std::shared_ptr<barrier_state>& s) noexcept {
   return s ? s->impl->io_ex_ : asio::any_io_executor();
 }
