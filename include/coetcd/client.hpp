@@ -143,8 +143,8 @@ class client {
   /// Counters and gauges of this client (RPCs by kind, streams, watchers, leases, lost sessions,
   /// per lock name holders, waiters, hand-offs and wait times). Any thread; reads atomics, and
   /// takes an internal mutex only to list the lock names. See examples/metrics_http.cpp for the
-  /// Prometheus text format.
-  client_stats stats() const;  ///< (all zero for an empty client)
+  /// Prometheus text format. All zero for an empty client.
+  client_stats stats() const;
 
   /// Cancels every pending request, watch and keepalive (their handlers complete with
   /// error::client_closed), then stops the completion-queue thread. Never blocks on the network.
