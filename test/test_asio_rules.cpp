@@ -8,6 +8,9 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/strand.hpp>
 
+#include <coetcd/barrier.hpp>
+#include <coetcd/counter.hpp>
+#include <coetcd/double_barrier.hpp>
 #include <coetcd/election_observer.hpp>
 #include <coetcd/lease_keepalive.hpp>
 #include <coetcd/lock_status.hpp>
@@ -322,6 +325,76 @@ BOOST_AUTO_TEST_CASE(destroying_a_mutex_aborts_its_pending_locks_at_once) {
       co_await ws.async_close(use_awaitable);
     }
   }(c));
+}
+
+// Destroying a barrier or a double barrier completes its pending operations with
+// operation_aborted, as destroying an Asio object does (they ran on before); the aborted enter
+// takes its key out, as a cancelled one does. A double barrier answers a second operation while
+// one is pending with already_started (before, a second enter of one object put a second key
+// and let the object count as two participants).
+BOOST_AUTO_TEST_CASE(destroying_a_barrier_or_a_double_barrier_aborts_its_pending_operations) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    barrier holder(c, "/rules/gone-barrier");
+    co_await holder.async_hold(use_awaitable);
+    auto waiting = std::make_unique<barrier>(c, "/rules/gone-barrier");
+    auto waited = started();
+    waiting->async_wait(record(waited));  // no cancellation slot: only the destructor can end it
+    BOOST_TEST_REQUIRE(!co_await settled(waited, 300ms), "a wait on a held barrier completed");
+    waiting.reset();
+    BOOST_TEST(co_await settled(waited, 2000ms), "a pending wait went on after its barrier was destroyed");
+    BOOST_TEST((waited->value_or(error_code()) == asio::error::operation_aborted));
+    co_await holder.async_release(use_awaitable);
+
+    auto s = co_await session::async_create(c, use_awaitable);
+    auto db = std::make_unique<double_barrier>(s, "/rules/gone-db", 2);
+    auto first = started(), second = started();
+    db->async_enter(record(first));  // the only participant of two: it waits
+    db->async_enter(record(second));
+    BOOST_TEST(co_await settled(second, 2000ms), "a second enter of one object is still pending");
+    BOOST_TEST((second->value_or(error_code()) == asio::error::already_started),
+               (*second ? (*second)->message() : "pending"));
+    BOOST_TEST(!first->has_value(), "one participant of two went in");
+    BOOST_TEST(co_await settled_keys(c, "/rules/gone-db/waiters/", 1) == 1, "one object put more than its key");
+    db.reset();
+    BOOST_TEST(co_await settled(first, 2000ms), "a pending enter went on after its double barrier was destroyed");
+    BOOST_TEST((first->value_or(error_code()) == asio::error::operation_aborted));
+    BOOST_TEST(co_await settled_keys(c, "/rules/gone-db/waiters/", 0) == 0, "the aborted enter left its key");
+    co_await s.async_close(use_awaitable);
+  }(c));
+}
+
+// Destroying a counter completes its pending operations with operation_aborted at once (they
+// ran on before): against a paused server, an add whose txn is on the wire, an add queued
+// behind it for the next txn, a compare-and-set and a get.
+BOOST_AUTO_TEST_CASE(destroying_a_counter_aborts_its_pending_operations) {
+  etcd_process etcd;
+  asio::io_context ioc;
+  auto o = options_for(etcd);
+  o.request_timeout = 20s;  // nothing ends by itself while the test looks
+  client c(ioc, o);
+  run_for(ioc, [](client& c, etcd_process& etcd) -> asio::awaitable<void> {
+    auto ctr = std::make_unique<counter>(c, "/rules/gone-counter");
+    co_await ctr->async_add(1, use_awaitable);  // the value is known: the next txns write
+    std::vector<outcome> ops{started(), started(), started(), started()};
+    auto keep = [](outcome r) { return [r](error_code ec, auto&&...) { *r = ec; }; };
+    etcd.pause();
+    ctr->async_add(1, keep(ops[0]));
+    ctr->async_add(2, keep(ops[1]));
+    ctr->async_compare_and_set(1, 10, keep(ops[2]));
+    ctr->async_get(keep(ops[3]));
+    co_await sleep_for(300ms);
+    for (auto& r : ops) BOOST_TEST_REQUIRE(!r->has_value(), "completed on a paused server: " << (*r ? (*r)->message() : ""));
+    ctr.reset();
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      BOOST_TEST(co_await settled(ops[i], 2000ms), "operation " << i << " went on after its counter was destroyed");
+      BOOST_TEST((ops[i]->value_or(error_code()) == asio::error::operation_aborted),
+                 "operation " << i << ": " << (*ops[i] ? (*ops[i])->message() : "pending"));
+    }
+    etcd.resume();
+  }(c, etcd), 60s);
+  c.close();
 }
 
 // The cancellation types each initiating function documents, checked one by one against a paused

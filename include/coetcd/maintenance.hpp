@@ -101,7 +101,8 @@ void start_snapshot(const std::shared_ptr<client_impl>&, std::string, snapshot_o
 ///
 /// Every function is an Asio initiating function with the client's rules (see client): the
 /// handler runs on its associated executor (default: the client's), never inside the call, and
-/// the client may be closed meanwhile (error::client_closed).
+/// the client may be closed meanwhile (error::client_closed). Any number of operations may be
+/// pending at once.
 ///
 /// @par Errors
 /// error::invalid_endpoint for an endpoint that does not parse; etcd's own refusals
@@ -113,7 +114,14 @@ void start_snapshot(const std::shared_ptr<client_impl>&, std::string, snapshot_o
 class maintenance {
  public:
   /// A handle on `c`'s cluster; `c` must outlive the operations started through it.
+  /// Made from an empty (moved-from) client, the handle is empty: get_executor() is empty and
+  /// its operations complete with asio::error::bad_descriptor.
   explicit maintenance(client& c) : impl_(c.impl()) {}
+
+  /// The type of get_executor().
+  using executor_type = client::executor_type;
+  /// The client's executor, on which handlers run by default (empty for an empty handle).
+  executor_type get_executor() const noexcept;
 
   /// What the member at `endpoint` says of itself. Answered without a raft leader too.
   ///

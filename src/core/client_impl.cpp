@@ -518,7 +518,17 @@ void client::close() {
   if (impl_) impl_->close();
 }
 
-client::executor_type client::get_executor() const noexcept { return impl_->io_ex_; }
-const client_options& client::options() const noexcept { return impl_->options_; }
+client::executor_type client::get_executor() const noexcept { return impl_ ? impl_->io_ex_ : executor_type(); }
+
+const client_options& client::options() const noexcept {
+  if (impl_) return impl_->options_;
+  // An empty client talks to no one: no endpoints, as endpoints() says.
+  static const client_options none = [] {
+    client_options o;
+    o.endpoints.clear();
+    return o;
+  }();
+  return none;
+}
 
 }  // namespace coetcd

@@ -240,6 +240,7 @@ class snapshot_reader final : public call_base, public std::enable_shared_from_t
 
 void start_snapshot(const std::shared_ptr<client_impl>& c, std::string path, snapshot_options o,
                     handler<snapshot_result> h) {
+  if (!c) return fail_empty(std::move(h));  // made from a moved-from client
   if (path.empty()) return fail(c, std::move(h), error::invalid_argument);
   std::make_shared<snapshot_reader>(c, std::move(path), std::move(o), std::move(h))->start();
 }
