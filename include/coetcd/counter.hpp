@@ -88,7 +88,7 @@ class counter {
   /// @par Errors
   /// error::not_a_number, error::empty_key, error::client_closed, the request errors.
   /// @par Cancellation
-  /// Terminal: operation_aborted.
+  /// Terminal only (partial and total are ignored): operation_aborted.
   /// @par Executor
   /// As async_add.
   template <class CompletionToken = detail::default_token>
