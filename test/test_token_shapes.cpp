@@ -148,6 +148,8 @@ using spawned = void(std::exception_ptr, T);
   token_shapes<result<response_header>>::check(WITH_TOKEN(ops.async_move_leader(1, TOKEN)));
   token_shapes<result<snapshot_result>>::check(WITH_TOKEN(ops.async_snapshot("db", TOKEN)));
   token_shapes<result<snapshot_result>>::check(WITH_TOKEN(ops.async_snapshot("db", {.endpoint = "h:2379"}, TOKEN)));
+  snapshot_progress progress = [](std::uint64_t, std::uint64_t) {};
+  token_shapes<result<snapshot_result>>::check(WITH_TOKEN(ops.async_snapshot("db", {}, progress, TOKEN)));
 
   // sessions and the lock family
   token_shapes<result<session>>::check(WITH_TOKEN(session::async_create(c, TOKEN)));
@@ -335,7 +337,9 @@ using spawned = void(std::exception_ptr, T);
   co_await ops.async_hash_kv(endpoint, got.header.revision, use_awaitable);
   co_await ops.async_hash_kv(endpoint, use_awaitable);
   co_await ops.async_move_leader(id, use_awaitable);
-  co_await ops.async_snapshot(path, {endpoint, [](std::uint64_t, std::uint64_t) {}}, use_awaitable);
+  co_await ops.async_snapshot(path, {.endpoint = endpoint}, use_awaitable);
+  coetcd::snapshot_progress progress = [](std::uint64_t, std::uint64_t) {};
+  co_await ops.async_snapshot(path, {.endpoint = endpoint}, progress, use_awaitable);
   co_await etcd.async_compact(got.header.revision, true, use_awaitable);
   co_await etcd.async_sync_endpoints(use_awaitable);
   co_await etcd.async_get("", {.prefix = true}, use_awaitable);
