@@ -173,8 +173,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   asio::io_context ioc;
-  coetcd::client c(ioc, {.endpoints = {cfg.endpoint}});
-  coetcd::client writer(ioc, {.endpoints = {cfg.endpoint}});
+  coetcd::client c(ioc, {.endpoints = {cfg.endpoint}, .turn_off_abseil_deadlock_detection = true});
+  coetcd::client writer(ioc, {.endpoints = {cfg.endpoint}, .turn_off_abseil_deadlock_detection = true});
   result out;
   bool failed = false;
   asio::co_spawn(ioc, run(c, writer, cfg, out), [&](std::exception_ptr e) {
