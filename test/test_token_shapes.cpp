@@ -253,7 +253,7 @@ using spawned = void(std::exception_ptr, T);
   auto raced = co_await (etcd.async_get("k", use_awaitable) || timer.async_wait(use_awaitable));
 
   // docs/cache.md
-  coetcd::cache config(client, "/config/");
+  coetcd::cache config(client.get_executor(), client, "/config/");
   co_await config.async_wait_synced(use_awaitable);
   auto r = co_await client.async_put("/config/rate-limit", "200", use_awaitable);
   co_await config.async_wait_for(r.header.revision, use_awaitable);
@@ -272,6 +272,8 @@ using spawned = void(std::exception_ptr, T);
   coetcd::registration self(client, coetcd::naming::key("services/api", "i1"),
                             coetcd::naming::encode({"10.0.0.1:8080", R"({"zone":"a"})"}), {.ttl = 10s});
   self.async_run(asio::detached);
+  coetcd::cache view(client.get_executor(), client, "services/api/");
+  co_await view.async_wait_synced(use_awaitable);
   coetcd::queue jobs(session, "jobs");
   co_await jobs.async_enqueue("resize:img-17", use_awaitable);
   auto job = co_await jobs.async_dequeue(use_awaitable);
