@@ -14,6 +14,7 @@
 #include <coetcd/election_observer.hpp>
 #include <coetcd/lease_keepalive.hpp>
 #include <coetcd/lock_status.hpp>
+#include <coetcd/registration.hpp>
 
 #include <future>
 #include <list>
@@ -432,6 +433,9 @@ BOOST_AUTO_TEST_CASE(each_operation_honours_the_cancellation_types_it_documents)
   std::vector<std::unique_ptr<mutex>> mutexes;
   std::vector<std::unique_ptr<semaphore>> semaphores;
   std::vector<std::unique_ptr<election>> elections;
+  std::vector<std::unique_ptr<registration>> registrations;
+  std::vector<std::unique_ptr<counter>> counters;
+  std::vector<std::unique_ptr<barrier>> barriers;
   auto fresh = [n = 0]() mutable { return "/cx/r" + std::to_string(n++); };
 
   using done_fn = std::function<void(error_code)>;
@@ -453,7 +457,26 @@ BOOST_AUTO_TEST_CASE(each_operation_honours_the_cancellation_types_it_documents)
       {"txn", [&](auto slot, done_fn d) { c.async_txn(txn().then(txn_op::put("/cx/t", "v")), cb(slot, d)); }, true, true, false},
       {"lease_grant", [&](auto slot, done_fn d) { c.async_lease_grant(60, cb(slot, d)); }, true, true, false},
       {"lease_revoke", [&](auto slot, done_fn d) { c.async_lease_revoke(1, cb(slot, d)); }, true, true, false},
-      {"lock_status", [&](auto slot, done_fn d) { async_lock_status(c, "/cx/lock", cb(slot, d)); }, true, false, false},
+      // Reads that run as one coroutine: a read has no side effect, so all three.
+      {"lock_status", [&](auto slot, done_fn d) { async_lock_status(c, "/cx/lock", cb(slot, d)); }, true, true, true},
+      {"election leader", [&](auto slot, done_fn d) {
+         elections.push_back(std::make_unique<election>(s, fresh()));
+         elections.back()->async_leader(cb(slot, d));
+       }, true, true, true},
+      // Reads that run as one coroutine and say terminal only.
+      {"counter get", [&](auto slot, done_fn d) {
+         counters.push_back(std::make_unique<counter>(c, fresh()));
+         counters.back()->async_get(cb(slot, d));
+       }, true, false, false},
+      {"barrier wait", [&](auto slot, done_fn d) {
+         barriers.push_back(std::make_unique<barrier>(c, fresh()));
+         barriers.back()->async_wait(cb(slot, d));
+       }, true, false, false},
+      // Each type stops the run as terminal does (its session, still being made here, closed).
+      {"registration run", [&](auto slot, done_fn d) {
+         registrations.push_back(std::make_unique<registration>(c, fresh(), "v"));
+         registrations.back()->async_run(cb(slot, d));
+       }, true, true, true},
       {"session create", [&](auto slot, done_fn d) { session::async_create(c, cb(slot, d)); }, true, false, false},
       {"mutex lock", [&](auto slot, done_fn d) {
          mutexes.push_back(std::make_unique<mutex>(s, fresh()));
@@ -501,6 +524,9 @@ BOOST_AUTO_TEST_CASE(each_operation_honours_the_cancellation_types_it_documents)
       }
     }
   }
+  registrations.clear();
+  barriers.clear();
+  counters.clear();
   elections.clear();
   semaphores.clear();
   mutexes.clear();

@@ -54,10 +54,12 @@ void start_sync_endpoints(const std::shared_ptr<client_impl>&, handler<>);
 /// Any number of operations may be pending at once.
 /// An empty (moved-from) client's operations complete with asio::error::bad_descriptor.
 ///
-/// Unary operations support per-operation cancellation of type terminal, partial and total: the
-/// RPC is cancelled and the handler gets asio::error::operation_aborted, unless the reply was in
-/// already (then it completes as answered). A cancelled write may still have been applied by the
-/// server.
+/// Unary operations support per-operation cancellation: the RPC is cancelled and the handler
+/// gets asio::error::operation_aborted, unless the reply was in already (then it completes as
+/// answered). Reads (get, lease TTL, lease list, the member list) honour terminal, partial and
+/// total. Writes (put, delete, txn, compact, lease grant and revoke) honour terminal and partial
+/// only: a cancelled write may still have been applied by the server, so it cannot promise the
+/// "no effect" of total cancellation, and a request for total alone is ignored.
 ///
 /// Reads (get, lease TTL, lease list) are sent again after UNAVAILABLE within the request
 /// deadline, and a get also when unanswered after client_options::resend_after. Writes are sent

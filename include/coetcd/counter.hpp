@@ -110,7 +110,7 @@ class counter {
   /// error::not_a_number, error::client_closed, asio::error::operation_aborted (cancelled, or the
   /// object destroyed), the request errors.
   /// @par Cancellation
-  /// Terminal: operation_aborted.
+  /// Terminal only (partial and total are ignored): operation_aborted.
   /// @par Executor
   /// As async_add.
   template <class CompletionToken = detail::default_token>

@@ -57,8 +57,9 @@ class multi_lock {
   /// then takes over `other`, which is left empty.
   multi_lock& operator=(multi_lock&& other) noexcept;
   /// Releases the parts in the background if the multi_lock still holds them. A lock still
-  /// pending is not cancelled: if it then succeeds, nothing releases its parts until their own
-  /// objects are destroyed.
+  /// pending completes with asio::error::operation_aborted, as a destroyed Asio object's
+  /// operations do, and the parts it took are released first (one that succeeds meanwhile is
+  /// released too). A pending async_wait_lost goes on: it waits on the parts' sessions.
   ~multi_lock();
 
   /// Waits until every part is held.

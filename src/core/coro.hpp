@@ -202,6 +202,23 @@ inline asio::awaitable<void> handle_cancellation_manually() {
   co_await asio::this_coro::throw_if_cancelled(false);
 }
 
+/// For a body that only reads: a cancelled read changed nothing, so terminal, partial and total
+/// are honoured alike, where co_spawn lets terminal alone in. Its reads honour all three, and a
+/// cancellation that comes between two of them throws operation_aborted at the next co_await.
+inline asio::awaitable<void> honour_every_cancellation() {
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+}
+
+/// For a body with one way to stop, whatever the type asked (clean up, then complete with
+/// operation_aborted): lets terminal, partial and total cancellation in, where co_spawn lets
+/// terminal alone in, and hands each on to the body's own operations (and the branches of its
+/// `||`, each co_spawned with that default) as terminal, the one type they all honour.
+inline asio::awaitable<void> stop_on_any_cancellation() {
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation(), [](asio::cancellation_type t) {
+    return t == asio::cancellation_type::none ? t : asio::cancellation_type::terminal;
+  });
+}
+
 /// Whether anyone can cancel this operation: its handler came with a connected cancellation slot.
 inline asio::awaitable<bool> can_be_cancelled() {
   auto cs = co_await asio::this_coro::cancellation_state;
