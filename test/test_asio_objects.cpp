@@ -4,6 +4,7 @@
 #define BOOST_TEST_MODULE coetcd_asio_objects
 #include "support/fixture.hpp"
 
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/strand.hpp>
 
 #include <coetcd/cluster.hpp>
