@@ -41,9 +41,8 @@ asio::awaitable<void> demo(coetcd::client& etcd) {
   std::cout << "lease " << std::hex << lease.id << std::dec << " ttl " << ttl.ttl << "s, keys: " << ttl.keys.size()
             << "\n";
   co_await etcd.async_lease_revoke(lease.id, use_awaitable);
-  coetcd::error_code why;
-  co_await keep.async_wait_lost(asio::redirect_error(use_awaitable, why));
-  std::cout << "lease revoked; keepalive reports: " << why.message() << "\n";
+  auto lost = co_await keep.async_wait_lost(use_awaitable);  // completes when the lease is gone
+  std::cout << "lease revoked; keepalive reports: " << lost.cause.message() << "\n";
   co_await etcd.async_delete("/demo/", {.prefix = true}, use_awaitable);
   std::cout << "cleaned up /demo/\n";
   etcd.close();
