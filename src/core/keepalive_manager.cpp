@@ -273,7 +273,7 @@ lease_keepalive::executor_type lease_keepalive::get_executor() const noexcept {
   return state_ ? state_->client->io_ex_ : executor_type();
 }
 
-void lease_keepalive::stop() {
+void lease_keepalive::close() {
   if (!state_) return;
   auto s = state_;
   asio::dispatch(s->client->strand_, [s] {
