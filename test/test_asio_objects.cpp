@@ -1,15 +1,22 @@
-// Asio's rules for the objects, checked on each kind: moved-from objects and move assignment,
-// accessors read from a thread pool, get_client() of a gone client, and with_lock's token form.
+// Asio's rules for the objects, checked on each kind: moved-from objects and move assignment
+// (the client, cluster and maintenance handles, counter, double_barrier included), accessors
+// read from a thread pool, get_client() of a gone client, and with_lock's token form.
 #define BOOST_TEST_MODULE coetcd_asio_objects
 #include "support/fixture.hpp"
 
 #include <boost/asio/strand.hpp>
 
+#include <coetcd/cluster.hpp>
+#include <coetcd/counter.hpp>
+#include <coetcd/double_barrier.hpp>
 #include <coetcd/election_observer.hpp>
+#include <coetcd/maintenance.hpp>
 
 #include <future>
 #include <memory>
+#include <optional>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 using namespace coetcd;
@@ -67,6 +74,112 @@ BOOST_AUTO_TEST_CASE(moved_from_objects_are_empty_and_move_assignment_releases) 
     BOOST_TEST(co_await settled_keys(c, "/rules/moved-a/", 0) == 0, "the assigned-over mutex's lock was not released");
     co_await s.async_close(use_awaitable);
   }(c));
+}
+
+// A moved-from client is empty, as the other objects: its accessors give empty values and its
+// operations, and those of a cluster or maintenance handle made from it, complete with
+// bad_descriptor, posted (each dereferenced a null state before). The handles' get_executor()
+// is the client's.
+BOOST_AUTO_TEST_CASE(a_moved_from_client_is_empty_and_its_operations_answer_bad_descriptor) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  client taken(std::move(c));
+  BOOST_TEST((c.get_executor() == nullptr));
+  BOOST_TEST((taken.get_executor() == asio::any_io_executor(ioc.get_executor())));
+  BOOST_TEST(c.options().endpoints.empty());
+  BOOST_TEST((taken.options().endpoints == options_for(server()).endpoints));
+  BOOST_TEST(c.endpoints().empty());
+  BOOST_TEST(c.stats().rpcs.empty());
+  BOOST_TEST(!c.keep_alive(1));
+  cluster members(c), live_members(taken);
+  maintenance ops(c), live_ops(taken);
+  BOOST_TEST((members.get_executor() == nullptr));
+  BOOST_TEST((ops.get_executor() == nullptr));
+  BOOST_TEST((live_members.get_executor() == taken.get_executor()));
+  BOOST_TEST((live_ops.get_executor() == taken.get_executor()));
+
+  std::vector<error_code> got;  // only touched on ioc's thread (the handlers are bound to it)
+  std::size_t started = 0;
+  int done_after_initiating = -1;
+  auto record = [&got](error_code ec, auto&&...) { got.push_back(ec); };
+  // Initiated from a handler that ioc runs: a dispatch would run the handler inside the call.
+  asio::post(ioc, [&] {
+    auto r = [&] {
+      ++started;
+      return asio::bind_executor(ioc, record);
+    };
+    c.async_get("/rules/empty-client", r());
+    c.async_put("/rules/empty-client", "v", r());
+    c.async_delete("/rules/empty-client", r());
+    c.async_txn(txn().then(txn_op::get("/rules/empty-client")), r());
+    c.async_compact(1, r());
+    c.async_lease_grant(10, r());
+    c.async_lease_revoke(1, r());
+    c.async_lease_time_to_live(1, r());
+    c.async_lease_leases(r());
+    c.async_watch("/rules/empty-client", r());
+    c.async_sync_endpoints(r());
+    members.async_member_list(r());
+    ops.async_status(server().endpoint(), r());
+    ops.async_move_leader(1, r());
+    done_after_initiating = static_cast<int>(got.size());
+  });
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while ((started == 0 || got.size() < started) && std::chrono::steady_clock::now() < until) {
+    if (ioc.stopped()) ioc.restart();
+    ioc.run_one_for(50ms);
+  }
+  BOOST_TEST(done_after_initiating == 0, "an empty client completed inside its initiating function");
+  BOOST_TEST(got.size() == started);
+  for (auto& ec : got) BOOST_TEST(ec == asio::error::bad_descriptor, ec.message());
+}
+
+// counter: move-only (a copy shared the batch and the hint, and could not abort the other's
+// operations), made from the client's state rather than a client& that moving the client left
+// dangling, and refusing an empty key or an empty client when made, as the other recipes.
+static_assert(!std::is_copy_constructible_v<counter> && !std::is_copy_assignable_v<counter>);
+static_assert(std::is_nothrow_move_constructible_v<counter> && std::is_nothrow_move_assignable_v<counter>);
+
+BOOST_AUTO_TEST_CASE(a_counter_outlives_a_client_move_and_a_moved_from_one_is_empty) {
+  asio::io_context ioc;
+  std::optional<client> first(std::in_place, ioc, options_for(server()));
+  counter ctr(*first, "/rules/moved-counter");
+  client c(std::move(*first));
+  first.reset();  // the client object the counter was made from is gone
+  BOOST_TEST((ctr.get_executor() == c.get_executor()));
+  auto make = [](client& from, std::string key) { counter made(from, std::move(key)); };
+  auto code_is = [](error e) {
+    return [e](const boost::system::system_error& x) { return x.code() == e; };
+  };
+  BOOST_CHECK_EXCEPTION(make(c, ""), boost::system::system_error, code_is(error::empty_key));
+  client live(std::move(c));  // `c` is empty now
+  BOOST_CHECK_EXCEPTION(make(c, "/rules/k"), boost::system::system_error, code_is(error::client_closed));
+  run_for(ioc, [](client& c, counter& ctr) -> asio::awaitable<void> {
+    co_await c.async_delete("/rules/moved-counter", use_awaitable);
+    BOOST_TEST(co_await ctr.async_add(2, use_awaitable) == 2);
+    counter taken(std::move(ctr));
+    BOOST_TEST(ctr.key().empty());
+    BOOST_TEST((ctr.get_executor() == nullptr));
+    auto no_throw = asio::as_tuple(use_awaitable);
+    auto [e1, v1] = co_await ctr.async_add(1, no_throw);
+    BOOST_TEST(e1 == asio::error::bad_descriptor, e1.message());
+    auto [e2, v2] = co_await ctr.async_get(no_throw);
+    BOOST_TEST(e2 == asio::error::bad_descriptor, e2.message());
+    auto [e3, w3] = co_await ctr.async_watch(no_throw);
+    BOOST_TEST(e3 == asio::error::bad_descriptor, e3.message());
+    BOOST_TEST(co_await taken.async_get(use_awaitable) == 2);
+
+    // double_barrier: the client's executor, none when moved from.
+    auto s = co_await session::async_create(c, use_awaitable);
+    double_barrier db(s, "/rules/moved-db", 2);
+    BOOST_TEST((db.get_executor() == c.get_executor()));
+    double_barrier db2(std::move(db));
+    BOOST_TEST((db.get_executor() == nullptr));
+    BOOST_TEST((db2.get_executor() == c.get_executor()));
+    auto [e4] = co_await db.async_enter(no_throw);
+    BOOST_TEST(e4 == asio::error::bad_descriptor, e4.message());
+    co_await s.async_close(use_awaitable);
+  }(live, ctr));
 }
 
 // A pool: the io_context runs on 4 threads, and 8 callers of one mutex, each a coroutine on a

@@ -8,9 +8,13 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/strand.hpp>
 
+#include <coetcd/barrier.hpp>
+#include <coetcd/counter.hpp>
+#include <coetcd/double_barrier.hpp>
 #include <coetcd/election_observer.hpp>
 #include <coetcd/lease_keepalive.hpp>
 #include <coetcd/lock_status.hpp>
+#include <coetcd/registration.hpp>
 
 #include <future>
 #include <list>
@@ -324,6 +328,76 @@ BOOST_AUTO_TEST_CASE(destroying_a_mutex_aborts_its_pending_locks_at_once) {
   }(c));
 }
 
+// Destroying a barrier or a double barrier completes its pending operations with
+// operation_aborted, as destroying an Asio object does (they ran on before); the aborted enter
+// takes its key out, as a cancelled one does. A double barrier answers a second operation while
+// one is pending with already_started (before, a second enter of one object put a second key
+// and let the object count as two participants).
+BOOST_AUTO_TEST_CASE(destroying_a_barrier_or_a_double_barrier_aborts_its_pending_operations) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    barrier holder(c, "/rules/gone-barrier");
+    co_await holder.async_hold(use_awaitable);
+    auto waiting = std::make_unique<barrier>(c, "/rules/gone-barrier");
+    auto waited = started();
+    waiting->async_wait(record(waited));  // no cancellation slot: only the destructor can end it
+    BOOST_TEST_REQUIRE(!co_await settled(waited, 300ms), "a wait on a held barrier completed");
+    waiting.reset();
+    BOOST_TEST(co_await settled(waited, 2000ms), "a pending wait went on after its barrier was destroyed");
+    BOOST_TEST((waited->value_or(error_code()) == asio::error::operation_aborted));
+    co_await holder.async_release(use_awaitable);
+
+    auto s = co_await session::async_create(c, use_awaitable);
+    auto db = std::make_unique<double_barrier>(s, "/rules/gone-db", 2);
+    auto first = started(), second = started();
+    db->async_enter(record(first));  // the only participant of two: it waits
+    db->async_enter(record(second));
+    BOOST_TEST(co_await settled(second, 2000ms), "a second enter of one object is still pending");
+    BOOST_TEST((second->value_or(error_code()) == asio::error::already_started),
+               (*second ? (*second)->message() : "pending"));
+    BOOST_TEST(!first->has_value(), "one participant of two went in");
+    BOOST_TEST(co_await settled_keys(c, "/rules/gone-db/waiters/", 1) == 1, "one object put more than its key");
+    db.reset();
+    BOOST_TEST(co_await settled(first, 2000ms), "a pending enter went on after its double barrier was destroyed");
+    BOOST_TEST((first->value_or(error_code()) == asio::error::operation_aborted));
+    BOOST_TEST(co_await settled_keys(c, "/rules/gone-db/waiters/", 0) == 0, "the aborted enter left its key");
+    co_await s.async_close(use_awaitable);
+  }(c));
+}
+
+// Destroying a counter completes its pending operations with operation_aborted at once (they
+// ran on before): against a paused server, an add whose txn is on the wire, an add queued
+// behind it for the next txn, a compare-and-set and a get.
+BOOST_AUTO_TEST_CASE(destroying_a_counter_aborts_its_pending_operations) {
+  etcd_process etcd;
+  asio::io_context ioc;
+  auto o = options_for(etcd);
+  o.request_timeout = 20s;  // nothing ends by itself while the test looks
+  client c(ioc, o);
+  run_for(ioc, [](client& c, etcd_process& etcd) -> asio::awaitable<void> {
+    auto ctr = std::make_unique<counter>(c, "/rules/gone-counter");
+    co_await ctr->async_add(1, use_awaitable);  // the value is known: the next txns write
+    std::vector<outcome> ops{started(), started(), started(), started()};
+    auto keep = [](outcome r) { return [r](error_code ec, auto&&...) { *r = ec; }; };
+    etcd.pause();
+    ctr->async_add(1, keep(ops[0]));
+    ctr->async_add(2, keep(ops[1]));
+    ctr->async_compare_and_set(1, 10, keep(ops[2]));
+    ctr->async_get(keep(ops[3]));
+    co_await sleep_for(300ms);
+    for (auto& r : ops) BOOST_TEST_REQUIRE(!r->has_value(), "completed on a paused server: " << (*r ? (*r)->message() : ""));
+    ctr.reset();
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      BOOST_TEST(co_await settled(ops[i], 2000ms), "operation " << i << " went on after its counter was destroyed");
+      BOOST_TEST((ops[i]->value_or(error_code()) == asio::error::operation_aborted),
+                 "operation " << i << ": " << (*ops[i] ? (*ops[i])->message() : "pending"));
+    }
+    etcd.resume();
+  }(c, etcd), 60s);
+  c.close();
+}
+
 // The cancellation types each initiating function documents, checked one by one against a paused
 // server, so every request stays on the wire: a type it honours completes it at once with
 // operation_aborted; a type it does not honour leaves it running, and it completes with its own
@@ -359,6 +433,9 @@ BOOST_AUTO_TEST_CASE(each_operation_honours_the_cancellation_types_it_documents)
   std::vector<std::unique_ptr<mutex>> mutexes;
   std::vector<std::unique_ptr<semaphore>> semaphores;
   std::vector<std::unique_ptr<election>> elections;
+  std::vector<std::unique_ptr<registration>> registrations;
+  std::vector<std::unique_ptr<counter>> counters;
+  std::vector<std::unique_ptr<barrier>> barriers;
   auto fresh = [n = 0]() mutable { return "/cx/r" + std::to_string(n++); };
 
   using done_fn = std::function<void(error_code)>;
@@ -380,7 +457,26 @@ BOOST_AUTO_TEST_CASE(each_operation_honours_the_cancellation_types_it_documents)
       {"txn", [&](auto slot, done_fn d) { c.async_txn(txn().then(txn_op::put("/cx/t", "v")), cb(slot, d)); }, true, true, false},
       {"lease_grant", [&](auto slot, done_fn d) { c.async_lease_grant(60, cb(slot, d)); }, true, true, false},
       {"lease_revoke", [&](auto slot, done_fn d) { c.async_lease_revoke(1, cb(slot, d)); }, true, true, false},
-      {"lock_status", [&](auto slot, done_fn d) { async_lock_status(c, "/cx/lock", cb(slot, d)); }, true, false, false},
+      // Reads that run as one coroutine: a read has no side effect, so all three.
+      {"lock_status", [&](auto slot, done_fn d) { async_lock_status(c, "/cx/lock", cb(slot, d)); }, true, true, true},
+      {"election leader", [&](auto slot, done_fn d) {
+         elections.push_back(std::make_unique<election>(s, fresh()));
+         elections.back()->async_leader(cb(slot, d));
+       }, true, true, true},
+      // Reads that run as one coroutine and say terminal only.
+      {"counter get", [&](auto slot, done_fn d) {
+         counters.push_back(std::make_unique<counter>(c, fresh()));
+         counters.back()->async_get(cb(slot, d));
+       }, true, false, false},
+      {"barrier wait", [&](auto slot, done_fn d) {
+         barriers.push_back(std::make_unique<barrier>(c, fresh()));
+         barriers.back()->async_wait(cb(slot, d));
+       }, true, false, false},
+      // Each type stops the run as terminal does (its session, still being made here, closed).
+      {"registration run", [&](auto slot, done_fn d) {
+         registrations.push_back(std::make_unique<registration>(c, fresh(), "v"));
+         registrations.back()->async_run(cb(slot, d));
+       }, true, true, true},
       {"session create", [&](auto slot, done_fn d) { session::async_create(c, cb(slot, d)); }, true, false, false},
       {"mutex lock", [&](auto slot, done_fn d) {
          mutexes.push_back(std::make_unique<mutex>(s, fresh()));
@@ -428,6 +524,9 @@ BOOST_AUTO_TEST_CASE(each_operation_honours_the_cancellation_types_it_documents)
       }
     }
   }
+  registrations.clear();
+  barriers.clear();
+  counters.clear();
   elections.clear();
   semaphores.clear();
   mutexes.clear();

@@ -235,7 +235,7 @@ BOOST_AUTO_TEST_CASE(an_empty_key_with_prefix_is_the_whole_namespace) {
     auto from = co_await a.async_get("", get_options{.from_key = true}, use_awaitable);
     BOOST_TEST((keys_of(from) == std::vector<std::string>{"k1", "z/k2"}));
 
-    cache copy(a, "");
+    cache copy(a.get_executor(), a, "");
     co_await copy.async_wait_synced(use_awaitable);
     BOOST_TEST(copy.size() == 2u);
     auto w = co_await a.async_watch("", watch_options{.prefix = true}, use_awaitable);

@@ -148,6 +148,8 @@ using spawned = void(std::exception_ptr, T);
   token_shapes<result<response_header>>::check(WITH_TOKEN(ops.async_move_leader(1, TOKEN)));
   token_shapes<result<snapshot_result>>::check(WITH_TOKEN(ops.async_snapshot("db", TOKEN)));
   token_shapes<result<snapshot_result>>::check(WITH_TOKEN(ops.async_snapshot("db", {.endpoint = "h:2379"}, TOKEN)));
+  snapshot_progress progress = [](std::uint64_t, std::uint64_t) {};
+  token_shapes<result<snapshot_result>>::check(WITH_TOKEN(ops.async_snapshot("db", {}, progress, TOKEN)));
 
   // sessions and the lock family
   token_shapes<result<session>>::check(WITH_TOKEN(session::async_create(c, TOKEN)));
@@ -251,7 +253,7 @@ using spawned = void(std::exception_ptr, T);
   auto raced = co_await (etcd.async_get("k", use_awaitable) || timer.async_wait(use_awaitable));
 
   // docs/cache.md
-  coetcd::cache config(client, "/config/");
+  coetcd::cache config(client.get_executor(), client, "/config/");
   co_await config.async_wait_synced(use_awaitable);
   auto r = co_await client.async_put("/config/rate-limit", "200", use_awaitable);
   co_await config.async_wait_for(r.header.revision, use_awaitable);
@@ -270,6 +272,8 @@ using spawned = void(std::exception_ptr, T);
   coetcd::registration self(client, coetcd::naming::key("services/api", "i1"),
                             coetcd::naming::encode({"10.0.0.1:8080", R"({"zone":"a"})"}), {.ttl = 10s});
   self.async_run(asio::detached);
+  coetcd::cache view(client.get_executor(), client, "services/api/");
+  co_await view.async_wait_synced(use_awaitable);
   coetcd::queue jobs(session, "jobs");
   co_await jobs.async_enqueue("resize:img-17", use_awaitable);
   auto job = co_await jobs.async_dequeue(use_awaitable);
@@ -335,7 +339,9 @@ using spawned = void(std::exception_ptr, T);
   co_await ops.async_hash_kv(endpoint, got.header.revision, use_awaitable);
   co_await ops.async_hash_kv(endpoint, use_awaitable);
   co_await ops.async_move_leader(id, use_awaitable);
-  co_await ops.async_snapshot(path, {endpoint, [](std::uint64_t, std::uint64_t) {}}, use_awaitable);
+  co_await ops.async_snapshot(path, {.endpoint = endpoint}, use_awaitable);
+  coetcd::snapshot_progress progress = [](std::uint64_t, std::uint64_t) {};
+  co_await ops.async_snapshot(path, {.endpoint = endpoint}, progress, use_awaitable);
   co_await etcd.async_compact(got.header.revision, true, use_awaitable);
   co_await etcd.async_sync_endpoints(use_awaitable);
   co_await etcd.async_get("", {.prefix = true}, use_awaitable);
