@@ -310,7 +310,8 @@ void election::abandon() noexcept {
   if (!state_) return;  // moved from
   auto e = std::move(state_);
   e->pending.mark_gone();
-  asio::dispatch(e->session->impl->strand_, [e = std::move(e)] { e->pending.abort_all(); });
+  auto& strand = e->session->impl->strand_;  // before the move: arguments have no order
+  asio::dispatch(strand, [e = std::move(e)] { e->pending.abort_all(); });
 }
 
 void election::start_campaign(const std::shared_ptr<detail::election_state>& e, std::string v,
