@@ -9,6 +9,8 @@
 
 #include <future>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -19,8 +21,10 @@ using namespace std::chrono_literals;
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
 // A moved-from object is empty, not broken: accessors give empty values, operations complete
-// with asio::error::bad_descriptor (as an Asio object's on a closed one), posted. Move assignment
-// gives up what the target held, as its destructor would, and takes the other's state.
+// with asio::error::bad_descriptor (as an Asio object's on a closed one), posted, and hand over
+// an empty hold. Move assignment of a lock object leaves the holds taken through it alone (they
+// are not the object's); move assignment of a hold gives up what the target held, as its
+// destructor would, and takes the other's hold.
 BOOST_AUTO_TEST_CASE(moved_from_objects_are_empty_and_move_assignment_releases) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
@@ -38,33 +42,62 @@ BOOST_AUTO_TEST_CASE(moved_from_objects_are_empty_and_move_assignment_releases) 
     election_observer obs2(std::move(obs));
     BOOST_TEST(a.name().empty());
     BOOST_TEST(a.key().empty());
-    BOOST_TEST(!a.held());
-    BOOST_TEST(a.fencing_token() == 0);
     BOOST_TEST((a.get_executor() == nullptr));
     BOOST_TEST(rw.name().empty());
+    BOOST_TEST(rw.write_key().empty());
     BOOST_TEST(sem.name().empty());
+    BOOST_TEST(sem.permits() == 0);
     BOOST_TEST(e.name().empty());
-    BOOST_TEST(!e.is_leader());
-    BOOST_CHECK_THROW(a.is_owner(), boost::system::system_error);
+    BOOST_TEST(e.key().empty());
     auto no_throw = asio::as_tuple(use_awaitable);
-    auto [r1] = co_await a.async_lock(no_throw);
+    auto [r1, h1] = co_await a.async_lock(no_throw);
     BOOST_TEST(r1 == asio::error::bad_descriptor, r1.message());
-    auto [r2] = co_await rw.async_lock_shared(no_throw);
+    BOOST_TEST(!h1);
+    auto [r2, h2] = co_await rw.async_lock_shared(no_throw);
     BOOST_TEST(r2 == asio::error::bad_descriptor, r2.message());
-    auto [r3] = co_await sem.async_acquire(1, no_throw);
+    BOOST_TEST(!h2);
+    auto [r3, h3] = co_await sem.async_acquire(1, no_throw);
     BOOST_TEST(r3 == asio::error::bad_descriptor, r3.message());
-    auto [r4] = co_await e.async_campaign("v", no_throw);
+    BOOST_TEST(!h3);
+    auto [r4, h4] = co_await e.async_campaign("v", no_throw);
     BOOST_TEST(r4 == asio::error::bad_descriptor, r4.message());
+    BOOST_TEST(!h4);
     auto [r5, v5] = co_await obs.async_next(no_throw);
     BOOST_TEST(r5 == asio::error::bad_descriptor, r5.message());
 
-    // Move assignment onto a mutex that holds: its lock goes, as on destruction.
-    co_await a2.async_lock(use_awaitable);
-    BOOST_TEST(a2.held());
+    // A moved-from hold is empty: no token, key or sequence, no fence, and its release is
+    // bad_descriptor; the hold moved into holds.
+    auto first = co_await a2.async_lock(use_awaitable);
+    const auto key = first.key();
+    auto held = std::move(first);
+    BOOST_TEST(!first);
+    BOOST_TEST(first.fencing_token() == 0);
+    BOOST_TEST(first.key().empty());
+    BOOST_TEST(first.local_sequence() == 0u);
+    BOOST_TEST((first.get_executor() == nullptr));
+    BOOST_CHECK_THROW(first.fence(), boost::system::system_error);
+    auto [r6] = co_await first.async_release(no_throw);
+    BOOST_TEST(r6 == asio::error::bad_descriptor, r6.message());
+    BOOST_TEST(bool(held));
+    BOOST_TEST(held.key() == key);
+    BOOST_TEST(held.fencing_token() > 0);
+
+    // Move assignment onto a mutex whose hold is out: the hold stays.
     a2 = std::move(b);
     BOOST_TEST(a2.name() == "/rules/moved-b");
-    BOOST_TEST(!a2.held());
-    BOOST_TEST(co_await settled_keys(c, "/rules/moved-a/", 0) == 0, "the assigned-over mutex's lock was not released");
+    co_await sleep_for(200ms);
+    BOOST_TEST(bool(held));
+    BOOST_TEST(co_await count_keys(c, "/rules/moved-a/") == 1, "assigning over the mutex released its hold");
+
+    // Move assignment onto a hold that holds: its lock goes, as on destruction.
+    auto other = co_await a2.async_lock(use_awaitable);
+    held = std::move(other);
+    BOOST_TEST(!other);
+    BOOST_TEST(bool(held));
+    BOOST_TEST(held.key() == a2.key());
+    BOOST_TEST(co_await settled_keys(c, "/rules/moved-a/", 0) == 0, "the assigned-over hold's lock was not released");
+    BOOST_TEST(co_await count_keys(c, "/rules/moved-b/") == 1);
+    co_await held.async_release(use_awaitable);
     co_await s.async_close(use_awaitable);
   }(c));
 }
@@ -72,8 +105,8 @@ BOOST_AUTO_TEST_CASE(moved_from_objects_are_empty_and_move_assignment_releases) 
 // A pool: the io_context runs on 4 threads, and 8 callers of one mutex, each a coroutine on a
 // strand of its own (as with_lock's `||` needs), lock it through with_lock and read the hold's
 // accessors inside while the client's strand, on another thread, writes them. Exclusion holds,
-// every accessor says the hold is this caller's, and ThreadSanitizer (COETCD_TEST_BUILDS=
-// clang-tsan scripts/test) reports no race.
+// every accessor says the hold is held, each hold has a sequence of its own, and ThreadSanitizer
+// (COETCD_TEST_BUILDS=clang-tsan scripts/test) reports no race.
 BOOST_AUTO_TEST_CASE(callers_on_a_thread_pool_read_the_accessors_safely) {
   asio::io_context ioc(4);
   client c(ioc.get_executor(), options_for(server()));
@@ -93,17 +126,23 @@ BOOST_AUTO_TEST_CASE(callers_on_a_thread_pool_read_the_accessors_safely) {
   ready.get_future().wait();
   BOOST_TEST_REQUIRE(s.lease() != 0);
   mutex m(s, "/rules/pool");
+  std::mutex seen_mutex;
+  std::set<std::uint64_t> seen;  // the holds' local sequences
   for (int i = 0; i < callers; ++i)
     asio::co_spawn(asio::make_strand(ioc), [&]() -> asio::awaitable<void> {
       for (int r = 0; r < rounds; ++r) {
-        co_await with_lock(m, [&]() -> asio::awaitable<void> {
+        co_await with_lock(m, [&](mutex::hold& h) -> asio::awaitable<void> {
           if (inside.fetch_add(1) != 0) ++overlaps;
           ++sections;
-          // Another caller's hold must never show here; reads race with the strand's writes
-          // unless they are atomics.
-          if (!m.held() || m.fencing_token() <= 0 || m.local_sequence() == 0 || m.header().revision <= 0 || s.lost())
+          // Reads race with the strand's writes unless they are atomics.
+          if (!h || h.fencing_token() <= 0 || h.local_sequence() == 0 || h.header().revision <= 0 || s.lost() ||
+              h.key() != m.key())
             ++wrong;
-          (void)m.is_owner();
+          (void)h.fence();
+          {
+            std::lock_guard<std::mutex> lock(seen_mutex);
+            if (!seen.insert(h.local_sequence()).second) ++wrong;  // another caller's hold showed here
+          }
           co_await asio::post(co_await asio::this_coro::executor, use_awaitable);  // yield while holding
           inside.fetch_sub(1);
         });
@@ -119,6 +158,7 @@ BOOST_AUTO_TEST_CASE(callers_on_a_thread_pool_read_the_accessors_safely) {
   BOOST_TEST(overlaps == 0);
   BOOST_TEST(wrong == 0);
   BOOST_TEST(errors == 0);
+  BOOST_TEST(seen.size() == static_cast<std::size_t>(callers * rounds));
   std::promise<void> closed;
   s.async_close([&](error_code) { closed.set_value(); });
   closed.get_future().wait_for(10s);
@@ -165,7 +205,7 @@ BOOST_AUTO_TEST_CASE(with_lock_takes_a_completion_token) {
   mutex m(s, "/rules/with-lock");
 
   std::promise<std::pair<std::exception_ptr, int>> called;
-  auto body = [&m]() -> asio::awaitable<int> { co_return m.held() ? 42 : -1; };
+  auto body = [](mutex::hold& h) -> asio::awaitable<int> { co_return h ? 42 : -1; };
   with_lock(m, std::move(body), {}, [&called](std::exception_ptr e, int v) { called.set_value({e, v}); });
   auto result = called.get_future();
   BOOST_TEST_REQUIRE((result.wait_for(10s) == std::future_status::ready));
@@ -207,14 +247,13 @@ BOOST_AUTO_TEST_CASE(with_lock_takes_a_completion_token) {
   BOOST_TEST((std::chrono::steady_clock::now() - t0 < 5s));
 
   BOOST_TEST(asio::co_spawn(ioc, count_keys(c, "/rules/with-lock/"), asio::use_future).get() == 0);
-  BOOST_TEST(!m.held());
   s.async_close(asio::use_future).get();
   c.close();
   guard.reset();
   loop.join();
 }
 
-// A release that fails after the body returned is reported through unlock_error, not thrown: the
+// A release that fails after the body returned is reported through release_error, not thrown: the
 // body's value stands. The server is paused as the body ends, so the delete runs out of time;
 // once it resumes the background retry removes the key. A release that succeeds clears it.
 BOOST_AUTO_TEST_CASE(a_failed_release_is_reported_and_the_bodys_value_kept) {
@@ -228,7 +267,8 @@ BOOST_AUTO_TEST_CASE(a_failed_release_is_reported_and_the_bodys_value_kept) {
     mutex m(s, "/rules/release");
     error_code released = make_error_code(error::locked);
     auto fine = []() -> asio::awaitable<int> { co_return 1; };
-    BOOST_TEST(co_await with_lock(m, std::move(fine), {.unlock_error = &released}) == 1);
+    const with_lock_options report{.release_error = &released};
+    BOOST_TEST(co_await with_lock(m, std::move(fine), report) == 1);
     BOOST_TEST(!released, "a release that succeeded left " << released.message());
 
     auto pausing = [&etcd]() -> asio::awaitable<int> {
@@ -237,7 +277,7 @@ BOOST_AUTO_TEST_CASE(a_failed_release_is_reported_and_the_bodys_value_kept) {
     };
     int v = 0;
     try {
-      v = co_await with_lock(m, std::move(pausing), {.unlock_error = &released});
+      v = co_await with_lock(m, std::move(pausing), report);
     } catch (const std::exception& e) {
       BOOST_TEST(false, "with_lock threw after its body returned: " << e.what());
     }
