@@ -1,11 +1,15 @@
-// Asio's rules for the objects, checked on each kind: moved-from objects and move assignment,
-// accessors read from a thread pool, get_client() of a gone client, and with_lock's token form.
+// Asio's rules for the objects, checked on each kind: moved-from objects and holds and move
+// assignment, empty objects and holds completing never inline, a lock object destroyed with
+// operations pending, accessors read from a thread pool, get_client() of a gone client, and
+// with_lock's token form.
 #define BOOST_TEST_MODULE coetcd_asio_objects
 #include "support/fixture.hpp"
 
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/strand.hpp>
 
 #include <coetcd/election_observer.hpp>
+#include <coetcd/lease_keepalive.hpp>
 
 #include <future>
 #include <memory>
@@ -19,6 +23,48 @@ using namespace coetcd::test;
 using namespace std::chrono_literals;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
+
+namespace {
+
+/// The error a future of an operation completed with (asio::error::timed_out: none within 5 s).
+template <class Future>
+error_code code_of(Future f) {
+  if (f.wait_for(5s) != std::future_status::ready) return make_error_code(asio::error::timed_out);
+  try {
+    f.get();
+    return {};
+  } catch (const boost::system::system_error& e) {
+    return e.code();
+  }
+}
+
+/// An empty hold `H` (what every acquisition hands back with an error) holds nothing, has no
+/// executor and no fence, and answers its release and its loss wait with bad_descriptor.
+template <class H>
+void check_empty_hold(const char* what) {
+  BOOST_TEST_CONTEXT(what) {
+    H h;
+    BOOST_TEST(!h);
+    BOOST_TEST((h.get_executor() == typename H::executor_type()));
+    error_code fenced;
+    try {
+      (void)h.fence();
+    } catch (const boost::system::system_error& e) {
+      fenced = e.code();
+    }
+    BOOST_TEST(fenced == asio::error::bad_descriptor, fenced.message());
+    auto released = code_of(h.async_release(asio::use_future));
+    BOOST_TEST(released == asio::error::bad_descriptor, released.message());
+    auto lost = code_of(h.async_wait_lost(asio::use_future));
+    BOOST_TEST(lost == asio::error::bad_descriptor, lost.message());
+    // A moved-from hold is empty too.
+    H other(std::move(h));
+    auto again = code_of(h.async_release(asio::use_future));
+    BOOST_TEST(again == asio::error::bad_descriptor, again.message());
+  }
+}
+
+}  // namespace
 
 // A moved-from object is empty, not broken: accessors give empty values, operations complete
 // with asio::error::bad_descriptor (as an Asio object's on a closed one), posted, and hand over
@@ -100,6 +146,111 @@ BOOST_AUTO_TEST_CASE(moved_from_objects_are_empty_and_move_assignment_releases) 
     co_await held.async_release(use_awaitable);
     co_await s.async_close(use_awaitable);
   }(c));
+}
+
+// Never inline: an empty object (default-constructed or moved from) has no executor of its own,
+// so its operations complete through the handler's associated executor, after the initiating
+// function has returned.
+BOOST_AUTO_TEST_CASE(empty_objects_complete_on_the_handlers_executor_never_inline) {
+  asio::io_context ioc;
+  std::atomic<int> done{0};
+  std::vector<error_code> got;  // only touched on ioc's thread (the handlers are bound to it)
+  auto record = [&](error_code ec, auto&&...) {
+    ++done;
+    got.push_back(ec);
+  };
+  watcher w;
+  session s;
+  lease_keepalive k;
+  mutex::hold mh;
+  rw_mutex::shared_hold rh;
+  semaphore::hold ph;
+  multi_lock::hold all;
+  election::hold lead;
+  int done_after_initiating = -1;
+  // Initiated from a handler that ioc runs: a dispatch to the handler's executor would run the
+  // handler right there, inside the initiating function.
+  asio::post(ioc, [&] {
+    w.async_next(asio::bind_executor(ioc, record));
+    s.async_wait_lost(asio::bind_executor(ioc, record));
+    s.async_close(asio::bind_executor(ioc, record));
+    k.async_wait_lost(asio::bind_executor(ioc, record));
+    mh.async_release(asio::bind_executor(ioc, record));
+    mh.async_wait_lost(asio::bind_executor(ioc, record));
+    rh.async_release(asio::bind_executor(ioc, record));
+    ph.async_wait_lost(asio::bind_executor(ioc, record));
+    all.async_release(asio::bind_executor(ioc, record));
+    lead.async_proclaim("v", asio::bind_executor(ioc, record));
+    lead.async_wait_lost(asio::bind_executor(ioc, record));
+    done_after_initiating = done;
+  });
+  ioc.run();
+  BOOST_TEST(done_after_initiating == 0, "an empty object completed inside its initiating function");
+  BOOST_TEST(done == 11);
+  // An empty session's close is session_lost (its lease is gone as far as anyone can tell); every
+  // wait and every hold's operation on nothing is bad_descriptor, as Asio's closed objects answer.
+  const auto bad = make_error_code(asio::error::bad_descriptor);
+  std::multiset<error_code> want{make_error_code(error::watch_canceled), bad, make_error_code(error::session_lost), bad,
+                                 bad, bad, bad, bad, bad, bad, bad};
+  BOOST_TEST((std::multiset<error_code>(got.begin(), got.end()) == want));
+}
+
+// Destroying a lock object aborts its pending operations at once (operation_aborted), as
+// destroying an Asio object does, instead of when their turn comes. The waiting key goes at once
+// when the callers could be cancelled (a handler with a cancellation slot, as every coroutine
+// has); a caller nobody could cancel had its txn awaited without an abandonable side task, so
+// its key goes when its turn comes.
+BOOST_AUTO_TEST_CASE(destroying_a_mutex_aborts_its_pending_locks_at_once) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    for (bool with_slot : {true, false}) {
+      auto hs = co_await session::async_create(c, use_awaitable);
+      auto ws = co_await session::async_create(c, use_awaitable);
+      mutex held(hs, "/rules/destroyed");
+      auto holding = co_await held.async_lock(use_awaitable);
+      std::vector<error_code> results;
+      int handed_over = 0;  // holds that came with the aborts
+      asio::cancellation_signal unused[3];
+      auto waiting = std::make_unique<mutex>(ws, "/rules/destroyed");
+      for (auto& sig : unused) {
+        auto record = [&results, &handed_over](error_code ec, mutex::hold h) {
+          results.push_back(ec);
+          handed_over += bool(h);
+        };
+        if (with_slot) waiting->async_lock(asio::bind_cancellation_slot(sig.slot(), record));
+        else waiting->async_lock(record);
+      }
+      // Queued behind `held`: two keys on the server.
+      BOOST_TEST_REQUIRE(co_await settled_keys(c, "/rules/destroyed/", 2) == 2);
+      waiting.reset();
+      co_await eventually([&] { return results.size() == 3u; }, 1000ms);  // the turn never comes meanwhile
+      BOOST_TEST(results.size() == 3u, "pending locks did not complete when their mutex was destroyed");
+      for (auto& ec : results) BOOST_TEST(ec == asio::error::operation_aborted, ec.message());
+      BOOST_TEST(handed_over == 0);
+      if (with_slot)
+        BOOST_TEST(co_await settled_keys(c, "/rules/destroyed/", 1) == 1, "the destroyed mutex's waiting key is still there");
+      co_await holding.async_release(use_awaitable);
+      // Its turn: a key nobody waits on is released.
+      BOOST_TEST(co_await settled_keys(c, "/rules/destroyed/", 0) == 0, "a key of the destroyed mutex outlived its turn");
+      co_await hs.async_close(use_awaitable);
+      co_await ws.async_close(use_awaitable);
+    }
+  }(c));
+}
+
+// Every hold type, empty: no server is needed, since an empty hold has nothing to ask it.
+BOOST_AUTO_TEST_CASE(an_empty_hold_answers_bad_descriptor) {
+  check_empty_hold<mutex::hold>("mutex::hold");
+  check_empty_hold<rw_mutex::hold>("rw_mutex::hold");
+  check_empty_hold<rw_mutex::shared_hold>("rw_mutex::shared_hold");
+  check_empty_hold<semaphore::hold>("semaphore::hold");
+  check_empty_hold<multi_lock::hold>("multi_lock::hold");
+  check_empty_hold<election::hold>("election::hold");
+  election::hold none;
+  auto proclaimed = code_of(none.async_proclaim("v", asio::use_future));
+  BOOST_TEST(proclaimed == asio::error::bad_descriptor, proclaimed.message());
+  BOOST_TEST(none.fencing_token() == 0);
 }
 
 // A pool: the io_context runs on 4 threads, and 8 callers of one mutex, each a coroutine on a

@@ -1,6 +1,6 @@
 // Asio's rules for initiating functions, checked on every kind of operation: move-only handlers,
 // the handler's executor, outstanding work, allocators, cancellation types (objects' lifetimes,
-// threads and with_lock's token form: test_asio_objects.cpp).
+// empty objects and holds, threads and with_lock's token form: test_asio_objects.cpp).
 #define BOOST_TEST_MODULE coetcd_asio_rules
 #include "support/fixture.hpp"
 
@@ -207,53 +207,6 @@ BOOST_AUTO_TEST_CASE(every_operation_accepts_a_move_only_handler) {
   BOOST_TEST(t.errors.size() == errors);
 }
 
-// Never inline: an empty object (default-constructed or moved from) has no executor of its own,
-// so its operations complete through the handler's associated executor, after the initiating
-// function has returned.
-BOOST_AUTO_TEST_CASE(empty_objects_complete_on_the_handlers_executor_never_inline) {
-  asio::io_context ioc;
-  std::atomic<int> done{0};
-  std::vector<error_code> got;  // only touched on ioc's thread (the handlers are bound to it)
-  auto record = [&](error_code ec, auto&&...) {
-    ++done;
-    got.push_back(ec);
-  };
-  watcher w;
-  session s;
-  lease_keepalive k;
-  mutex::hold mh;
-  rw_mutex::shared_hold rh;
-  semaphore::hold ph;
-  multi_lock::hold all;
-  election::hold lead;
-  int done_after_initiating = -1;
-  // Initiated from a handler that ioc runs: a dispatch to the handler's executor would run the
-  // handler right there, inside the initiating function.
-  asio::post(ioc, [&] {
-    w.async_next(asio::bind_executor(ioc, record));
-    s.async_wait_lost(asio::bind_executor(ioc, record));
-    s.async_close(asio::bind_executor(ioc, record));
-    k.async_wait_lost(asio::bind_executor(ioc, record));
-    mh.async_release(asio::bind_executor(ioc, record));
-    mh.async_wait_lost(asio::bind_executor(ioc, record));
-    rh.async_release(asio::bind_executor(ioc, record));
-    ph.async_wait_lost(asio::bind_executor(ioc, record));
-    all.async_release(asio::bind_executor(ioc, record));
-    lead.async_proclaim("v", asio::bind_executor(ioc, record));
-    lead.async_wait_lost(asio::bind_executor(ioc, record));
-    done_after_initiating = done;
-  });
-  ioc.run();
-  BOOST_TEST(done_after_initiating == 0, "an empty object completed inside its initiating function");
-  BOOST_TEST(done == 11);
-  // An empty session's close is session_lost (its lease is gone as far as anyone can tell); every
-  // wait and every hold's operation on nothing is bad_descriptor, as Asio's closed objects answer.
-  const auto bad = make_error_code(asio::error::bad_descriptor);
-  std::multiset<error_code> want{make_error_code(error::watch_canceled), bad, make_error_code(error::session_lost), bad,
-                                 bad, bad, bad, bad, bad, bad, bad};
-  BOOST_TEST((std::multiset<error_code>(got.begin(), got.end()) == want));
-}
-
 // Outstanding work is held on the handler's associated executor while the operation is pending,
 // as Asio's own operations hold it: a handler bound to another io_context keeps that context's
 // run() going until the handler has run.
@@ -362,50 +315,6 @@ BOOST_AUTO_TEST_CASE(type_erased_handlers_dropped_unrun_are_freed_once) {
   }  // the io_context goes with the handlers still queued, never run
   BOOST_TEST(ran == 0);
   BOOST_TEST(counts->first == counts->second);
-}
-
-// Destroying a lock object aborts its pending operations at once (operation_aborted), as
-// destroying an Asio object does, instead of when their turn comes. The waiting key goes at once
-// when the callers could be cancelled (a handler with a cancellation slot, as every coroutine
-// has); a caller nobody could cancel had its txn awaited without an abandonable side task, so
-// its key goes when its turn comes.
-BOOST_AUTO_TEST_CASE(destroying_a_mutex_aborts_its_pending_locks_at_once) {
-  asio::io_context ioc;
-  client c(ioc, options_for(server()));
-  run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    for (bool with_slot : {true, false}) {
-      auto hs = co_await session::async_create(c, use_awaitable);
-      auto ws = co_await session::async_create(c, use_awaitable);
-      mutex held(hs, "/rules/destroyed");
-      auto holding = co_await held.async_lock(use_awaitable);
-      std::vector<error_code> results;
-      int handed_over = 0;  // holds that came with the aborts
-      asio::cancellation_signal unused[3];
-      auto waiting = std::make_unique<mutex>(ws, "/rules/destroyed");
-      for (auto& sig : unused) {
-        auto record = [&results, &handed_over](error_code ec, mutex::hold h) {
-          results.push_back(ec);
-          handed_over += bool(h);
-        };
-        if (with_slot) waiting->async_lock(asio::bind_cancellation_slot(sig.slot(), record));
-        else waiting->async_lock(record);
-      }
-      // Queued behind `held`: two keys on the server.
-      BOOST_TEST_REQUIRE(co_await settled_keys(c, "/rules/destroyed/", 2) == 2);
-      waiting.reset();
-      co_await eventually([&] { return results.size() == 3u; }, 1000ms);  // the turn never comes meanwhile
-      BOOST_TEST(results.size() == 3u, "pending locks did not complete when their mutex was destroyed");
-      for (auto& ec : results) BOOST_TEST(ec == asio::error::operation_aborted, ec.message());
-      BOOST_TEST(handed_over == 0);
-      if (with_slot)
-        BOOST_TEST(co_await settled_keys(c, "/rules/destroyed/", 1) == 1, "the destroyed mutex's waiting key is still there");
-      co_await holding.async_release(use_awaitable);
-      // Its turn: a key nobody waits on is released.
-      BOOST_TEST(co_await settled_keys(c, "/rules/destroyed/", 0) == 0, "a key of the destroyed mutex outlived its turn");
-      co_await hs.async_close(use_awaitable);
-      co_await ws.async_close(use_awaitable);
-    }
-  }(c));
 }
 
 // The cancellation types each initiating function documents, checked one by one against a paused

@@ -433,59 +433,7 @@ struct unconnected {
   }
 };
 
-/// The error a future of an operation completed with (asio::error::timed_out: none within 5 s).
-template <class Future>
-error_code code_of(Future f) {
-  if (f.wait_for(5s) != std::future_status::ready) return make_error_code(asio::error::timed_out);
-  try {
-    f.get();
-    return {};
-  } catch (const boost::system::system_error& e) {
-    return e.code();
-  }
-}
-
-/// An empty hold `H` (what every acquisition hands back with an error) holds nothing, has no
-/// executor and no fence, and answers its release and its loss wait with bad_descriptor.
-template <class H>
-void check_empty_hold(const char* what) {
-  BOOST_TEST_CONTEXT(what) {
-    H h;
-    BOOST_TEST(!h);
-    BOOST_TEST((h.get_executor() == typename H::executor_type()));
-    error_code fenced;
-    try {
-      (void)h.fence();
-    } catch (const boost::system::system_error& e) {
-      fenced = e.code();
-    }
-    BOOST_TEST(fenced == asio::error::bad_descriptor, fenced.message());
-    auto released = code_of(h.async_release(asio::use_future));
-    BOOST_TEST(released == asio::error::bad_descriptor, released.message());
-    auto lost = code_of(h.async_wait_lost(asio::use_future));
-    BOOST_TEST(lost == asio::error::bad_descriptor, lost.message());
-    // A moved-from hold is empty too.
-    H other(std::move(h));
-    auto again = code_of(h.async_release(asio::use_future));
-    BOOST_TEST(again == asio::error::bad_descriptor, again.message());
-  }
-}
-
 }  // namespace
-
-// Every hold type, empty: no server is needed, since an empty hold has nothing to ask it.
-BOOST_AUTO_TEST_CASE(an_empty_hold_answers_bad_descriptor) {
-  check_empty_hold<mutex::hold>("mutex::hold");
-  check_empty_hold<rw_mutex::hold>("rw_mutex::hold");
-  check_empty_hold<rw_mutex::shared_hold>("rw_mutex::shared_hold");
-  check_empty_hold<semaphore::hold>("semaphore::hold");
-  check_empty_hold<multi_lock::hold>("multi_lock::hold");
-  check_empty_hold<election::hold>("election::hold");
-  election::hold none;
-  auto proclaimed = code_of(none.async_proclaim("v", asio::use_future));
-  BOOST_TEST(proclaimed == asio::error::bad_descriptor, proclaimed.message());
-  BOOST_TEST(none.fencing_token() == 0);
-}
 
 // asio::deferred makes an operation object and starts nothing: no attempt begins until it is
 // launched, and then it completes once, through the handler given at launch.
