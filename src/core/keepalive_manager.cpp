@@ -1,6 +1,8 @@
 // The client's one LeaseKeepAlive stream (see keepalive_manager.hpp) and the public lease_keepalive.
 #include "keepalive_manager.hpp"
 
+#include "coro.hpp"
+
 namespace coetcd::detail {
 
 using namespace std::chrono_literals;
