@@ -4,6 +4,8 @@
 #include "support/fixture.hpp"
 #include "support/tcp_proxy.hpp"
 
+#include <boost/asio/bind_executor.hpp>
+
 #include <algorithm>
 
 using namespace coetcd;
