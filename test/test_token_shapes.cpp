@@ -313,42 +313,49 @@ static_assert(!coetcd::hold<mutex> && !coetcd::hold<semaphore> && !coetcd::hold<
 
   // docs/lock-family.md
   auto s = co_await coetcd::session::async_create(etcd, {.ttl = std::chrono::seconds(10)}, use_awaitable);
-  auto h = co_await m.async_lock(use_awaitable);
-  co_await etcd.async_txn(coetcd::txn().when(h.fence()).then(coetcd::txn_op::put("/jobs/state", "running")),
-                          use_awaitable);
-  co_await h.async_release(use_awaitable);
+  auto held = co_await m.async_lock(use_awaitable);
+  auto guarded = coetcd::txn().when(held.fence()).then(coetcd::txn_op::put("/jobs/state", "running"));
+  co_await etcd.async_txn(guarded, use_awaitable);
+  co_await held.async_release(use_awaitable);
+  auto run_job = []() -> asio::awaitable<void> { co_return; };
+  coetcd::with_lock_options limits{.max_hold = std::chrono::minutes(5)};
+  co_await coetcd::with_lock(m, run_job, limits);
   auto [lock_ec, maybe] = co_await m.async_lock(asio::as_tuple(use_awaitable));
   auto why = co_await maybe.async_wait_lost(use_awaitable);
-  auto work = []() -> asio::awaitable<void> { co_return; };
-  auto fenced_work = [&](coetcd::mutex::hold& held) -> asio::awaitable<void> {
-    co_await etcd.async_txn(coetcd::txn().when(held.fence()), use_awaitable);
+  auto counted = [&](coetcd::mutex::hold& h) -> asio::awaitable<std::int64_t> {
+    auto write = coetcd::txn().when(h.fence()).then(coetcd::txn_op::put("/http_counter/value", "1"));
+    auto r = co_await etcd.async_txn(write, use_awaitable);
+    co_return r.succeeded ? 1 : 0;
   };
-  co_await coetcd::with_lock(m, work, {.max_hold = std::chrono::minutes(5)});
-  co_await coetcd::with_lock(m, work);
-  co_await coetcd::with_lock(m, work, {}, use_awaitable);
-  co_await coetcd::with_lock(m, fenced_work);
+  auto value = co_await coetcd::with_lock(m, std::move(counted));
+  co_await coetcd::with_lock(m, run_job);
+  co_await coetcd::with_lock(m, run_job, {}, use_awaitable);
   boost::system::error_code release_error;
   coetcd::with_lock_options report{.release_error = &release_error};
-  co_await coetcd::with_lock(m, work, report);
-  auto r_hold = co_await rw.async_lock_shared(use_awaitable);
+  co_await coetcd::with_lock(m, run_job, report);
+  auto reading = co_await rw.async_lock_shared(use_awaitable);
   auto cfg = co_await etcd.async_get("/config/value", use_awaitable);
-  co_await r_hold.async_release(use_awaitable);
-  auto w_hold = co_await rw.async_lock(use_awaitable);
-  co_await w_hold.async_release(use_awaitable);
-  co_await coetcd::with_lock(rw, work);
-  co_await coetcd::with_shared_lock(rw, work);
-  auto p = co_await pool.async_acquire(1, use_awaitable);
-  co_await p.async_release(use_awaitable);
-  co_await coetcd::with_permits(pool, 2, work);
+  co_await reading.async_release(use_awaitable);
+  auto update_config = [](coetcd::rw_mutex::hold& writing) -> asio::awaitable<void> {
+    (void)writing.fence();
+    co_return;
+  };
+  co_await coetcd::with_lock(rw, std::move(update_config));
+  co_await coetcd::with_shared_lock(rw, run_job);
+  auto slot = co_await pool.async_acquire(1, use_awaitable);
+  co_await slot.async_release(use_awaitable);
+  co_await coetcd::with_permits(pool, 2, run_job);
   coetcd::mutex a(session, "bank-lock/alice"), b(session, "bank-lock/bob");
   coetcd::multi_lock both({a, b});
   auto all = co_await both.async_lock(use_awaitable);
-  co_await etcd.async_txn(coetcd::txn().when(all.fence()), use_awaitable);
+  auto transfer_txn = coetcd::txn().when(all.fence()).then(coetcd::txn_op::put("/bank/alice", "0"));
+  co_await etcd.async_txn(transfer_txn, use_awaitable);
   co_await all.async_release(use_awaitable);
   coetcd::election e(session, "services/scheduler");
   auto lead = co_await e.async_campaign("10.0.0.1:9000", use_awaitable);
-  co_await lead.async_proclaim("10.0.0.2:9000", use_awaitable);
-  co_await etcd.async_txn(coetcd::txn().when(lead.fence()), use_awaitable);
+  auto tick = coetcd::txn().when(lead.fence()).then(coetcd::txn_op::put("scheduler/last-tick", "a"));
+  co_await etcd.async_txn(tick, use_awaitable);
+  co_await lead.async_proclaim("10.0.0.1:9000 (draining)", use_awaitable);
   co_await lead.async_release(use_awaitable);
   auto session_why = co_await session.async_wait_lost(use_awaitable);
 
@@ -356,7 +363,8 @@ static_assert(!coetcd::hold<mutex> && !coetcd::hold<semaphore> && !coetcd::hold<
   auto request = std::make_shared<const int>(1);
   auto traced = co_await m.async_lock(coetcd::with_span_context(request, asio::use_awaitable));
   co_await etcd.async_get("k", coetcd::with_span_context(request, asio::use_awaitable));
-  auto held = co_await coetcd::async_lock_status(client, "jobs", use_awaitable);
+  co_await traced.async_release(asio::use_awaitable);
+  auto status = co_await coetcd::async_lock_status(client, "jobs", use_awaitable);
 
   // docs/transactions.md
   auto transfer = [&](coetcd::stm_tx& tx) -> asio::awaitable<void> {
