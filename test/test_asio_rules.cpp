@@ -93,7 +93,7 @@ BOOST_AUTO_TEST_CASE(every_operation_accepts_a_move_only_handler) {
   c.async_get("/rules/k", get_options{}, move_only<get_result>(t, "get with options")), settle();
   c.async_txn(txn().then(txn_op::get("/rules/k")), move_only<txn_result>(t, "txn")), settle();
   lease_grant_result lease;
-  c.async_lease_grant(10, [&, owned = std::make_unique<int>(1)](error_code ec, lease_grant_result r) {
+  c.async_lease_grant(std::chrono::seconds(10), [&, owned = std::make_unique<int>(1)](error_code ec, lease_grant_result r) {
     ++t.done;
     if (ec) t.errors.push_back("lease_grant: " + ec.message());
     lease = r;
@@ -499,7 +499,7 @@ BOOST_AUTO_TEST_CASE(each_operation_honours_the_cancellation_types_it_documents)
       {"put", [&](auto slot, done_fn d) { c.async_put("/cx/k", "v", cb(slot, d)); }, true, true, false},
       {"delete", [&](auto slot, done_fn d) { c.async_delete("/cx/gone", cb(slot, d)); }, true, true, false},
       {"txn", [&](auto slot, done_fn d) { c.async_txn(txn().then(txn_op::put("/cx/t", "v")), cb(slot, d)); }, true, true, false},
-      {"lease_grant", [&](auto slot, done_fn d) { c.async_lease_grant(60, cb(slot, d)); }, true, true, false},
+      {"lease_grant", [&](auto slot, done_fn d) { c.async_lease_grant(std::chrono::seconds(60), cb(slot, d)); }, true, true, false},
       {"lease_revoke", [&](auto slot, done_fn d) { c.async_lease_revoke(1, cb(slot, d)); }, true, true, false},
       // Reads that run as one coroutine: a read has no side effect, so all three.
       {"lock_status", [&](auto slot, done_fn d) { async_lock_status(c, "/cx/lock", cb(slot, d)); }, true, true, true},

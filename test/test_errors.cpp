@@ -116,7 +116,7 @@ BOOST_AUTO_TEST_CASE(close_with_work_in_flight_completes_everything) {
   };
   run_for(ioc, [](client& live, client& dead, std::shared_ptr<outcome> out, decltype(record) record,
                   decltype(record_loss) record_loss, std::shared_ptr<loss> kept) -> asio::awaitable<void> {
-    auto l = co_await live.async_lease_grant(5, use_awaitable);
+    auto l = co_await live.async_lease_grant(std::chrono::seconds(5), use_awaitable);
     auto keep = live.keep_alive(l.id, std::chrono::seconds(l.ttl));
     auto w = co_await live.async_watch("/err/close", use_awaitable);
     w.async_next(record);
@@ -187,8 +187,8 @@ BOOST_AUTO_TEST_CASE(what_the_server_said_reaches_the_caller) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto first = co_await c.async_lease_grant(30, use_awaitable);
-    auto [ec, r] = co_await c.async_lease_grant(30, first.id, asio::as_tuple(use_awaitable));
+    auto first = co_await c.async_lease_grant(std::chrono::seconds(30), use_awaitable);
+    auto [ec, r] = co_await c.async_lease_grant(std::chrono::seconds(30), first.id, asio::as_tuple(use_awaitable));
     BOOST_TEST_REQUIRE(!!ec);
     BOOST_TEST(ec.message().find("lease already exists") != std::string::npos, ec.message());
     BOOST_TEST(ec.message().find("FAILED_PRECONDITION") != std::string::npos, ec.message());
@@ -196,7 +196,7 @@ BOOST_AUTO_TEST_CASE(what_the_server_said_reaches_the_caller) {
     BOOST_TEST(grpc_status(ec) == 9);
     BOOST_TEST((ec == boost::system::error_condition(9, grpc_category())));
     // The same words give the same code; errors of other categories have no gRPC status.
-    auto [ec2, r2] = co_await c.async_lease_grant(30, first.id, asio::as_tuple(use_awaitable));
+    auto [ec2, r2] = co_await c.async_lease_grant(std::chrono::seconds(30), first.id, asio::as_tuple(use_awaitable));
     BOOST_TEST(ec2 == ec);
     BOOST_TEST(grpc_status(make_error_code(error::locked)) == -1);
     co_await c.async_lease_revoke(first.id, use_awaitable);

@@ -435,7 +435,7 @@ BOOST_AUTO_TEST_CASE(a_leader_change_gives_every_lease_its_whole_ttl_again) {
   asio::io_context ioc;
   client c(ioc, cluster_options());
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto g = co_await c.async_lease_grant(10, use_awaitable);
+    auto g = co_await c.async_lease_grant(std::chrono::seconds(10), use_awaitable);
     co_await sleep_for(5s);
     auto before = co_await c.async_lease_time_to_live(g.id, use_awaitable);
     BOOST_TEST(before.ttl <= 5);

@@ -208,7 +208,7 @@ BOOST_AUTO_TEST_CASE(put_with_a_lease_attaches_it) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto l = co_await c.async_lease_grant(30, use_awaitable);
+    auto l = co_await c.async_lease_grant(std::chrono::seconds(30), use_awaitable);
     co_await c.async_put("/kv/l", "x", put_options{.lease = l.id}, use_awaitable);
     auto g = co_await c.async_get("/kv/l", use_awaitable);
     BOOST_TEST(g.kvs.at(0).lease == l.id);

@@ -26,7 +26,7 @@ BOOST_AUTO_TEST_CASE(grant_ttl_list_revoke) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto l = co_await c.async_lease_grant(30, use_awaitable);
+    auto l = co_await c.async_lease_grant(std::chrono::seconds(30), use_awaitable);
     BOOST_TEST(l.id != 0);
     BOOST_TEST(l.ttl == 30);
     co_await c.async_put("/lease/g", "x", put_options{.lease = l.id}, use_awaitable);
@@ -44,10 +44,10 @@ BOOST_AUTO_TEST_CASE(grant_ttl_list_revoke) {
     BOOST_TEST(co_await count_keys(c, "/lease/g") == 0);
     auto [ec, h] = co_await c.async_lease_revoke(l.id, asio::as_tuple(use_awaitable));
     BOOST_TEST(ec == error::lease_not_found, ec.message());
-    auto chosen = co_await c.async_lease_grant(10, 0x1234abcd, use_awaitable);
+    auto chosen = co_await c.async_lease_grant(std::chrono::seconds(10), 0x1234abcd, use_awaitable);
     BOOST_TEST(chosen.id == 0x1234abcd);
     co_await c.async_lease_revoke(chosen.id, use_awaitable);
-    auto [ec0, r0] = co_await c.async_lease_grant(0, asio::as_tuple(use_awaitable));
+    auto [ec0, r0] = co_await c.async_lease_grant(std::chrono::seconds(0), asio::as_tuple(use_awaitable));
     BOOST_TEST(ec0 == error::invalid_argument);
   }(c));
 }
@@ -56,7 +56,7 @@ BOOST_AUTO_TEST_CASE(keepalive_holds_a_2s_lease_for_10s) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto l = co_await c.async_lease_grant(2, use_awaitable);
+    auto l = co_await c.async_lease_grant(std::chrono::seconds(2), use_awaitable);
     co_await c.async_put("/lease/held", "x", put_options{.lease = l.id}, use_awaitable);
     {
       auto keep = c.keep_alive(l.id, std::chrono::seconds(l.ttl));
@@ -76,7 +76,7 @@ BOOST_AUTO_TEST_CASE(lease_revoked_with_etcdctl_is_reported_lost) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto l = co_await c.async_lease_grant(6, use_awaitable);
+    auto l = co_await c.async_lease_grant(std::chrono::seconds(6), use_awaitable);
     auto keep = c.keep_alive(l.id, std::chrono::seconds(l.ttl));
     co_await sleep_for(300ms);
     auto r = etcdctl(server(), "lease revoke " + hex(l.id));
@@ -115,7 +115,7 @@ BOOST_AUTO_TEST_CASE(many_leases_share_one_keepalive_stream) {
     std::vector<lease_keepalive> keeps;
     std::vector<std::int64_t> ids;
     for (int i = 0; i < 50; ++i) {
-      auto l = co_await c.async_lease_grant(3, use_awaitable);
+      auto l = co_await c.async_lease_grant(std::chrono::seconds(3), use_awaitable);
       ids.push_back(l.id);
       keeps.push_back(c.keep_alive(l.id, std::chrono::seconds(l.ttl)));
     }
@@ -134,7 +134,7 @@ BOOST_AUTO_TEST_CASE(lease_is_lost_when_the_server_is_gone_past_its_ttl) {
   asio::io_context ioc;
   client c(ioc, options_for(own));
   run_for(ioc, [](client& c, etcd_process& own) -> asio::awaitable<void> {
-    auto l = co_await c.async_lease_grant(3, use_awaitable);
+    auto l = co_await c.async_lease_grant(std::chrono::seconds(3), use_awaitable);
     auto keep = c.keep_alive(l.id, std::chrono::seconds(l.ttl));
     co_await sleep_for(1500ms);
     own.stop();
@@ -156,7 +156,7 @@ BOOST_AUTO_TEST_CASE(keepalive_survives_a_restart_shorter_than_the_ttl) {
   asio::io_context ioc;
   client c(ioc, options_for(own));
   run_for(ioc, [](client& c, etcd_process& own) -> asio::awaitable<void> {
-    auto l = co_await c.async_lease_grant(8, use_awaitable);
+    auto l = co_await c.async_lease_grant(std::chrono::seconds(8), use_awaitable);
     auto keep = c.keep_alive(l.id, std::chrono::seconds(l.ttl));
     auto lost = not_yet();
     keep.async_wait_lost(record_loss(lost));
@@ -177,7 +177,7 @@ BOOST_AUTO_TEST_CASE(waits_that_end_without_a_loss_are_no_success) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto l = co_await c.async_lease_grant(10, use_awaitable);
+    auto l = co_await c.async_lease_grant(std::chrono::seconds(10), use_awaitable);
     auto keep = c.keep_alive(l.id, std::chrono::seconds(10));
     auto pending = not_yet();
     keep.async_wait_lost(record_loss(pending));
@@ -216,7 +216,7 @@ BOOST_AUTO_TEST_CASE(an_adopted_lease_is_lost_by_its_real_expiry) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto l = co_await c.async_lease_grant(8, use_awaitable);
+    auto l = co_await c.async_lease_grant(std::chrono::seconds(8), use_awaitable);
     co_await sleep_for(5s);  // about 3 s left
     auto s = co_await session::async_create(c, session_options{.lease = l.id}, use_awaitable);
     auto adopted = std::chrono::steady_clock::now();

@@ -56,7 +56,7 @@ BOOST_AUTO_TEST_CASE(a_waiter_behind_a_1500_revision_gap_keeps_its_place) {
     proxy.cut();
     // 1500 revisions under the name, then s2's lock while the client is still cut off: its txn
     // waits for the connection and lands right after the restore, before the watch resumes.
-    auto junk = co_await direct.async_lease_grant(60, use_awaitable);
+    auto junk = co_await direct.async_lease_grant(std::chrono::seconds(60), use_awaitable);
     for (int i = 0; i < 1500; i += 100) {
       int done = 0;
       for (int j = i; j < i + 100; ++j)

@@ -138,8 +138,8 @@ static_assert(!coetcd::hold<mutex> && !coetcd::hold<semaphore> && !coetcd::hold<
   token_shapes<result<txn_result>>::check(WITH_TOKEN(c.async_txn(txn(), TOKEN)));
   token_shapes<result<response_header>>::check(WITH_TOKEN(c.async_compact(7, TOKEN)));
   token_shapes<result<response_header>>::check(WITH_TOKEN(c.async_compact(7, true, TOKEN)));
-  token_shapes<result<lease_grant_result>>::check(WITH_TOKEN(c.async_lease_grant(10, TOKEN)));
-  token_shapes<result<lease_grant_result>>::check(WITH_TOKEN(c.async_lease_grant(10, 0x1234, TOKEN)));
+  token_shapes<result<lease_grant_result>>::check(WITH_TOKEN(c.async_lease_grant(std::chrono::seconds(10), TOKEN)));
+  token_shapes<result<lease_grant_result>>::check(WITH_TOKEN(c.async_lease_grant(std::chrono::seconds(10), 0x1234, TOKEN)));
   token_shapes<result<response_header>>::check(WITH_TOKEN(c.async_lease_revoke(0x1234, TOKEN)));
   token_shapes<result<lease_ttl_result>>::check(WITH_TOKEN(c.async_lease_time_to_live(0x1234, TOKEN)));
   token_shapes<result<lease_ttl_result>>::check(WITH_TOKEN(c.async_lease_time_to_live(0x1234, true, TOKEN)));
