@@ -145,8 +145,10 @@ asio::awaitable<void> rw_loop(run_state& st, coetcd::session& s, lock_slot& slot
       ++st.writes;
     }
     --(write ? slot.inside : slot.readers);
-    auto [uec] = write ? co_await writing.async_release(asio::as_tuple(use_awaitable))
-                       : co_await reading.async_release(asio::as_tuple(use_awaitable));
+    // No ?: around co_await with temporaries: g++ 12 destroys them wrongly (docs/how-it-works.md).
+    boost::system::error_code uec;
+    if (write) std::tie(uec) = co_await writing.async_release(asio::as_tuple(use_awaitable));
+    else std::tie(uec) = co_await reading.async_release(asio::as_tuple(use_awaitable));
     if (uec) {
       st.fail("unlock: " + uec.message());
       break;

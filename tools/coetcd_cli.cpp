@@ -168,14 +168,14 @@ struct app {
   }
   static std::string entry_json(const coetcd::lock_entry& e) {
     return "{\"key\":" + json_string(e.key) + ",\"value\":" + json_string(e.value) + ",\"lease\":" +
-           json_string(lease_hex(e.lease)) + ",\"ttl\":" + std::to_string(e.ttl) + ",\"granted_ttl\":" +
-           std::to_string(e.granted_ttl) + ",\"create_revision\":" + std::to_string(e.create_revision) +
+           json_string(lease_hex(e.lease)) + ",\"ttl\":" + std::to_string(e.ttl.count()) + ",\"granted_ttl\":" +
+           std::to_string(e.granted_ttl.count()) + ",\"create_revision\":" + std::to_string(e.create_revision) +
            (e.other_name.empty() ? "" : ",\"other_name\":" + json_string(e.other_name)) + "}";
   }
   static std::string entry_text(const coetcd::lock_entry& e) {
     std::string t = e.key + "  lease " + lease_hex(e.lease) + "  ttl " +
-                    (e.lease == 0 ? std::string("none") : e.ttl < 0 ? std::string("expired")
-                                                        : std::to_string(e.ttl) + "/" + std::to_string(e.granted_ttl) + " s") +
+                    (e.lease == 0 ? std::string("none") : e.ttl.count() < 0 ? std::string("expired")
+                                                        : std::to_string(e.ttl.count()) + "/" + std::to_string(e.granted_ttl.count()) + " s") +
                     "  revision " + std::to_string(e.create_revision);
     if (!e.value.empty()) t += "  value " + json_string(e.value);
     if (!e.other_name.empty()) t += "  (lock " + json_string(e.other_name) + ")";

@@ -28,8 +28,10 @@ struct leader_options {
   /// show (an address, say).
   std::string value;
   /// TTL of each term's session: how long a leader that stopped answering (crashed, paused, cut
-  /// off) keeps the name before the next candidate leads.
-  std::chrono::seconds ttl{10};
+  /// off) keeps the name before the next candidate leads. 60 s, as a session's (Go's default):
+  /// a shorter TTL loses terms to a paused process more often; set 10 s, say, for a faster
+  /// fail-over.
+  std::chrono::seconds ttl{60};
   /// Pause after the first failed attempt (a session that could not be made, a campaign that
   /// failed); it doubles on each further failure up to retry_max, each drawn from 0.5x to 1.5x.
   /// A term whose body returned is followed by a new campaign at once; a term lost, after a

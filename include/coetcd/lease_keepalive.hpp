@@ -27,9 +27,9 @@ class lease_keepalive {
   lease_keepalive() = default;
   /// Takes over the other object's lease; `other` is left empty.
   lease_keepalive(lease_keepalive&&) noexcept = default;
-  /// Stops renewing this object's lease (see stop()), then takes over `other`'s.
+  /// Stops renewing this object's lease (see close()), then takes over `other`'s.
   lease_keepalive& operator=(lease_keepalive&& other) noexcept;
-  /// Stops renewing (see stop()).
+  /// Stops renewing (see close()).
   ~lease_keepalive();
 
   /// Completes with success when the lease is lost, and says why; at once (posted) if it is
@@ -43,7 +43,7 @@ class lease_keepalive {
   /// (the stream's refusals: error::auth_failed, error::auth_required, error::auth_not_enabled,
   /// error::permission_denied).
   /// @par Errors
-  /// asio::error::operation_aborted when cancelled, or once stop() was called (also for waits
+  /// asio::error::operation_aborted when cancelled, or once close() was called (also for waits
   /// started after it); asio::error::bad_descriptor for an empty object.
   /// @par Cancellation
   /// Terminal, partial, total abandon the wait (asio::error::operation_aborted); the keepalive
@@ -63,7 +63,9 @@ class lease_keepalive {
 
   /// Stops renewing; pending waits complete with asio::error::operation_aborted. The lease is
   /// not revoked: it expires after its TTL.
-  void stop();
+  void close();
+  /// The name close() had before.
+  [[deprecated("use close()")]] void stop() { close(); }
 
   /// The lease's ID (0 for an empty object).
   std::int64_t id() const noexcept { return id_; }

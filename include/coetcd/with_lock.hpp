@@ -249,7 +249,7 @@ auto with_shared_lock(rw_mutex& m, Body body, CompletionToken&& token) {
   return with_shared_lock(m, std::move(body), with_lock_options{}, std::forward<CompletionToken>(token));
 }
 
-/// Runs `body()` while holding `n` permits of `sem` (async_acquire(n) / async_release(n)); errors
+/// Runs `body()` (or `body(p)`, `p` the semaphore::hold) while holding `n` permits of `sem`; errors
 /// and release as with_lock.
 template <class Body>
 auto with_permits(semaphore& sem, std::int64_t n, Body body, with_lock_options options = {}) {

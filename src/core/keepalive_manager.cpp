@@ -1,6 +1,8 @@
 // The client's one LeaseKeepAlive stream (see keepalive_manager.hpp) and the public lease_keepalive.
 #include "keepalive_manager.hpp"
 
+#include "coro.hpp"
+
 namespace coetcd::detail {
 
 using namespace std::chrono_literals;
@@ -271,7 +273,7 @@ lease_keepalive::executor_type lease_keepalive::get_executor() const noexcept {
   return state_ ? state_->client->io_ex_ : executor_type();
 }
 
-void lease_keepalive::stop() {
+void lease_keepalive::close() {
   if (!state_) return;
   auto s = state_;
   asio::dispatch(s->client->strand_, [s] {

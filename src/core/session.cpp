@@ -90,15 +90,15 @@ asio::awaitable<std::tuple<error_code, session>> create(std::shared_ptr<client_i
     auto init = [c](handler<lease_ttl_result> h, std::int64_t id) { start_lease_ttl(c, id, false, std::move(h)); };
     auto [ec, r] = co_await asio::async_initiate<decltype(as_result), void(error_code, lease_ttl_result)>(init, as_result, id);
     if (ec) co_return std::make_tuple(ec, session());
-    if (r.ttl < 0) co_return std::make_tuple(make_error_code(error::lease_not_found), session());
-    ttl = r.granted_ttl;
-    left = std::max<std::int64_t>(r.ttl, 1);
+    if (r.ttl.count() < 0) co_return std::make_tuple(make_error_code(error::lease_not_found), session());
+    ttl = r.granted_ttl.count();
+    left = std::max<std::int64_t>(r.ttl.count(), 1);
   } else {
     auto init = [c](handler<lease_grant_result> h, std::int64_t ttl) { start_lease_grant(c, ttl, 0, std::move(h)); };
     auto [ec, g] = co_await asio::async_initiate<decltype(as_result), void(error_code, lease_grant_result)>(init, as_result, ttl);
     if (ec) co_return std::make_tuple(ec, session());
     id = g.id;
-    ttl = g.ttl;
+    ttl = g.ttl.count();
   }
   // Checked after the last await, and registered in the same turn: two adoptions of one lease
   // racing cannot both pass.
@@ -131,7 +131,7 @@ asio::awaitable<std::tuple<error_code, session>> create(std::shared_ptr<client_i
 /// waiting under the session fail with session_lost.
 void end_session(const std::shared_ptr<session_state>& s) {
   s->ended = true;
-  s->keep.stop();
+  s->keep.close();
   s->finish(error::session_lost);
 }
 

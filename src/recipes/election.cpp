@@ -1,5 +1,6 @@
 // Election: campaign, proclaim, resign and the observer, on queue_ops' keys like etcd's Go package.
 #include "queue_ops.hpp"
+#include "leadership.hpp"
 
 #include "core/loss_waits.hpp"
 
@@ -181,6 +182,12 @@ asio::awaitable<error_code> resign(std::shared_ptr<leadership_state> lp) {
 asio::awaitable<void> resign_in_background(std::shared_ptr<leadership_state> l) { co_await resign(std::move(l)); }
 
 }  // namespace
+
+void lose_leadership(const election::hold& h, loss_reason why) {
+  auto l = h.state();
+  if (!l) return;
+  asio::dispatch(l->e->session->impl->strand_, [l, why] { step_down(*l, why); });
+}
 
 // ---- observer ----
 

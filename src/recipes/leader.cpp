@@ -1,6 +1,7 @@
 // coetcd::leader: the campaign loop (a fresh session per term), the race that ends a term, and
 // the queue of events its reader takes. All state lives on the leader's strand.
 #include "recipes/held_key.hpp"
+#include "recipes/leadership.hpp"
 
 #include <coetcd/election.hpp>
 #include <coetcd/leader.hpp>
@@ -164,6 +165,9 @@ asio::awaitable<term_outcome> one_term(leader_state& s, leader_body& body) {
       if (out.body_error) why = exception_to_error(out.body_error);
     } else {
       why = raced.index() == 1 ? std::get<1>(raced) : std::get<2>(raced);
+      // The key went while the lease lives: the hold lent to the body says so too.
+      if (raced.index() == 2 && why != asio::error::operation_aborted)
+        lose_leadership(term, loss_reason{loss_reason::kind::key_gone, why});
     }
     if (cancelled(co_await asio::this_coro::cancellation_state)) why = asio::error::operation_aborted;
     s.end_term(rev, why);
