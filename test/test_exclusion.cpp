@@ -28,7 +28,7 @@ auto record_hold(outcome o, std::shared_ptr<Hold> h) {
 
 /// Successful acquisitions of `name` by this client's objects so far: bumped by the grant's body,
 /// before its handler is posted.
-std::uint64_t acquired(const client& c, const std::string& name) {
+std::uint64_t acquired_count(const client& c, const std::string& name) {
   for (const auto& l : c.stats().locks)
     if (l.name == name) return l.acquired;
   return 0;
@@ -121,7 +121,7 @@ BOOST_AUTO_TEST_CASE(grant_ops_destroyed_before_their_handler_runs_report_aborte
         co_await sleep_for(50ms);
         held.async_release([](error_code) {});
         // b's acquisition was the name's first; a's grant is the second.
-        std::function<bool()> granted = [&c, &name] { return acquired(c, name) >= 2; };
+        std::function<bool()> granted = [&c, &name] { return acquired_count(c, name) >= 2; };
         BOOST_TEST_REQUIRE(co_await eventually(std::move(granted), 5000ms));
         BOOST_TEST_REQUIRE(!result->has_value());
         a.reset();
@@ -172,7 +172,7 @@ BOOST_AUTO_TEST_CASE(grant_ops_destroyed_before_their_handler_runs_report_aborte
         held.async_release([](error_code) {});
         // n2 is the last part: its grant is the name's first. After it the body only resumes and
         // succeeds, locally; the pause lets it.
-        std::function<bool()> last_part = [&c, &n2] { return acquired(c, n2) >= 1; };
+        std::function<bool()> last_part = [&c, &n2] { return acquired_count(c, n2) >= 1; };
         BOOST_TEST_REQUIRE(co_await eventually(std::move(last_part), 5000ms));
         co_await sleep_for(100ms);
         BOOST_TEST_REQUIRE(!result->has_value());

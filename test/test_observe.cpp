@@ -293,8 +293,8 @@ BOOST_AUTO_TEST_CASE(status_of_a_queue_made_by_etcdctl_and_coetcd) {
     BOOST_TEST_REQUIRE(st.waiters.size() == 3u);
     BOOST_TEST(st.waiters[0].key == m1.key());
     BOOST_TEST(st.waiters[0].lease == s1.lease());
-    BOOST_TEST(st.waiters[0].granted_ttl == 30);
-    BOOST_TEST((st.waiters[0].ttl > 20 && st.waiters[0].ttl <= 30));
+    BOOST_TEST(st.waiters[0].granted_ttl.count() == 30);
+    BOOST_TEST((st.waiters[0].ttl.count() > 20 && st.waiters[0].ttl.count() <= 30));
     BOOST_TEST(st.waiters[1].key == m2.key());
     BOOST_TEST(st.waiters[1].lease == s2.lease());
     BOOST_TEST(st.waiters[2].key == nested.key());
