@@ -138,7 +138,7 @@ asio::awaitable<void> rejected(caller_context& x, const char* what, const coetcd
   auto [gec, now] = co_await x.c.async_get(x.m.key(), asio::as_tuple(use_awaitable));
   auto [lec, lease] = co_await x.c.async_lease_time_to_live(x.s.lease(), asio::as_tuple(use_awaitable));
   const bool key_now = !gec && !now.kvs.empty() && now.kvs.front().create_revision == key_create;
-  const bool lease_alive = !lec && lease.ttl > 0;
+  const bool lease_alive = !lec && lease.ttl.count() > 0;
   violation |= key_now && lease_alive;
   char why[512];
   std::snprintf(why, sizeof why,
@@ -151,7 +151,7 @@ asio::awaitable<void> rejected(caller_context& x, const char* what, const coetcd
                 gec ? gec.message().c_str()
                     : now.kvs.empty() ? "gone"
                                       : ("create_revision " + std::to_string(now.kvs.front().create_revision)).c_str(),
-                lec ? lec.message().c_str() : lease_alive ? ("alive, " + std::to_string(lease.ttl) + " s").c_str()
+                lec ? lec.message().c_str() : lease_alive ? ("alive, " + std::to_string(lease.ttl.count()) + " s").c_str()
                                                           : "gone");
   if (!violation) {
     ++x.n.stale_rejected;
