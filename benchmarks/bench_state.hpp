@@ -39,7 +39,7 @@ struct config {
   bool json = false;
   std::string prefix;
   coetcd::completion_mode completions = coetcd::completion_mode::thread;
-  bool keep_abseil_deadlock_detection = false;
+  bool keep_abseil_deadlock_detection = false;  // off otherwise, as in the committed figures
   // mutex: on an error a worker counts it, waits 100 ms and goes on (as go-bench's
   // --keep-going): the one-server-down row of benchmarks/compare. Without it the first error
   // ends the worker.

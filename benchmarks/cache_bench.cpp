@@ -74,7 +74,7 @@ asio::awaitable<void> run(coetcd::client& c, coetcd::client& writer, const confi
   // Memory: what the heap holds more once the cache has synced (the Range's answer is gone by then).
   const auto before = mallinfo2().uordblks;
   const auto t0 = clock_type::now();
-  coetcd::cache k(c, cfg.prefix);
+  coetcd::cache k(c.get_executor(), c, cfg.prefix);
   co_await k.async_wait_synced(use_awaitable);
   out.sync_ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
   const auto after = mallinfo2().uordblks;  // the main arena: the loop runs on this thread
@@ -173,8 +173,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   asio::io_context ioc;
-  coetcd::client c(ioc, {.endpoints = {cfg.endpoint}});
-  coetcd::client writer(ioc, {.endpoints = {cfg.endpoint}});
+  coetcd::client c(ioc, {.endpoints = {cfg.endpoint}, .turn_off_abseil_deadlock_detection = true});
+  coetcd::client writer(ioc, {.endpoints = {cfg.endpoint}, .turn_off_abseil_deadlock_detection = true});
   result out;
   bool failed = false;
   asio::co_spawn(ioc, run(c, writer, cfg, out), [&](std::exception_ptr e) {

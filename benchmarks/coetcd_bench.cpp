@@ -83,7 +83,7 @@ config parse_args(int argc, char** argv) {
       ("prefix", po::value(&cfg.prefix), "key prefix (default /coetcd-bench/<pid>/)")
       ("completions", po::value(&completions), "thread (default here, so the committed figures keep their meaning) | poll | adaptive (the library's default): client_options::completions")
       ("keep-abseil-deadlock-detection", po::bool_switch(&cfg.keep_abseil_deadlock_detection),
-       "client_options::keep_abseil_deadlock_detection (to measure what turning it off saves)")
+       "leave Abseil's deadlock detection on (client_options::turn_off_abseil_deadlock_detection = false) to measure what turning it off saves")
       ("watched", po::bool_switch(&cfg.watched),
        "delete_chain, handoff_chain: the client also watches the chain's keys and reads every event, "
        "as the client of a lock's waiters does")
@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
   coetcd::client_options o;
   o.endpoints = cfg.endpoints;
   o.completions = cfg.completions;
-  o.keep_abseil_deadlock_detection = cfg.keep_abseil_deadlock_detection;
+  o.turn_off_abseil_deadlock_detection = !cfg.keep_abseil_deadlock_detection;
   std::vector<std::unique_ptr<coetcd::client>> clients;
   for (int i = 0; i < cfg.clients; ++i) clients.push_back(std::make_unique<coetcd::client>(ioc, o));
   for (int k = 0; k < cfg.locks; ++k) {

@@ -36,6 +36,7 @@ stats run_coetcd(const std::string& endpoint, int count, coetcd::completion_mode
   coetcd::client_options o;
   o.endpoints = {endpoint};
   o.completions = mode;
+  o.turn_off_abseil_deadlock_detection = true;  // as every benchmark here: see client_options
   coetcd::client c(ioc, o);
   std::vector<double> us;
   double total = 0;

@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   asio::io_context ioc;
   coetcd::client_options o;
   o.endpoints = {argv[1]};
+  o.turn_off_abseil_deadlock_detection = true;  // as every benchmark here: see client_options
   coetcd::client c(ioc, o);
   auto st = std::make_shared<run_state>();
   auto start = clock_type::now();

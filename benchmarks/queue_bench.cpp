@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   asio::io_context ioc;
-  coetcd::client c(ioc, {.endpoints = {cfg.endpoint}});
+  coetcd::client c(ioc, {.endpoints = {cfg.endpoint}, .turn_off_abseil_deadlock_detection = true});
   totals t;
   double elapsed = 0;
   bool failed = false;

@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   asio::io_context ioc;
-  coetcd::client etcd(ioc, {.endpoints = {o.endpoint}});
+  coetcd::client etcd(ioc, {.endpoints = {o.endpoint}, .turn_off_abseil_deadlock_detection = true});
   int rc = 1;
   asio::co_spawn(ioc, check(etcd, o), [&](std::exception_ptr e, int r) {
     etcd.close();

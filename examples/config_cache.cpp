@@ -16,7 +16,7 @@ asio::awaitable<void> run(coetcd::client& etcd, coetcd::client& admin) {
   co_await admin.async_put(prefix + "rate-limit", "100", use_awaitable);
   co_await admin.async_put(prefix + "mode", "normal", use_awaitable);
 
-  coetcd::cache config(etcd, prefix);
+  coetcd::cache config(etcd.get_executor(), etcd, prefix);  // one thread runs the io_context
   co_await config.async_wait_synced(use_awaitable);
   for (auto& kv : config.range()) std::cout << "cached " << kv.key << " = " << kv.value << "\n";
 

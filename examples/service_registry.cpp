@@ -30,7 +30,7 @@ void print(const coetcd::cache& view) {
 }
 
 asio::awaitable<void> run(coetcd::client& etcd) {
-  coetcd::cache view(etcd, "services/api/");
+  coetcd::cache view(etcd.get_executor(), etcd, "services/api/");  // one thread runs the io_context
   co_await view.async_wait_synced(use_awaitable);
 
   // Each instance: `services/api/<id>` = {"Op":0,"Addr":"...","Metadata":...}, as Go's Manager writes.

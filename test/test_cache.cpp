@@ -8,12 +8,18 @@
 #include <coetcd/cache.hpp>
 
 #include <map>
+#include <type_traits>
 
 using namespace coetcd;
 using namespace coetcd::test;
 using namespace std::chrono_literals;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
+
+// The executor a cache lives on is named by whoever makes it, as an Asio object's: a default of
+// the client's plain executor would be unsafe on an io_context that several threads run.
+static_assert(!std::is_constructible_v<cache, client&, std::string>);
+static_assert(std::is_constructible_v<cache, asio::any_io_executor, client&, std::string>);
 
 namespace {
 
@@ -54,7 +60,7 @@ BOOST_AUTO_TEST_CASE(lists_then_follows_every_change_once_in_order) {
     co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
     for (int i = 0; i < 100; ++i) co_await c.async_put(p + std::to_string(i), "v" + std::to_string(i), use_awaitable);
     co_await c.async_put("/cache/follow-not", "x", use_awaitable);
-    cache k(c, p);
+    cache k(c.get_executor(), c, p);
     co_await k.async_wait_synced(use_awaitable);
     BOOST_TEST(k.size() == 100u);
     BOOST_TEST((k.get(p + "7") && k.get(p + "7")->value == "v7"));
@@ -89,7 +95,7 @@ BOOST_AUTO_TEST_CASE(several_readers_each_get_every_change) {
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
     const std::string p = "/cache/readers/";
     co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
-    cache k(c, p);
+    cache k(c.get_executor(), c, p);
     co_await k.async_wait_synced(use_awaitable);
     auto ex = co_await asio::this_coro::executor;
     cache_reader a(k), b(k);
@@ -137,7 +143,7 @@ BOOST_AUTO_TEST_CASE(changes_at_one_revision_all_apply) {
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
     const std::string p = "/cache/onerev/";
     co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
-    cache k(c, p);
+    cache k(c.get_executor(), c, p);
     co_await k.async_wait_synced(use_awaitable);
     txn t;
     for (int i = 0; i < 5; ++i) t.then(txn_op::put(p + std::to_string(i), "v"));
@@ -166,7 +172,7 @@ BOOST_AUTO_TEST_CASE(updates_and_deletes_carry_the_value_held_before) {
     const std::string p = "/cache/prev/";
     co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
     auto first = co_await c.async_put(p + "a", "1", use_awaitable);
-    cache k(c, p);
+    cache k(c.get_executor(), c, p);
     co_await k.async_wait_synced(use_awaitable);
     auto second = co_await c.async_put(p + "a", "2", use_awaitable);
     co_await c.async_delete(p + "a", use_awaitable);
@@ -198,7 +204,7 @@ BOOST_AUTO_TEST_CASE(wait_for_reads_your_own_write) {
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
     const std::string p = "/cache/ryw/";
-    cache k(c, p);
+    cache k(c.get_executor(), c, p);
     co_await k.async_wait_synced(use_awaitable);
     for (int i = 0; i < 20; ++i) {
       auto r = co_await c.async_put(p + "k", std::to_string(i), use_awaitable);
@@ -218,7 +224,7 @@ BOOST_AUTO_TEST_CASE(waiting_for_a_revision_on_an_idle_prefix_ends_within_a_seco
     const std::string p = "/cache/idle/";
     co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
     co_await c.async_put(p + "k", "0", use_awaitable);
-    cache k(c, p);
+    cache k(c.get_executor(), c, p);
     co_await k.async_wait_synced(use_awaitable);
     std::string expected = "0";
     for (int i = 1; i <= 10; ++i) {
@@ -254,7 +260,7 @@ BOOST_AUTO_TEST_CASE(a_compaction_it_cannot_bridge_relists_and_gives_the_reader_
     const std::string p = "/cache/compacted/";
     co_await direct.async_delete(p, delete_options{.prefix = true}, use_awaitable);
     for (int i = 0; i < 10; ++i) co_await direct.async_put(p + std::to_string(i), "old", use_awaitable);
-    cache k(far, p);
+    cache k(far.get_executor(), far, p);
     co_await k.async_wait_synced(use_awaitable);
     BOOST_TEST(k.size() == 10u);
     proxy.cut();
@@ -303,7 +309,7 @@ BOOST_AUTO_TEST_CASE(the_member_restarted_under_the_cache) {
   run_for(ioc, [](client& c, etcd_process& etcd) -> asio::awaitable<void> {
     const std::string p = "/cache/restart/";
     for (int i = 0; i < 10; ++i) co_await c.async_put(p + std::to_string(i), "a", use_awaitable);
-    cache k(c, p);
+    cache k(c.get_executor(), c, p);
     co_await k.async_wait_synced(use_awaitable);
     etcd.stop();
     etcd.start();
@@ -324,7 +330,7 @@ BOOST_AUTO_TEST_CASE(a_slow_reader_gets_a_reset_not_an_unbounded_queue) {
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
     const std::string p = "/cache/slow/";
     co_await c.async_delete(p, delete_options{.prefix = true}, use_awaitable);
-    cache k(c, p, {.max_pending_events = 10});
+    cache k(c.get_executor(), c, p, {.max_pending_events = 10});
     co_await k.async_wait_synced(use_awaitable);
     std::int64_t last = 0;
     for (int i = 0; i < 50; ++i) last = (co_await c.async_put(p + std::to_string(i), "v", use_awaitable)).header.revision;
@@ -358,7 +364,7 @@ BOOST_AUTO_TEST_CASE(bad_input_cancellation_and_destruction) {
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
     {
       auto put = co_await c.async_put("/cache/everything", "v", use_awaitable);
-      cache everything(c, "");
+      cache everything(c.get_executor(), c, "");
       auto [ec] = co_await everything.async_wait_for(put.header.revision, asio::as_tuple(use_awaitable));
       BOOST_TEST(!ec, ec.message());
       BOOST_TEST(everything.get("/cache/everything").has_value());
@@ -366,7 +372,7 @@ BOOST_AUTO_TEST_CASE(bad_input_cancellation_and_destruction) {
     }
 
     const std::string p = "/cache/cancel/";
-    auto k = std::make_unique<cache>(c, p);
+    auto k = std::make_unique<cache>(c.get_executor(), c, p);
     co_await k->async_wait_synced(use_awaitable);
     asio::cancellation_signal stop;
     auto first = std::make_shared<std::optional<error_code>>();

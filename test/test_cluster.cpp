@@ -344,15 +344,15 @@ BOOST_AUTO_TEST_CASE(a_snapshot_is_saved_checked_and_restored_into_a_new_member)
     client follower(ioc, options({cl.member(1).endpoint()}));
     auto seen = co_await follower.async_get("snap/", get_options{.prefix = true, .count_only = true}, use_awaitable);
     BOOST_TEST_REQUIRE(seen.count == 50);
-    snapshot_options o;
-    o.endpoint = cl.member(1).endpoint();
-    o.progress = [&](std::uint64_t received, std::uint64_t expected) {
+    const std::string member = cl.member(1).endpoint();
+    snapshot_options o{.endpoint = member};
+    snapshot_progress progress = [&](std::uint64_t received, std::uint64_t expected) {
       monotonic = monotonic && received > last_received;
       last_received = received;
       total = expected;
       ++calls;
     };
-    auto r = co_await ops.async_snapshot(file, o, use_awaitable);
+    auto r = co_await ops.async_snapshot(file, o, progress, use_awaitable);
     BOOST_TEST(r.size == fs::file_size(file));
     BOOST_TEST(r.size == last_received);
     BOOST_TEST(total == last_received);
@@ -364,9 +364,8 @@ BOOST_AUTO_TEST_CASE(a_snapshot_is_saved_checked_and_restored_into_a_new_member)
     // Cancelled: nothing is left behind.
     asio::cancellation_signal cancel;
     const auto stopped = (dir / "stopped.db").string();
-    snapshot_options slow;
-    slow.progress = [&](std::uint64_t, std::uint64_t) { cancel.emit(asio::cancellation_type::terminal); };
-    auto [cec, cr] = co_await ops.async_snapshot(stopped, slow,
+    snapshot_progress cancel_at_once = [&](std::uint64_t, std::uint64_t) { cancel.emit(asio::cancellation_type::terminal); };
+    auto [cec, cr] = co_await ops.async_snapshot(stopped, {}, cancel_at_once,
                                                  asio::bind_cancellation_slot(cancel.slot(), as_tuple(use_awaitable)));
     BOOST_TEST(cec == asio::error::operation_aborted, cec.message());
     BOOST_TEST(!fs::exists(stopped));

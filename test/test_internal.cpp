@@ -15,9 +15,16 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/strand.hpp>
 
+#include <absl/synchronization/mutex.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <new>
+#include <string>
 
 using namespace coetcd;
 
@@ -174,4 +181,65 @@ BOOST_AUTO_TEST_CASE(a_names_own_keys_and_those_of_longer_names) {
   BOOST_TEST(!is_own_key("jobs/", "jobs/writer/694d"));       // lock "jobs/writer"
   BOOST_TEST(!is_own_key("jobs/", "jobs/read/x/694d"));       // lock "jobs/read/x"
   BOOST_TEST(!is_own_key("jobs/", "jobsx/694d"));             // not under the prefix
+}
+
+namespace {
+// What is written to file descriptor 2, where Abseil's raw log goes, while `f` runs.
+template <class F>
+std::string stderr_of(F f) {
+  char name[] = "/tmp/coetcd-stderr-XXXXXX";
+  const int file = ::mkstemp(name);
+  BOOST_TEST_REQUIRE(file >= 0);
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  ::dup2(file, 2);
+  f();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(file);
+  std::ifstream in(name);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ::unlink(name);
+  return text;
+}
+// Two mutexes locked in one order, then in the other, on one thread (no real deadlock): a cycle
+// in the lock order Abseil records while its deadlock detection is on.
+void lock_in_both_orders() {
+  absl::Mutex a, b;
+  a.Lock();
+  b.Lock();
+  b.Unlock();
+  a.Unlock();
+  b.Lock();
+  a.Lock();
+  a.Unlock();
+  b.Unlock();
+}
+bool reported(const std::string& text) { return text.find("Potential Mutex deadlock") != std::string::npos; }
+}  // namespace
+
+// Constructing a client turned Abseil's deadlock detection off for the whole process unless told
+// not to: a side effect nobody asked for. Now it is off only when asked for
+// (client_options::turn_off_abseil_deadlock_detection), and every client leaves it alone else.
+BOOST_AUTO_TEST_CASE(a_client_turns_abseils_deadlock_detection_off_only_when_asked) {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kReport);  // report, not abort, here
+  if (!reported(stderr_of(lock_in_both_orders))) {
+    // An Abseil built with NDEBUG records no lock order: nothing to tell apart.
+    BOOST_TEST_MESSAGE("this Abseil checks no lock order; the test has nothing to check");
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kAbort);
+    return;
+  }
+  boost::asio::io_context ioc;
+  client_options o;
+  o.endpoints = {"127.0.0.1:1"};  // never contacted
+  {
+    client plain(ioc, o);
+    BOOST_TEST(reported(stderr_of(lock_in_both_orders)), "a client with the default options turned the check off");
+  }
+  o.turn_off_abseil_deadlock_detection = true;
+  client asked(ioc, o);
+  BOOST_TEST(!reported(stderr_of(lock_in_both_orders)), "asked to, the client left the check on");
+  // Abseil's default in a build that checks, as the process had it before (nothing reads it back).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kAbort);
 }

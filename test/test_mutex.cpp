@@ -54,7 +54,7 @@ BOOST_AUTO_TEST_CASE(session_grants_keeps_and_revokes) {
     BOOST_TEST(e0 == error::invalid_argument);
     auto [e1, s1] = co_await session::async_create(c, session_options{.lease = 0x5151}, asio::as_tuple(use_awaitable));
     BOOST_TEST(e1 == error::lease_not_found, e1.message());
-    auto l = co_await c.async_lease_grant(30, use_awaitable);
+    auto l = co_await c.async_lease_grant(std::chrono::seconds(30), use_awaitable);
     auto adopted = co_await session::async_create(c, session_options{.lease = l.id}, use_awaitable);
     BOOST_TEST(adopted.lease() == l.id);
     BOOST_TEST(adopted.ttl().count() == 30);

@@ -85,7 +85,7 @@ BOOST_AUTO_TEST_CASE(waits_cancelled_as_soon_as_started_complete) {
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
     auto s = co_await session::async_create(c, use_awaitable);
     auto w = co_await c.async_watch("early-cancel", use_awaitable);
-    auto l = co_await c.async_lease_grant(30, use_awaitable);
+    auto l = co_await c.async_lease_grant(std::chrono::seconds(30), use_awaitable);
     auto k = c.keep_alive(l.id);
     mutex m(s, "early-cancel-lock");
     auto held = co_await m.async_lock(use_awaitable);

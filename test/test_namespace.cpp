@@ -80,7 +80,7 @@ BOOST_AUTO_TEST_CASE(keys_ranges_and_txns_stay_inside_the_prefix) {
     BOOST_TEST((co_await b.async_get("k1", use_awaitable)).kvs.size() == 1u);
 
     // The keys of a lease come back without the prefix.
-    auto lease = co_await a.async_lease_grant(30s, use_awaitable);
+    auto lease = co_await a.async_lease_grant(std::chrono::seconds(30), use_awaitable);
     co_await a.async_put("leased", "v", put_options{.lease = lease.id}, use_awaitable);
     auto ttl = co_await a.async_lease_time_to_live(lease.id, true, use_awaitable);
     BOOST_TEST((ttl.keys == std::vector<std::string>{"leased"}));
@@ -210,7 +210,7 @@ BOOST_AUTO_TEST_CASE(a_lease_lists_only_the_keys_of_its_namespace) {
   asio::io_context ioc;
   client a(ioc, in("ns-t1/")), b(ioc, in("ns-t2/")), raw(ioc, options_for(server()));
   run_for(ioc, [&]() -> asio::awaitable<void> {
-    auto lease = co_await raw.async_lease_grant(30s, use_awaitable);
+    auto lease = co_await raw.async_lease_grant(std::chrono::seconds(30), use_awaitable);
     const put_options on_lease{.lease = lease.id};
     co_await a.async_put("mine", "v", on_lease, use_awaitable);
     co_await b.async_put("secret", "v", on_lease, use_awaitable);
@@ -242,7 +242,7 @@ BOOST_AUTO_TEST_CASE(an_empty_key_with_prefix_is_the_whole_namespace) {
     auto from = co_await a.async_get("", get_options{.from_key = true}, use_awaitable);
     BOOST_TEST((keys_of(from) == std::vector<std::string>{"k1", "z/k2"}));
 
-    cache copy(a, "");
+    cache copy(a.get_executor(), a, "");
     co_await copy.async_wait_synced(use_awaitable);
     BOOST_TEST(copy.size() == 2u);
     auto w = co_await a.async_watch("", watch_options{.prefix = true}, use_awaitable);

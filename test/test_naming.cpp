@@ -235,7 +235,7 @@ BOOST_AUTO_TEST_CASE(discovery_follows_registrations) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    cache view(c, "disc-svc/");
+    cache view(c.get_executor(), c, "disc-svc/");
     co_await view.async_wait_synced(use_awaitable);
     BOOST_TEST(naming::endpoints(view).empty());
     auto a = std::make_unique<running>(c, naming::key("disc-svc", "a"), naming::encode({"10.0.0.1:1", R"({"zone":"x"})"}));
@@ -275,7 +275,7 @@ BOOST_AUTO_TEST_CASE(go_naming_endpoints_and_coetcd_see_each_other) {
     BOOST_TEST(listed.exit_code == 0, listed.output);
     BOOST_TEST(listed.output == "go-svc/coetcd 127.0.0.1:9000 {\"zone\":\"a\"}\n", listed.output);
 
-    cache view(c, "go-svc/");
+    cache view(c.get_executor(), c, "go-svc/");
     co_await view.async_wait_synced(use_awaitable);
     child_process adder("exec " + go + " -hold 2s add go-svc/go-1 127.0.0.1:9001 '{\"weight\":3}'");
     BOOST_TEST_REQUIRE(adder.wait_for_output("added", 10s), adder.output());

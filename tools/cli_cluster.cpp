@@ -331,8 +331,7 @@ struct runner {
 
   asio::awaitable<int> snapshot() {
     const auto& path = args.args[1];
-    coetcd::snapshot_options o;
-    o.endpoint = client.options().endpoints.front();
+    const coetcd::snapshot_options o{.endpoint = client.options().endpoints.front()};
     auto [ec, r] = co_await ops.async_snapshot(path, o, as_result);
     if (ec) fail("cannot save a snapshot to '" + path + "'", ec);
     std::printf("Snapshot saved at %s\n", path.c_str());

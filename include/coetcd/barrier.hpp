@@ -24,8 +24,12 @@ asio::any_io_executor barrier_executor(const std::shared_ptr<barrier_state>&) no
 ///
 /// Made from a session, the key is held under its lease, so a holder that dies releases the
 /// barrier after its TTL (Go's Barrier holds without a lease: a crashed holder keeps it shut).
-/// Threads: initiating functions may be called from any thread; the client (and the session
-/// for a session barrier) must outlive the operations' completion.
+/// Any number of operations may be pending at once. Destroying the object completes them with
+/// asio::error::operation_aborted (a hold or release on the wire may have been applied). A
+/// moved-from object is empty: its operations complete with asio::error::bad_descriptor.
+///
+/// Threads: initiating functions and the destructor may be called from any thread; the client
+/// (and the session for a session barrier) must outlive the operations' completion.
 class barrier {
  public:
   /// A barrier held without a lease (as Go's). Throws boost::system::system_error:
@@ -36,10 +40,12 @@ class barrier {
   barrier(session& s, std::string_view name);
   /// Takes over the other barrier; `other` is left empty (bad_descriptor).
   barrier(barrier&&) noexcept = default;
-  /// Takes over the other barrier; the key (if held) stays held.
-  barrier& operator=(barrier&&) noexcept = default;
-  /// Leaves the key as it is: hold and release are explicit, as in Go.
-  ~barrier() = default;
+  /// Aborts this object's pending operations, as the destructor does, then takes over the
+  /// other barrier, which is left empty. The key (if held) stays held.
+  barrier& operator=(barrier&& other) noexcept;
+  /// Pending operations complete with asio::error::operation_aborted. Leaves the key as it is:
+  /// hold and release are explicit, as in Go.
+  ~barrier();
 
   /// Creates the key: waiters wait from now on.
   ///

@@ -33,20 +33,23 @@ void start_cache_wait(const std::shared_ptr<cache_state>&, std::int64_t revision
 /// of order. Its own reader (async_next) sees every change from the first list on; a
 /// cache_reader adds one more reader, with a cursor of its own.
 ///
-/// Its state lives on its executor (default: the client's): call get(), range() and the other
-/// accessors from there (any coroutine of a one-thread io_context; on a pool, give the cache a
-/// strand and read from it), as Asio's objects are used. Destroying the cache stops it; pending
-/// operations complete with operation_aborted.
+/// Its state lives on the executor it is made with, which the caller names, as an Asio object's:
+/// the cache applies changes there, and get(), range() and the other accessors must be called
+/// from there too. On an io_context that one thread runs, its executor (the client's) will do,
+/// and any coroutine of it may read; on a pool, give the cache a strand and read from it. (No
+/// default: the client's plain executor on a pool would let the cache's own work race with
+/// itself and with every read.) Destroying the cache stops it; pending operations complete with
+/// operation_aborted.
 class cache {
  public:
   /// The type of get_executor().
   using executor_type = asio::any_io_executor;
 
-  /// Starts following `prefix` of `c`'s cluster on `c`'s executor. An empty prefix follows
-  /// every key of the client's namespace (client_options::key_prefix), or of the whole cluster
-  /// for a client without one.
-  cache(client& c, std::string prefix, cache_options options = {});
-  /// Starts following `prefix` on `ex` (a strand when the context runs on several threads).
+  /// Starts following `prefix` of `c`'s cluster, its state on `ex`: `c.get_executor()` for an
+  /// io_context run by one thread, a strand (asio::make_strand(ioc)) when several run it. An
+  /// empty prefix follows every key of the client's namespace (client_options::key_prefix), or
+  /// of the whole cluster for a client without one. A moved-from client: the cache stops at
+  /// once, its waits completing with error::client_closed.
   cache(asio::any_io_executor ex, client& c, std::string prefix, cache_options options = {});
   /// Takes `other`'s cache over; `other` is left empty (its operations: bad_descriptor).
   cache(cache&& other) noexcept;

@@ -51,11 +51,15 @@ void start_sync_endpoints(const std::shared_ptr<client_impl>&, handler<>);
 /// 1.81 (detail::default_token says why). Handlers are never invoked inside
 /// the initiating function; they run on the handler's associated executor (default: the client's).
 /// A pending operation counts as outstanding work, so io_context::run() does not return under it.
+/// Any number of operations may be pending at once.
+/// An empty (moved-from) client's operations complete with asio::error::bad_descriptor.
 ///
-/// Unary operations support per-operation cancellation of type terminal, partial and total: the
-/// RPC is cancelled and the handler gets asio::error::operation_aborted, unless the reply was in
-/// already (then it completes as answered). A cancelled write may still have been applied by the
-/// server.
+/// Unary operations support per-operation cancellation: the RPC is cancelled and the handler
+/// gets asio::error::operation_aborted, unless the reply was in already (then it completes as
+/// answered). Reads (get, lease TTL, lease list, the member list) honour terminal, partial and
+/// total. Writes (put, delete, txn, compact, lease grant and revoke) honour terminal and partial
+/// only: a cancelled write may still have been applied by the server, so it cannot promise the
+/// "no effect" of total cancellation, and a request for total alone is ignored.
 ///
 /// Reads (get, lease TTL, lease list) are sent again after UNAVAILABLE within the request
 /// deadline, and a get also when unanswered after client_options::resend_after. Writes are sent
@@ -92,9 +96,12 @@ class client {
   /// client(ioc.get_executor(), options).
   client(asio::io_context& ioc, client_options options = {}) : client(ioc.get_executor(), std::move(options)) {}
   /// Sessions, mutexes and elections made from `other` keep working; session::get_client()
-  /// returns the new object.
+  /// returns the new object. `other` is left empty: its operations complete with
+  /// asio::error::bad_descriptor, posted to the handler's associated executor (Asio's system
+  /// executor when it has none), and its accessors return empty values (see each).
   client(client&& other) noexcept;
-  /// Closes this object's connection (see close()) and takes over `other`'s.
+  /// Closes this object's connection (see close()) and takes over `other`'s; `other` is left
+  /// empty, as by the move constructor.
   client& operator=(client&&) noexcept;
   /// Not copyable.
   client(const client&) = delete;
@@ -105,9 +112,12 @@ class client {
 
   /// The executor handlers run on by default.
   using executor_type = asio::any_io_executor;
-  /// The executor the client was made with.
+  /// The executor the client was made with; an empty one (no target) for an empty client, as
+  /// every coetcd object's when empty. (A moved-from Asio socket keeps its executor; a client's
+  /// lives in the state the move took.)
   executor_type get_executor() const noexcept;
-  /// The options the client was made with.
+  /// The options the client was made with. An empty client: default options without endpoints
+  /// (it talks to no one, as endpoints() says).
   const client_options& options() const noexcept;
   /// The endpoints requests go to now: client_options::endpoints until a sync (see
   /// client_options::auto_sync_interval) moved the client to the members' client URLs. Any
@@ -135,7 +145,7 @@ class client {
   /// Counters and gauges of this client (RPCs by kind, streams, watchers, leases, lost sessions,
   /// per lock name holders, waiters, hand-offs and wait times). Any thread; reads atomics, and
   /// takes an internal mutex only to list the lock names. See examples/metrics_http.cpp for the
-  /// Prometheus text format.
+  /// Prometheus text format. All zero for an empty client.
   client_stats stats() const;
 
   /// Cancels every pending request, watch and keepalive (their handlers complete with
@@ -404,7 +414,7 @@ class client {
   /// Starts keeping lease `id` alive on the client's shared keepalive stream; see lease_keepalive.
   /// `ttl_hint` (the granted TTL, if known) bounds the wait for the first renewal; without it the
   /// request timeout does. Never fails here: a closed client or a lease that is gone shows in
-  /// lease_keepalive::async_wait_lost.
+  /// lease_keepalive::async_wait_lost. An empty client gives an empty lease_keepalive.
   lease_keepalive keep_alive(std::int64_t id, std::chrono::seconds ttl_hint = std::chrono::seconds(0));
 
   // ---- Watch ----

@@ -95,12 +95,17 @@ struct client_options {
   /// How long `poll` and `adaptive` keep polling after the last reply: a request sent within it finds the loop
   /// polling still, and skips the hand-over (two wake-ups).
   std::chrono::microseconds poll_linger{200};
-  /// Debian's Abseil is built without NDEBUG, so its mutexes check lock order for deadlocks:
-  /// each lock and unlock of a mutex inside gRPC also updates a process-wide graph under a
-  /// global lock. A client turns that check off for the whole process when it is created (a
-  /// release build of Abseil has it off); set this if your program relies on Abseil's deadlock
-  /// reports.
-  bool keep_abseil_deadlock_detection = false;
+  /// Turns Abseil's deadlock detection off for the whole process when the client is created
+  /// (absl::SetMutexDeadlockDetectionMode(kIgnore)), and leaves it off: Abseil has no per-mutex
+  /// switch, and no client turns it back on. Off by default: a client leaves process-wide state
+  /// alone. Why one might: Debian's Abseil is built without NDEBUG, so each lock and unlock of an
+  /// absl::Mutex, gRPC's included, also records lock order in a process-wide graph under a global
+  /// lock (about 1.5% of a busy client's CPU samples, GraphCycles), and a cycle found in it aborts
+  /// the process (Abseil's default), which gRPC's own locking has been reported to trigger in
+  /// some gRPC versions; a release build of Abseil has the check off already. Leave it false if your
+  /// program, or a library in it, relies on Abseil's deadlock reports. (Earlier versions turned
+  /// it off unless `keep_abseil_deadlock_detection` was set; that field is gone.)
+  bool turn_off_abseil_deadlock_detection = false;
 };
 
 }  // namespace coetcd

@@ -46,7 +46,8 @@ void start_member_promote(const std::shared_ptr<client_impl>&, std::uint64_t, ha
 ///
 /// Every function is an Asio initiating function with the client's rules (see client): the
 /// handler runs on its associated executor (default: the client's), never inside the call, and
-/// the client may be closed meanwhile (error::client_closed).
+/// the client may be closed meanwhile (error::client_closed). Any number of operations may be
+/// pending at once.
 ///
 /// @par Errors
 /// error::invalid_argument for a bad argument (checked before sending); etcd's own refusals
@@ -59,7 +60,14 @@ void start_member_promote(const std::shared_ptr<client_impl>&, std::uint64_t, ha
 class cluster {
  public:
   /// A handle on `c`'s cluster; `c` must outlive the operations started through it.
+  /// Made from an empty (moved-from) client, the handle is empty: get_executor() is empty and
+  /// its operations complete with asio::error::bad_descriptor.
   explicit cluster(client& c) : impl_(c.impl()) {}
+
+  /// The type of get_executor().
+  using executor_type = client::executor_type;
+  /// The client's executor, on which handlers run by default (empty for an empty handle).
+  executor_type get_executor() const noexcept;
 
   /// Every member, learners included. Sent again after UNAVAILABLE within the request deadline.
   ///

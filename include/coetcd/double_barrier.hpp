@@ -22,8 +22,12 @@ void start_double_leave(const std::shared_ptr<double_barrier_state>&, handler<>)
 /// refused. Leaving waits until every participant has left. Go participants and coetcd's share
 /// one. A participant that dies is taken out with its lease, so the others can leave after its TTL.
 ///
-/// One participant per object; one operation at a time. The session must outlive the object.
-/// Threads: initiating functions may be called from any thread.
+/// One participant per object; one operation at a time: an enter or leave started while another
+/// is pending completes with asio::error::already_started. Destroying the object completes a
+/// pending operation with asio::error::operation_aborted, as cancelling it does. A moved-from
+/// object is empty: its operations complete with asio::error::bad_descriptor. The session must
+/// outlive the object. Threads: initiating functions and the destructor may be called from any
+/// thread.
 class double_barrier {
  public:
   /// A participant of the double barrier `name` for `count` participants. Throws
@@ -32,10 +36,13 @@ class double_barrier {
   double_barrier(session& s, std::string_view name, int count);
   /// Takes over the other object; `other` is left empty (bad_descriptor).
   double_barrier(double_barrier&&) noexcept = default;
-  /// Takes over the other object.
-  double_barrier& operator=(double_barrier&&) noexcept = default;
-  /// Leaves the key as it is (it goes with the session).
-  ~double_barrier() = default;
+  /// Aborts this object's pending operation, as the destructor does, then takes over the other
+  /// object, which is left empty.
+  double_barrier& operator=(double_barrier&& other) noexcept;
+  /// A pending operation completes with asio::error::operation_aborted (an enter takes its key
+  /// out again, as a cancelled one). An entered participant's key stays: it goes with the
+  /// session.
+  ~double_barrier();
 
   /// Enters: completes once `count` participants have entered.
   ///
@@ -44,7 +51,8 @@ class double_barrier {
   /// @par Errors
   /// error::too_many_clients (`count` keys are older than ours, or a round that opened before we
   /// came has a participant that has not left yet: our key is taken out again),
-  /// error::session_lost, the @ref request_errors "request errors".
+  /// error::session_lost, asio::error::already_started (another operation of this object is
+  /// pending), the @ref request_errors "request errors".
   /// @par Cancellation
   /// Terminal: operation_aborted; our key is taken out again.
   /// @par Executor
@@ -60,7 +68,8 @@ class double_barrier {
   /// @par Handler signature
   /// `void(error_code)`
   /// @par Errors
-  /// The @ref request_errors "request errors".
+  /// asio::error::already_started (another operation of this object is pending), the
+  /// @ref request_errors "request errors".
   /// @par Cancellation
   /// Terminal: operation_aborted (our key may already be gone: the others may leave).
   /// @par Executor
@@ -70,6 +79,11 @@ class double_barrier {
     return detail::initiate<void(error_code)>(
         std::forward<CompletionToken>(token), [s = state_](detail::handler<> h) { detail::start_double_leave(s, std::move(h)); });
   }
+
+  /// The type of get_executor().
+  using executor_type = asio::any_io_executor;
+  /// The client's executor, on which handlers run by default (empty for an empty object).
+  executor_type get_executor() const noexcept;
 
  private:
   std::shared_ptr<detail::double_barrier_state> state_;

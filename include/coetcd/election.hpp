@@ -215,8 +215,8 @@ class election {
   /// @par Errors
   /// error::no_leader, the @ref request_errors "request errors".
   /// @par Cancellation
-  /// Terminal only (partial and total are ignored): the read is cancelled and the handler gets
-  /// asio::error::operation_aborted.
+  /// Terminal, partial, total (a read: cancelled, it changed nothing): the read is cancelled and
+  /// the handler gets asio::error::operation_aborted.
   /// @par Executor
   /// The handler's associated executor (default: the client's); never inside this call.
   /// @par Lifetimes

@@ -31,8 +31,8 @@ class election_observer {
   /// Gives up what this object holds and aborts its pending operations, as the destructor does,
   /// then takes over `other`, which is left empty.
   election_observer& operator=(election_observer&& other) noexcept;
-  /// Stops observing. A pending async_next is not completed: its handler is destroyed without
-  /// being called (a coroutine awaiting it is destroyed with it).
+  /// Stops observing. A pending async_next completes with asio::error::operation_aborted, as a
+  /// destroyed Asio object's operations do (changes not yet taken are dropped).
   ~election_observer();
 
   /// The next leader state. The first is the leader when observing started. After that: a new
@@ -51,8 +51,9 @@ class election_observer {
   /// @par Executor
   /// The handler's associated executor (default: the client's); never inside this call.
   /// @par Lifetimes
-  /// Do not destroy the observer while async_next is pending (see ~election_observer()). A
-  /// client closed or destroyed meanwhile gives error::client_closed.
+  /// The observer may be destroyed meanwhile: the wait completes with
+  /// asio::error::operation_aborted (see ~election_observer()). A client closed or destroyed
+  /// meanwhile gives error::client_closed.
   template <class CompletionToken = detail::default_token>
   auto async_next(CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, std::optional<key_value>)>(

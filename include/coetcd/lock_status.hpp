@@ -61,8 +61,8 @@ void start_lock_status(const std::shared_ptr<client_impl>&, std::string name, ha
 /// @par Errors
 /// error::empty_key, the @ref request_errors "request errors".
 /// @par Cancellation
-/// Terminal only (partial and total are ignored): the request in flight is cancelled and the
-/// handler gets asio::error::operation_aborted.
+/// Terminal, partial, total (reads only: cancelled, they changed nothing): the request in flight
+/// is cancelled and the handler gets asio::error::operation_aborted.
 /// @par Executor
 /// The handler's associated executor (default: the client's); never inside this call. The
 /// reads run on the client's strand.

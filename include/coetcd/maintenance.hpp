@@ -9,6 +9,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace coetcd {
@@ -64,15 +66,19 @@ struct hash_kv_result {
   std::int64_t compact_revision = 0;    ///< the member's compacted revision
 };
 
-/// How maintenance::async_snapshot saves.
+/// Where maintenance::async_snapshot reads from. Trivially destructible, as every options
+/// struct here (a braced temporary of one is safe inside a co_await on g++ 12:
+/// docs/how-it-works.md); the progress callback is a parameter of its own.
 struct snapshot_options {
   /// The member to read from (one of the client's endpoints or any other member's client URL);
-  /// empty: whichever member the client's balancer picks.
-  std::string endpoint;
-  /// Called on the client's strand after each chunk with the bytes received so far and the
-  /// expected total; must not block.
-  std::function<void(std::uint64_t received, std::uint64_t total)> progress;
+  /// empty: whichever member the client's balancer picks. Copied before async_snapshot returns.
+  std::string_view endpoint;
 };
+static_assert(std::is_trivially_destructible_v<snapshot_options>);
+
+/// Told after each chunk of a snapshot the bytes received so far and the expected total. Called
+/// on the client's strand; must not block.
+using snapshot_progress = std::function<void(std::uint64_t received, std::uint64_t total)>;
 
 /// The answer to maintenance::async_snapshot.
 struct snapshot_result {
@@ -87,7 +93,8 @@ void start_alarm(const std::shared_ptr<client_impl>&, bool, std::uint64_t, alarm
 void start_defragment(const std::shared_ptr<client_impl>&, std::string, handler<response_header>);
 void start_hash_kv(const std::shared_ptr<client_impl>&, std::string, std::int64_t, handler<hash_kv_result>);
 void start_move_leader(const std::shared_ptr<client_impl>&, std::uint64_t, handler<response_header>);
-void start_snapshot(const std::shared_ptr<client_impl>&, std::string, snapshot_options, handler<snapshot_result>);
+void start_snapshot(const std::shared_ptr<client_impl>&, std::string path, std::string endpoint, snapshot_progress,
+                    handler<snapshot_result>);
 }  // namespace detail
 
 /// Operating the members of the cluster a client talks to (Go's clientv3.Maintenance, and
@@ -101,7 +108,8 @@ void start_snapshot(const std::shared_ptr<client_impl>&, std::string, snapshot_o
 ///
 /// Every function is an Asio initiating function with the client's rules (see client): the
 /// handler runs on its associated executor (default: the client's), never inside the call, and
-/// the client may be closed meanwhile (error::client_closed).
+/// the client may be closed meanwhile (error::client_closed). Any number of operations may be
+/// pending at once.
 ///
 /// @par Errors
 /// error::invalid_endpoint for an endpoint that does not parse; etcd's own refusals
@@ -113,7 +121,14 @@ void start_snapshot(const std::shared_ptr<client_impl>&, std::string, snapshot_o
 class maintenance {
  public:
   /// A handle on `c`'s cluster; `c` must outlive the operations started through it.
+  /// Made from an empty (moved-from) client, the handle is empty: get_executor() is empty and
+  /// its operations complete with asio::error::bad_descriptor.
   explicit maintenance(client& c) : impl_(c.impl()) {}
+
+  /// The type of get_executor().
+  using executor_type = client::executor_type;
+  /// The client's executor, on which handlers run by default (empty for an empty handle).
+  executor_type get_executor() const noexcept;
 
   /// What the member at `endpoint` says of itself. Answered without a raft leader too.
   ///
@@ -235,14 +250,23 @@ class maintenance {
   /// @par Errors
   /// error::snapshot_corrupt; a file error of boost::system's generic category (the file could
   /// not be written); the request errors.
+  /// @par Lifetimes
+  /// `path`, `options.endpoint` and `progress` are copied before this returns. In a coroutine on
+  /// g++ 12, name a progress lambda that captures by value before the co_await
+  /// (docs/how-it-works.md).
   template <class CompletionToken = detail::default_token>
-  auto async_snapshot(std::string path, snapshot_options options = {}, CompletionToken&& token = {}) {
+  auto async_snapshot(std::string path, snapshot_options options, snapshot_progress progress, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, snapshot_result)>(
         std::forward<CompletionToken>(token),
-        [i = impl_](detail::handler<snapshot_result> h, std::string p, snapshot_options o) {
-          detail::start_snapshot(i, std::move(p), std::move(o), std::move(h));
+        [i = impl_](detail::handler<snapshot_result> h, std::string p, std::string e, snapshot_progress pr) {
+          detail::start_snapshot(i, std::move(p), std::move(e), std::move(pr), std::move(h));
         },
-        std::move(path), std::move(options));
+        std::move(path), std::string(options.endpoint), std::move(progress));
+  }
+  /// async_snapshot(path, options, {}, token): no progress reports.
+  template <class CompletionToken = detail::default_token>
+  auto async_snapshot(std::string path, snapshot_options options = {}, CompletionToken&& token = {}) {
+    return async_snapshot(std::move(path), options, snapshot_progress(), std::forward<CompletionToken>(token));
   }
   /// async_snapshot(path, {}, token).
   template <asio::completion_token_for<void(error_code, snapshot_result)> CompletionToken>

@@ -70,7 +70,8 @@ class registration {
   /// error::invalid_auth_token, error::permission_denied (not retried);
   /// asio::error::already_started (another async_run of this registration runs).
   /// @par Cancellation
-  /// Terminal, partial, total: the session is closed, then the handler runs.
+  /// Terminal, partial, total, each the same way: the run stops, its session is closed (the key
+  /// deleted with the lease), then the handler runs with asio::error::operation_aborted.
   /// @par Executor
   /// The handler's associated executor (default: the client's); never inside this call.
   template <class CompletionToken = detail::default_token>

@@ -134,7 +134,7 @@ class session {
   /// `void(error_code)`
   /// @par Errors
   /// The @ref request_errors "request errors" of the LeaseRevoke (the lease then expires after
-  /// its TTL). An empty session: error::session_lost.
+  /// its TTL). An empty session: asio::error::bad_descriptor.
   /// @par Cancellation
   /// Terminal only (partial and total are ignored), with asio::error::operation_aborted. Before
   /// the close has started on the client's strand, nothing is done; after, the session is ended

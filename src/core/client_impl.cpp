@@ -136,7 +136,7 @@ client_impl::client_impl(asio::any_io_executor ex, client_options options)
   if (options_.resend_after.count() < 0)
     throw boost::system::system_error(make_error_code(error::invalid_argument),
                                       "coetcd: resend_after must not be negative (0 turns resending off)");
-  if (!options_.keep_abseil_deadlock_detection)
+  if (options_.turn_off_abseil_deadlock_detection)  // the user's choice, for the whole process
     absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   if (options_.auto_sync_interval.count() < 0)
     throw boost::system::system_error(make_error_code(error::invalid_argument),
@@ -518,7 +518,17 @@ void client::close() {
   if (impl_) impl_->close();
 }
 
-client::executor_type client::get_executor() const noexcept { return impl_->io_ex_; }
-const client_options& client::options() const noexcept { return impl_->options_; }
+client::executor_type client::get_executor() const noexcept { return impl_ ? impl_->io_ex_ : executor_type(); }
+
+const client_options& client::options() const noexcept {
+  if (impl_) return impl_->options_;
+  // An empty client talks to no one: no endpoints, as endpoints() says.
+  static const client_options none = [] {
+    client_options o;
+    o.endpoints.clear();
+    return o;
+  }();
+  return none;
+}
 
 }  // namespace coetcd

@@ -18,6 +18,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/system_executor.hpp>
 
 #include <array>
 #include <atomic>
@@ -389,6 +390,14 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 template <class Result>
 void fail(const std::shared_ptr<client_impl>& c, handler<Result> h, error_code ec) {
   c->complete(std::move(h), ec, Result{});
+}
+
+/// An operation on an empty (moved-from) object: asio::error::bad_descriptor, as Asio's objects
+/// answer an operation on a closed one; never inline. The object has no executor any more: the
+/// handler runs on its associated executor, or on Asio's system executor when it has none.
+template <class... Args>
+void fail_empty(asio::any_completion_handler<void(error_code, Args...)> h) {
+  asio::post(asio::system_executor(), asio::append(std::move(h), make_error_code(asio::error::bad_descriptor), Args{}...));
 }
 
 }  // namespace coetcd::detail

@@ -51,6 +51,7 @@ void start_cluster_call(const std::shared_ptr<client_impl>& c,
 }  // namespace
 
 void start_member_list(const std::shared_ptr<client_impl>& c, handler<member_list_result> h) {
+  if (!c) return fail_empty(std::move(h));  // made from a moved-from client
   start_cluster_call<pb::MemberListRequest, pb::MemberListResponse, member_list_result>(
       c, &pb::Cluster::Stub::PrepareAsyncMemberList, pb::MemberListRequest{}, call_options{.idempotent = true},
       [](pb::MemberListResponse& r) { return members_of(r); }, std::move(h));
@@ -58,6 +59,7 @@ void start_member_list(const std::shared_ptr<client_impl>& c, handler<member_lis
 
 void start_member_add(const std::shared_ptr<client_impl>& c, std::vector<std::string> urls, bool learner,
                       handler<member_add_result> h) {
+  if (!c) return fail_empty(std::move(h));  // made from a moved-from client
   if (!valid_peer_urls(urls)) return fail(c, std::move(h), error::invalid_argument);
   pb::MemberAddRequest req;
   for (auto& u : urls) req.add_peerurls(std::move(u));
@@ -72,6 +74,7 @@ void start_member_add(const std::shared_ptr<client_impl>& c, std::vector<std::st
 }
 
 void start_member_remove(const std::shared_ptr<client_impl>& c, std::uint64_t id, handler<member_list_result> h) {
+  if (!c) return fail_empty(std::move(h));  // made from a moved-from client
   if (id == 0) return fail(c, std::move(h), error::invalid_argument);
   pb::MemberRemoveRequest req;
   req.set_id(id);
@@ -82,6 +85,7 @@ void start_member_remove(const std::shared_ptr<client_impl>& c, std::uint64_t id
 
 void start_member_update(const std::shared_ptr<client_impl>& c, std::uint64_t id, std::vector<std::string> urls,
                          handler<member_list_result> h) {
+  if (!c) return fail_empty(std::move(h));  // made from a moved-from client
   if (id == 0 || !valid_peer_urls(urls)) return fail(c, std::move(h), error::invalid_argument);
   pb::MemberUpdateRequest req;
   req.set_id(id);
@@ -93,6 +97,7 @@ void start_member_update(const std::shared_ptr<client_impl>& c, std::uint64_t id
 }
 
 void start_member_promote(const std::shared_ptr<client_impl>& c, std::uint64_t id, handler<member_list_result> h) {
+  if (!c) return fail_empty(std::move(h));  // made from a moved-from client
   if (id == 0) return fail(c, std::move(h), error::invalid_argument);
   pb::MemberPromoteRequest req;
   req.set_id(id);
@@ -102,3 +107,9 @@ void start_member_promote(const std::shared_ptr<client_impl>& c, std::uint64_t i
 }
 
 }  // namespace coetcd::detail
+
+namespace coetcd {
+
+cluster::executor_type cluster::get_executor() const noexcept { return impl_ ? impl_->io_ex_ : executor_type(); }
+
+}  // namespace coetcd

@@ -9,7 +9,6 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/system_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -88,13 +87,6 @@ void spawn_result_op(const std::shared_ptr<client_impl>& c, asio::awaitable<Tupl
                  }));
 }
 
-/// An operation on an empty (moved-from) object: asio::error::bad_descriptor, as Asio's objects
-/// answer an operation on a closed one; never inline. The object has no executor any more: the
-/// handler runs on its associated executor, or on Asio's system executor when it has none.
-template <class... Args>
-void fail_empty(asio::any_completion_handler<void(error_code, Args...)> h) {
-  asio::post(asio::system_executor(), asio::append(std::move(h), make_error_code(asio::error::bad_descriptor), Args{}...));
-}
 /// What an empty object's accessors return by reference.
 inline const std::string& empty_string() {
   static const std::string s;
@@ -104,7 +96,8 @@ inline const std::string& empty_string() {
   throw boost::system::system_error(make_error_code(asio::error::bad_descriptor), what);
 }
 
-/// The pending grant operations of one object (semaphore, election, multi_lock), so that
+/// The pending operations of one object (semaphore, election, multi_lock; barrier,
+/// double_barrier, counter: spawn_owned_op), so that
 /// destroying it aborts them at once with operation_aborted, as destroying an Asio object does,
 /// instead of when their turn comes. On the strand only, except mark_gone() and gone().
 class pending_ops {
@@ -134,6 +127,37 @@ class pending_ops {
   bool aborted_ = false;
   std::atomic<bool> gone_{false};
 };
+
+/// spawn_op and spawn_result_op for an operation of an object whose destruction aborts it
+/// (barrier, double_barrier, counter): `owner`'s abort_all() cancels the body (terminal), as
+/// the handler's own cancellation does (of the type emitted: the body's filter decides), both
+/// emitted on the strand. Once the owner is gone, an error the body ends with is reported as
+/// operation_aborted, what the destructor promised; a body that succeeded regardless (a reply
+/// that was in already) completes as answered, as a unary call does.
+template <class Result, class... Args>
+void spawn_owned_op(const std::shared_ptr<client_impl>& c, asio::awaitable<Result> body,
+                    asio::any_completion_handler<void(error_code, Args...)> h, std::shared_ptr<pending_ops> owner) {
+  auto to_body = std::make_shared<asio::cancellation_signal>();
+  // Assigned before the body can complete: the completion clears it (client_impl::bound).
+  if (auto slot = asio::get_associated_cancellation_slot(h); slot.is_connected())
+    slot.assign([to_body, strand = c->strand_](asio::cancellation_type t) {
+      asio::dispatch(strand, [to_body, t] { to_body->emit(t); });
+    });
+  auto done = [c, to_body, owner, h = std::move(h)](std::exception_ptr e, Result r) mutable {
+    if constexpr (std::is_same_v<Result, error_code>) {
+      if (e) r = exception_to_error(e);
+      if (r && owner->gone()) r = asio::error::operation_aborted;
+      c->complete(std::move(h), r);
+    } else {
+      if (e) r = Result{exception_to_error(e), Args{}...};
+      if (std::get<0>(r) && owner->gone()) r = Result{make_error_code(asio::error::operation_aborted), Args{}...};
+      std::apply([&](error_code ec, auto&&... v) { c->complete(std::move(h), ec, std::move(v)...); }, std::move(r));
+    }
+  };
+  asio::co_spawn(op_executor(*c), std::move(body), asio::bind_cancellation_slot(to_body->slot(), std::move(done)));
+  // Registered once the body listens on the signal, and on the strand, where abort_all emits.
+  asio::dispatch(c->strand_, [to_body, owner = std::move(owner)] { owner->add(to_body); });
+}
 
 /// spawn_op for an operation whose success grants something the caller must give back (a
 /// leadership, a lock). A cancellation that comes after the body succeeded, but before the
@@ -211,6 +235,23 @@ void spawn_hold_op(const std::shared_ptr<client_impl>& c, asio::awaitable<std::t
 inline asio::awaitable<void> handle_cancellation_manually() {
   co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
   co_await asio::this_coro::throw_if_cancelled(false);
+}
+
+/// For a body that only reads: a cancelled read changed nothing, so terminal, partial and total
+/// are honoured alike, where co_spawn lets terminal alone in. Its reads honour all three, and a
+/// cancellation that comes between two of them throws operation_aborted at the next co_await.
+inline asio::awaitable<void> honour_every_cancellation() {
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+}
+
+/// For a body with one way to stop, whatever the type asked (clean up, then complete with
+/// operation_aborted): lets terminal, partial and total cancellation in, where co_spawn lets
+/// terminal alone in, and hands each on to the body's own operations (and the branches of its
+/// `||`, each co_spawned with that default) as terminal, the one type they all honour.
+inline asio::awaitable<void> stop_on_any_cancellation() {
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation(), [](asio::cancellation_type t) {
+    return t == asio::cancellation_type::none ? t : asio::cancellation_type::terminal;
+  });
 }
 
 /// Whether anyone can cancel this operation: its handler came with a connected cancellation slot.

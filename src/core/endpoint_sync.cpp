@@ -70,6 +70,7 @@ void client_impl::arm_auto_sync() {
 }
 
 void start_sync_endpoints(const std::shared_ptr<client_impl>& c, handler<> h) {
+  if (!c) return fail_empty(std::move(h));  // a moved-from client
   auto slot = asio::get_associated_cancellation_slot(h);
   // std::function needs a copyable callable: the handler goes in a shared box.
   auto box = std::make_shared<handler<>>(std::move(h));

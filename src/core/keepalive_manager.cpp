@@ -231,6 +231,7 @@ void keepalive_manager::on_closed(error_code ec) {
 namespace coetcd {
 
 lease_keepalive client::keep_alive(std::int64_t id, std::chrono::seconds ttl_hint) {
+  if (!impl_) return lease_keepalive();  // a moved-from client keeps nothing alive
   return detail::keep_alive_on(impl_, id, ttl_hint);
 }
 

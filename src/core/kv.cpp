@@ -7,6 +7,7 @@ namespace coetcd::detail {
 
 void start_get(const std::shared_ptr<client_impl>& c, std::string key, std::string end, get_options o,
                handler<get_result> h) {
+  if (!c) return fail_empty(std::move(h));  // a moved-from client
   if (key.empty() && !asks_every_key(key, o)) return fail(c, std::move(h), error::empty_key);
   start_user_unary<pb::RangeRequest, pb::RangeResponse, get_result>(
       c,
@@ -19,6 +20,7 @@ void start_get(const std::shared_ptr<client_impl>& c, std::string key, std::stri
 
 void start_put(const std::shared_ptr<client_impl>& c, std::string key, std::string value, put_options o,
                handler<put_result> h) {
+  if (!c) return fail_empty(std::move(h));  // a moved-from client
   if (key.empty()) return fail(c, std::move(h), error::empty_key);
   start_user_unary<pb::PutRequest, pb::PutResponse, put_result>(
       c,
@@ -36,6 +38,7 @@ void start_delete(const std::shared_ptr<client_impl>& c, std::string key, std::s
 
 void start_delete(const std::shared_ptr<client_impl>& c, std::string key, std::string end, delete_options o,
                   handler<delete_result> h, call_options co) {
+  if (!c) return fail_empty(std::move(h));  // a moved-from client
   // Every key of a namespace, yes; of the whole cluster, no: one empty variable would wipe it
   // (from_key on "\0" says so on purpose).
   if (key.empty() && !(asks_every_key(key, o) && !c->key_prefix().empty()))
@@ -54,6 +57,7 @@ void start_txn(const std::shared_ptr<client_impl>& c, txn t, handler<txn_result>
 }
 
 void start_txn(const std::shared_ptr<client_impl>& c, txn t, handler<txn_result> h, call_options o) {
+  if (!c) return fail_empty(std::move(h));  // a moved-from client
   if (has_empty_key(t)) return fail(c, std::move(h), error::empty_key);
   start_user_unary<pb::TxnRequest, pb::TxnResponse, txn_result>(
       c,
@@ -66,6 +70,7 @@ void start_txn(const std::shared_ptr<client_impl>& c, txn t, handler<txn_result>
 
 void start_compact(const std::shared_ptr<client_impl>& c, std::int64_t revision, bool physical,
                    handler<response_header> h) {
+  if (!c) return fail_empty(std::move(h));  // a moved-from client
   if (revision <= 0) return fail(c, std::move(h), error::invalid_argument);
   pb::CompactionRequest req;
   req.set_revision(revision);

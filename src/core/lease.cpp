@@ -7,6 +7,7 @@ namespace coetcd::detail {
 
 void start_lease_grant(const std::shared_ptr<client_impl>& c, std::int64_t ttl, std::int64_t id,
                        handler<lease_grant_result> h) {
+  if (!c) return fail_empty(std::move(h));  // a moved-from client
   if (ttl <= 0 || id < 0) return fail(c, std::move(h), error::invalid_argument);
   pb::LeaseGrantRequest req;
   req.set_ttl(ttl);
@@ -22,6 +23,7 @@ void start_lease_grant(const std::shared_ptr<client_impl>& c, std::int64_t ttl, 
 }
 
 void start_lease_revoke(const std::shared_ptr<client_impl>& c, std::int64_t id, handler<response_header> h) {
+  if (!c) return fail_empty(std::move(h));  // a moved-from client
   pb::LeaseRevokeRequest req;
   req.set_id(id);
   start_user_unary<pb::LeaseRevokeRequest, pb::LeaseRevokeResponse, response_header>(
@@ -35,6 +37,7 @@ void start_lease_revoke(const std::shared_ptr<client_impl>& c, std::int64_t id, 
 
 void start_lease_ttl(const std::shared_ptr<client_impl>& c, std::int64_t id, bool keys,
                      handler<lease_ttl_result> h) {
+  if (!c) return fail_empty(std::move(h));  // a moved-from client
   pb::LeaseTimeToLiveRequest req;
   req.set_id(id);
   req.set_keys(keys);
@@ -53,6 +56,7 @@ void start_lease_ttl(const std::shared_ptr<client_impl>& c, std::int64_t id, boo
 }
 
 void start_lease_list(const std::shared_ptr<client_impl>& c, handler<lease_list_result> h) {
+  if (!c) return fail_empty(std::move(h));  // a moved-from client
   start_user_unary<pb::LeaseLeasesRequest, pb::LeaseLeasesResponse, lease_list_result>(
       c,
       [c](grpc::ClientContext* ctx, const pb::LeaseLeasesRequest& r, grpc::CompletionQueue* q) {

@@ -57,6 +57,7 @@ void start_maintenance_call(const std::shared_ptr<client_impl>& c, std::shared_p
 }  // namespace
 
 void start_status(const std::shared_ptr<client_impl>& c, std::string endpoint, handler<endpoint_status> h) {
+  if (!c) return fail_empty(std::move(h));  // made from a moved-from client
   on_member(c, std::move(endpoint), std::move(h),
             [c](std::shared_ptr<grpc::Channel> ch, std::string ep, handler<endpoint_status> h) {
               start_maintenance_call<pb::StatusRequest, pb::StatusResponse, endpoint_status>(
@@ -118,6 +119,7 @@ asio::awaitable<std::tuple<error_code, endpoint_health>> ask_health(std::shared_
 }  // namespace
 
 void start_health(const std::shared_ptr<client_impl>& c, std::string endpoint, handler<endpoint_health> h) {
+  if (!c) return fail_empty(std::move(h));  // made from a moved-from client
   on_member(c, std::move(endpoint), std::move(h),
             [c](std::shared_ptr<grpc::Channel> ch, std::string ep, handler<endpoint_health> h) {
               spawn_result_op(c, ask_health(c, std::move(ch), std::move(ep)), std::move(h));
@@ -181,6 +183,7 @@ asio::awaitable<std::tuple<error_code, alarm_result>> disarm_every_alarm(std::sh
 
 void start_alarm(const std::shared_ptr<client_impl>& c, bool disarm, std::uint64_t member_id, alarm_type type,
                  handler<alarm_result> h) {
+  if (!c) return fail_empty(std::move(h));  // made from a moved-from client
   const int t = static_cast<int>(type);
   if (t < 0 || t > 2) return fail(c, std::move(h), error::invalid_argument);
   if (disarm && member_id == 0 && type == alarm_type::none) return spawn_result_op(c, disarm_every_alarm(c), std::move(h));
@@ -188,6 +191,7 @@ void start_alarm(const std::shared_ptr<client_impl>& c, bool disarm, std::uint64
 }
 
 void start_defragment(const std::shared_ptr<client_impl>& c, std::string endpoint, handler<response_header> h) {
+  if (!c) return fail_empty(std::move(h));  // made from a moved-from client
   on_member(c, std::move(endpoint), std::move(h),
             [c](std::shared_ptr<grpc::Channel> ch, std::string, handler<response_header> h) {
               start_maintenance_call<pb::DefragmentRequest, pb::DefragmentResponse, response_header>(
@@ -199,6 +203,7 @@ void start_defragment(const std::shared_ptr<client_impl>& c, std::string endpoin
 
 void start_hash_kv(const std::shared_ptr<client_impl>& c, std::string endpoint, std::int64_t revision,
                    handler<hash_kv_result> h) {
+  if (!c) return fail_empty(std::move(h));  // made from a moved-from client
   if (revision < 0) return fail(c, std::move(h), error::invalid_argument);
   on_member(c, std::move(endpoint), std::move(h),
             [c, revision](std::shared_ptr<grpc::Channel> ch, std::string, handler<hash_kv_result> h) {
@@ -256,8 +261,15 @@ asio::awaitable<std::tuple<error_code, response_header>> move_leader(std::shared
 }  // namespace
 
 void start_move_leader(const std::shared_ptr<client_impl>& c, std::uint64_t target, handler<response_header> h) {
+  if (!c) return fail_empty(std::move(h));  // made from a moved-from client
   if (target == 0) return fail(c, std::move(h), error::invalid_argument);
   spawn_result_op(c, move_leader(c, target), std::move(h));
 }
 
 }  // namespace coetcd::detail
+
+namespace coetcd {
+
+maintenance::executor_type maintenance::get_executor() const noexcept { return impl_ ? impl_->io_ex_ : executor_type(); }
+
+}  // namespace coetcd

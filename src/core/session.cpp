@@ -227,10 +227,7 @@ void session::start_wait_lost(const std::shared_ptr<detail::session_state>& s,
 
 void session::start_close(const std::shared_ptr<detail::session_state>& s,
                           asio::any_completion_handler<void(error_code)> h) {
-  if (!s) {
-    asio::post(asio::system_executor(), asio::append(std::move(h), make_error_code(error::session_lost)));  // never inline
-    return;
-  }
+  if (!s) return detail::fail_empty(std::move(h));
   detail::spawn_op(s->impl, [](std::shared_ptr<detail::session_state> s) -> asio::awaitable<error_code> {
     detail::end_session(s);
     auto [ec, hdr] = co_await detail::lease_revoke_on(s->impl, s->lease);

@@ -18,8 +18,10 @@ namespace {
 
 class snapshot_reader final : public call_base, public std::enable_shared_from_this<snapshot_reader> {
  public:
-  snapshot_reader(std::shared_ptr<client_impl> c, std::string path, snapshot_options o, handler<snapshot_result> h)
-      : client_(std::move(c)), path_(std::move(path)), part_(path_ + ".part"), opts_(std::move(o)), h_(std::move(h)),
+  snapshot_reader(std::shared_ptr<client_impl> c, std::string path, std::string endpoint, snapshot_progress progress,
+                  handler<snapshot_result> h)
+      : client_(std::move(c)), path_(std::move(path)), part_(path_ + ".part"), endpoint_(std::move(endpoint)),
+        progress_(std::move(progress)), h_(std::move(h)),
         start_tag_(client_->strand_), read_tag_(client_->strand_), finish_tag_(client_->strand_),
         first_timer_(client_->strand_) {}
 
@@ -49,9 +51,9 @@ class snapshot_reader final : public call_base, public std::enable_shared_from_t
     if (client_->closed()) return finish(error::client_closed);
     if (user_cancelled_) return finish(asio::error::operation_aborted);
     std::shared_ptr<grpc::Channel> ch = client_->channel_;
-    if (!opts_.endpoint.empty()) {
+    if (!endpoint_.empty()) {
       try {
-        ch = client_->member_channel(opts_.endpoint);
+        ch = client_->member_channel(endpoint_);
       } catch (const boost::system::system_error& e) {
         return finish(e.code());
       }
@@ -119,7 +121,7 @@ class snapshot_reader final : public call_base, public std::enable_shared_from_t
       }
       tail_.erase(0, data.size());
     }
-    if (opts_.progress) opts_.progress(received_, received_ + resp_.remaining_bytes());
+    if (progress_) progress_(received_, received_ + resp_.remaining_bytes());
     read();
   }
 
@@ -136,7 +138,7 @@ class snapshot_reader final : public call_base, public std::enable_shared_from_t
     if (client_->closed()) return finish(error::client_closed);
     if (write_failed_) return finish(error_code(write_error_, boost::system::generic_category()));
     if (first_timed_out_)
-      return finish(client_->channel_->GetState(false) == GRPC_CHANNEL_READY && opts_.endpoint.empty()
+      return finish(client_->channel_->GetState(false) == GRPC_CHANNEL_READY && endpoint_.empty()
                         ? error::request_timeout
                         : error::endpoints_unreachable);
     if (!status_.ok()) {
@@ -210,7 +212,8 @@ class snapshot_reader final : public call_base, public std::enable_shared_from_t
 
   std::shared_ptr<client_impl> client_;
   std::string path_, part_;
-  snapshot_options opts_;
+  std::string endpoint_;  // empty: the balancer's pick
+  snapshot_progress progress_;
   handler<snapshot_result> h_;
   strand_tag start_tag_, read_tag_, finish_tag_;
   std::unique_ptr<pb::Maintenance::Stub> stub_;
@@ -238,10 +241,11 @@ class snapshot_reader final : public call_base, public std::enable_shared_from_t
 
 }  // namespace
 
-void start_snapshot(const std::shared_ptr<client_impl>& c, std::string path, snapshot_options o,
-                    handler<snapshot_result> h) {
+void start_snapshot(const std::shared_ptr<client_impl>& c, std::string path, std::string endpoint,
+                    snapshot_progress progress, handler<snapshot_result> h) {
+  if (!c) return fail_empty(std::move(h));  // made from a moved-from client
   if (path.empty()) return fail(c, std::move(h), error::invalid_argument);
-  std::make_shared<snapshot_reader>(c, std::move(path), std::move(o), std::move(h))->start();
+  std::make_shared<snapshot_reader>(c, std::move(path), std::move(endpoint), std::move(progress), std::move(h))->start();
 }
 
 }  // namespace coetcd::detail

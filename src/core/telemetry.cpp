@@ -156,6 +156,6 @@ std::string to_string(const event& e) {
   return s;
 }
 
-client_stats client::stats() const { return impl_->telemetry_.snapshot(); }
+client_stats client::stats() const { return impl_ ? impl_->telemetry_.snapshot() : client_stats{}; }
 
 }  // namespace coetcd

@@ -272,6 +272,7 @@ void watch_stream::end_all(error_code ec) {
 
 void start_watch(const std::shared_ptr<client_impl>& c, std::string key, std::string end, watch_options o,
                  handler<watcher> h) {
+  if (!c) return fail_empty(std::move(h));  // a moved-from client
   if (key.empty() && !asks_every_key(key, o)) return fail(c, std::move(h), error::empty_key);
   auto w = std::make_shared<watcher_state>();
   w->request = prefixed(to_pb(key, end, o), c->key_prefix());

@@ -10,6 +10,7 @@ struct barrier_state {
   std::shared_ptr<client_impl> impl;
   std::shared_ptr<session_state> session;  // null: no lease
   std::string key;
+  pending_ops pending;  // operations in flight, aborted when the object goes
 };
 
 std::shared_ptr<barrier_state> make_barrier(const std::shared_ptr<client_impl>& c, std::string_view name, std::int64_t) {
@@ -51,21 +52,40 @@ asio::awaitable<error_code> wait(std::shared_ptr<barrier_state> s) {
 
 void start_barrier_hold(const std::shared_ptr<barrier_state>& s, handler<> h) {
   if (!s) return fail_empty(std::move(h));
-  spawn_op(s->impl, hold(s), std::move(h));
+  spawn_owned_op(s->impl, hold(s), std::move(h), std::shared_ptr<pending_ops>(s, &s->pending));
 }
 void start_barrier_release(const std::shared_ptr<barrier_state>& s, handler<> h) {
   if (!s) return fail_empty(std::move(h));
-  spawn_op(s->impl, release(s), std::move(h));
+  spawn_owned_op(s->impl, release(s), std::move(h), std::shared_ptr<pending_ops>(s, &s->pending));
 }
 void start_barrier_wait(const std::shared_ptr<barrier_state>& s, handler<> h) {
   if (!s) return fail_empty(std::move(h));
-  spawn_op(s->impl, wait(s), std::move(h));
+  spawn_owned_op(s->impl, wait(s), std::move(h), std::shared_ptr<pending_ops>(s, &s->pending));
 }
+
+namespace {
+void close_barrier(std::shared_ptr<barrier_state> s) noexcept {
+  if (!s) return;  // moved from
+  auto& strand = s->impl->strand_;
+  asio::dispatch(strand, [s = std::move(s)] { s->pending.abort_all(); });
+}
+}  // namespace
+
 asio::any_io_executor barrier_executor(const std::shared_ptr<barrier_state>& s) noexcept {
   return s ? s->impl->io_ex_ : asio::any_io_executor();
 }
 
 }  // namespace detail
+
+barrier::~barrier() { detail::close_barrier(std::move(state_)); }
+
+barrier& barrier::operator=(barrier&& other) noexcept {
+  if (this != &other) {
+    detail::close_barrier(std::move(state_));
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
 
 barrier::barrier(session& s, std::string_view name) {
   if (!s.state()) throw boost::system::system_error(make_error_code(error::session_lost), "coetcd::barrier");

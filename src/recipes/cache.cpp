@@ -218,9 +218,6 @@ void start_cache_wait(const std::shared_ptr<cache_state>& s, std::int64_t revisi
 
 }  // namespace detail
 
-cache::cache(client& c, std::string prefix, cache_options options)
-    : cache(c.impl() ? c.get_executor() : asio::any_io_executor(asio::system_executor()), c, std::move(prefix), options) {}
-
 cache::cache(asio::any_io_executor ex, client& c, std::string prefix, cache_options options)
     : state_(std::make_shared<detail::cache_state>()) {
   state_->ex = std::move(ex);

@@ -27,7 +27,9 @@ struct counter_state {
     handler<std::int64_t> h;
   };
   std::vector<pending_add> adds;
+  std::vector<pending_add> batch;  // the adds of the txn on the wire
   bool adding = false;
+  pending_ops pending;  // compare-and-sets and gets in flight, aborted when the object goes
 };
 
 namespace {
@@ -89,7 +91,7 @@ asio::awaitable<void> flush_adds(std::shared_ptr<counter_state> s) {
     for (auto& a : adds) s->client->complete(std::move(a.h), ec, std::int64_t{0});
     adds.clear();
   };
-  std::vector<counter_state::pending_add> batch;
+  auto& batch = s->batch;  // in the state: the object's destruction aborts it meanwhile
   try {
     while (!s->adds.empty()) {
       batch = std::exchange(s->adds, {});
@@ -116,6 +118,7 @@ asio::awaitable<void> flush_adds(std::shared_ptr<counter_state> s) {
         if (after) written = after->back();
         // Without a sum (no hint, or one that overflows) the txn only checks the hint, else reads.
         auto [ec, done] = co_await try_once(*s, written);
+        if (batch.empty()) break;  // the object went meanwhile: its adds were aborted
         if (ec) {
           fail(batch, ec);
           break;
@@ -159,21 +162,19 @@ asio::awaitable<std::tuple<error_code, std::int64_t>> read(std::shared_ptr<count
   co_return std::make_tuple(error_code{}, s->value);
 }
 
-// Runs `op` on the strand (spawn_result_op), after the checks every operation shares.
+// Runs `op` on the strand, aborted when the object goes.
 template <class Tuple, class... Args>
 void run(const std::shared_ptr<counter_state>& s, asio::awaitable<Tuple> op, handler<Args...> h) {
-  if (!s || !s->client) return fail_empty(std::move(h));
-  if (s->key.empty()) return s->client->complete(std::move(h), make_error_code(error::empty_key), Args{}...);
-  spawn_result_op(s->client, std::move(op), std::move(h));
+  spawn_owned_op(s->client, std::move(op), std::move(h), std::shared_ptr<pending_ops>(s, &s->pending));
 }
 
 }  // namespace
 
 void start_counter_add(const std::shared_ptr<counter_state>& s, std::int64_t delta, handler<std::int64_t> h) {
-  if (!s || !s->client) return fail_empty(std::move(h));
-  auto c = s->client;
-  if (s->key.empty()) return c->complete(std::move(h), make_error_code(error::empty_key), std::int64_t{0});
-  asio::dispatch(c->strand_, [s, delta, h = std::move(h)]() mutable {
+  if (!s) return fail_empty(std::move(h));
+  asio::dispatch(s->client->strand_, [s, delta, h = std::move(h)]() mutable {
+    // An add launched after the object went (a deferred one) is aborted, as its other operations.
+    if (s->pending.gone()) return s->client->complete(std::move(h), make_error_code(asio::error::operation_aborted), std::int64_t{0});
     if (s->client->closed()) return s->client->complete(std::move(h), make_error_code(error::client_closed), std::int64_t{0});
     s->adds.push_back({delta, std::move(h)});
     if (std::exchange(s->adding, true)) return;  // the txn on the wire takes it next
@@ -183,19 +184,60 @@ void start_counter_add(const std::shared_ptr<counter_state>& s, std::int64_t del
 
 void start_counter_cas(const std::shared_ptr<counter_state>& s, std::int64_t expected, std::int64_t desired,
                        handler<bool, std::int64_t> h) {
-  if (!s || !s->client) return fail_empty(std::move(h));
+  if (!s) return fail_empty(std::move(h));
   run(s, compare_and_set(s, expected, desired), std::move(h));
 }
 
 void start_counter_get(const std::shared_ptr<counter_state>& s, handler<std::int64_t> h) {
-  if (!s || !s->client) return fail_empty(std::move(h));
+  if (!s) return fail_empty(std::move(h));
   run(s, read(s), std::move(h));
 }
 
+void start_counter_watch(const std::shared_ptr<counter_state>& s, handler<watcher> h) {
+  if (!s) return fail_empty(std::move(h));
+  start_watch(s->client, s->key, std::string(), watch_options{}, std::move(h));
+}
+
+namespace {
+// The object is gone: every add not completed yet (queued, or in the txn on the wire, whose
+// outcome is then unknown) and every other operation completes with operation_aborted. A txn
+// on the wire runs to its end in the background.
+void close_counter(std::shared_ptr<counter_state> s) noexcept {
+  if (!s) return;  // moved from
+  auto& strand = s->client->strand_;
+  asio::dispatch(strand, [s = std::move(s)] {
+    s->pending.abort_all();
+    for (auto* adds : {&s->batch, &s->adds})
+      for (auto& a : std::exchange(*adds, {}))
+        s->client->complete(std::move(a.h), make_error_code(asio::error::operation_aborted), std::int64_t{0});
+  });
+}
+}  // namespace
+
 }  // namespace detail
 
-counter::counter(client& c, std::string key)
-    : client_(c), state_(std::make_shared<detail::counter_state>(detail::counter_state{c.impl(), std::move(key)})) {}
+counter::counter(client& c, std::string key) {
+  auto fail = [](error e) { throw boost::system::system_error(make_error_code(e), "coetcd::counter"); };
+  if (key.empty()) fail(error::empty_key);
+  if (!c.impl()) fail(error::client_closed);
+  state_ = std::make_shared<detail::counter_state>();
+  state_->client = c.impl();
+  state_->key = std::move(key);
+}
+
+counter::~counter() { detail::close_counter(std::move(state_)); }
+
+counter& counter::operator=(counter&& other) noexcept {
+  if (this != &other) {
+    detail::close_counter(std::move(state_));
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+counter::executor_type counter::get_executor() const noexcept {
+  return state_ ? state_->client->io_ex_ : executor_type();
+}
 
 std::optional<std::int64_t> counter::parse(std::string_view text) noexcept {
   std::int64_t v = 0;

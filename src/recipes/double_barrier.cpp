@@ -17,9 +17,23 @@ struct double_barrier_state {
   std::string name;
   int count = 0;
   std::string my_key;  // our waiter key while entered
+  bool busy = false;    // an enter or leave runs (one at a time); on the strand
+  pending_ops pending;  // operations in flight, aborted when the object goes
 };
 
 namespace {
+
+/// The operation that runs, for its lifetime: one at a time, as the header says.
+class one_at_a_time {
+ public:
+  explicit one_at_a_time(double_barrier_state& s) : s_(s) { s_.busy = true; }
+  ~one_at_a_time() { s_.busy = false; }
+  one_at_a_time(const one_at_a_time&) = delete;
+  one_at_a_time& operator=(const one_at_a_time&) = delete;
+
+ private:
+  double_barrier_state& s_;
+};
 
 std::string waiters(const double_barrier_state& s) { return s.name + "/waiters"; }
 std::string ready(const double_barrier_state& s) { return s.name + "/ready"; }
@@ -101,6 +115,9 @@ asio::awaitable<error_code> enter_steps(double_barrier_state& s) {
 }
 
 asio::awaitable<error_code> enter(std::shared_ptr<double_barrier_state> s) {
+  // Checked on the strand, before anything: a second operation must not take our key out.
+  if (s->busy) co_return make_error_code(asio::error::already_started);
+  const one_at_a_time running(*s);
   error_code ec;
   std::exception_ptr cancelled;
   try {
@@ -152,6 +169,8 @@ asio::awaitable<error_code> leave_step(double_barrier_state& s, const std::strin
 }
 
 asio::awaitable<error_code> leave(std::shared_ptr<double_barrier_state> s) {
+  if (s->busy) co_return make_error_code(asio::error::already_started);
+  const one_at_a_time running(*s);
   error_code out;
   bool done = false;
   const auto prefix = waiters(*s) + "/";
@@ -163,14 +182,36 @@ asio::awaitable<error_code> leave(std::shared_ptr<double_barrier_state> s) {
 
 void start_double_enter(const std::shared_ptr<double_barrier_state>& s, handler<> h) {
   if (!s) return fail_empty(std::move(h));
-  spawn_op(s->impl, enter(s), std::move(h));
+  spawn_owned_op(s->impl, enter(s), std::move(h), std::shared_ptr<pending_ops>(s, &s->pending));
 }
 void start_double_leave(const std::shared_ptr<double_barrier_state>& s, handler<> h) {
   if (!s) return fail_empty(std::move(h));
-  spawn_op(s->impl, leave(s), std::move(h));
+  spawn_owned_op(s->impl, leave(s), std::move(h), std::shared_ptr<pending_ops>(s, &s->pending));
 }
 
+namespace {
+void close_double_barrier(std::shared_ptr<double_barrier_state> s) noexcept {
+  if (!s) return;  // moved from
+  auto& strand = s->impl->strand_;
+  asio::dispatch(strand, [s = std::move(s)] { s->pending.abort_all(); });
+}
+}  // namespace
+
 }  // namespace detail
+
+double_barrier::~double_barrier() { detail::close_double_barrier(std::move(state_)); }
+
+double_barrier& double_barrier::operator=(double_barrier&& other) noexcept {
+  if (this != &other) {
+    detail::close_double_barrier(std::move(state_));
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+double_barrier::executor_type double_barrier::get_executor() const noexcept {
+  return state_ ? state_->impl->io_ex_ : executor_type();
+}
 
 double_barrier::double_barrier(session& s, std::string_view name, int count) {
   auto fail = [](error e) { throw boost::system::system_error(make_error_code(e), "coetcd::double_barrier"); };

@@ -310,7 +310,8 @@ void election::abandon() noexcept {
   if (!state_) return;  // moved from
   auto e = std::move(state_);
   e->pending.mark_gone();
-  asio::dispatch(e->session->impl->strand_, [e = std::move(e)] { e->pending.abort_all(); });
+  auto& strand = e->session->impl->strand_;  // before the move: arguments have no order
+  asio::dispatch(strand, [e = std::move(e)] { e->pending.abort_all(); });
 }
 
 void election::start_campaign(const std::shared_ptr<detail::election_state>& e, std::string v,
@@ -328,6 +329,7 @@ void election::start_leader(const std::shared_ptr<detail::election_state>& e,
   asio::co_spawn(
       impl->strand_,
       [](std::shared_ptr<detail::election_state> e) -> asio::awaitable<std::tuple<error_code, key_value>> {
+        co_await detail::honour_every_cancellation();
         auto [ec, r] = co_await detail::get_on(e->session->impl, e->prefix, detail::first_create);
         if (ec) co_return std::make_tuple(ec, key_value());
         if (!r.kvs.empty() && !detail::is_own_key(e->prefix, r.kvs.front().key)) {

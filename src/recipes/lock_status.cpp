@@ -15,6 +15,7 @@ namespace coetcd::detail {
 namespace {
 
 asio::awaitable<std::tuple<error_code, lock_status>> read_status(std::shared_ptr<client_impl> c, std::string name) {
+  co_await honour_every_cancellation();
   const std::string prefix = name + "/";
   auto [ec, r] = co_await get_on(c, prefix, get_options{.prefix = true});
   if (ec) co_return std::make_tuple(ec, lock_status{.name = std::move(name)});

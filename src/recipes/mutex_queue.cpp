@@ -169,7 +169,7 @@ asio::awaitable<void> mutex_queue::drive() {
   }
   // The key was there before our txn and no other lock or campaign of this session uses it: it
   // is another session's of the same lease (adopted by a restarted process or another client),
-  // or a late copy of an earlier txn of ours. Its mod revision is what that holder's is_owner()
+  // or a late copy of an earlier txn of ours. Its mod revision is what that holder's fence()
   // compares, so the first grant on it puts it again first (see acquired()). A resent txn of
   // ours that found its own first copy costs one needless put.
   adopted = !a.txn.succeeded && s.key_users[key] == 1;

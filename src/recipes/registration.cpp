@@ -160,6 +160,8 @@ asio::awaitable<void> wait_stopped(registration_state& s) {
 }
 
 asio::awaitable<error_code> run_registration(std::shared_ptr<registration_state> s) {
+  // Partial and total as terminal: each ends the run the one way, its session closed first.
+  co_await stop_on_any_cancellation();
   if (s->running) co_return asio::error::already_started;
   if (s->stopped) co_return asio::error::operation_aborted;
   s->running = true;

@@ -316,7 +316,7 @@ inline asio::awaitable<void> run_cache_case(world& w) {
   for (std::size_t i = 0; i < w.clients.size() && !synced; ++i) {
     cache_options o;
     if (i == 1) o.max_pending_events = 4;
-    cc->caches.push_back(std::make_unique<cache>(*w.clients[i], cc->prefix, o));
+    cc->caches.push_back(std::make_unique<cache>(w.clients[i]->get_executor(), *w.clients[i], cc->prefix, o));
     cc->last_revision.push_back(0);
     auto syncing = cc->caches.back()->async_wait_synced(asio::as_tuple(use_awaitable));
     auto [ec] = co_await std::move(syncing);

@@ -1,5 +1,5 @@
 // What with_lock and stm share: a coroutine body's value type, and their completion-token form,
-// which spawns the coroutine on a strand of the handler's executor. Not API.
+// which spawns the coroutine on a new strand of the object's executor (not the handler's). Not API.
 #pragma once
 
 #include <coetcd/detail/config.hpp>
