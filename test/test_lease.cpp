@@ -183,7 +183,7 @@ BOOST_AUTO_TEST_CASE(waits_that_end_without_a_loss_are_no_success) {
     keep.async_wait_lost(record_loss(pending));
     co_await sleep_for(300ms);
     BOOST_TEST_REQUIRE(!pending->has_value(), "a live lease was told lost");
-    keep.stop();
+    keep.close();
     std::function<bool()> told = [pending] { return pending->has_value(); };
     BOOST_TEST_REQUIRE(co_await eventually(std::move(told), 2000ms));
     BOOST_TEST((*pending)->first == asio::error::operation_aborted, (*pending)->first.message());
