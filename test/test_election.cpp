@@ -166,7 +166,7 @@ BOOST_AUTO_TEST_CASE(session_loss_of_the_leader_elects_the_next) {
     // What etcd says is left of the lease at that moment: the next leader must wait that long.
     // "> 1 s" passed a library that elected e2 up to two seconds early.
     auto left = co_await c.async_lease_time_to_live(lease, false, use_awaitable);
-    BOOST_TEST_REQUIRE(left.ttl > 0, "the orphaned lease is already gone");
+    BOOST_TEST_REQUIRE(left.ttl.count() > 0, "the orphaned lease is already gone");
     for (int i = 0; i < 600 && !got->ec.has_value(); ++i) co_await sleep_for(10ms);
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     BOOST_TEST_REQUIRE(got->ec.has_value());
@@ -175,7 +175,7 @@ BOOST_AUTO_TEST_CASE(session_loss_of_the_leader_elects_the_next) {
     BOOST_TEST(got->hold.fencing_token() > one_token);
     // The orphaned leader's hold is lost with its lease (told by the local deadline at the latest).
     BOOST_TEST(!one);
-    BOOST_TEST_MESSAGE("the lease had " << left.ttl << " s left at the orphaning; the next leader after " << waited
+    BOOST_TEST_MESSAGE("the lease had " << left.ttl.count() << " s left at the orphaning; the next leader after " << waited
                                         << " s");
     // etcd gives the whole seconds left, rounded down (int64 of Remaining().Seconds()), asked
     // after t0: the lease cannot expire sooner than that after t0. Its expiry is checked every
