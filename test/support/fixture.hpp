@@ -11,7 +11,6 @@
 #include <memory>
 #include <optional>
 #include <sstream>
-#include <tuple>
 
 namespace coetcd::test {
 
@@ -88,24 +87,6 @@ inline asio::awaitable<bool> eventually(std::function<bool()> done, std::chrono:
   auto until = std::chrono::steady_clock::now() + limit;
   while (!done() && std::chrono::steady_clock::now() < until) co_await sleep_for(std::chrono::milliseconds(10));
   co_return done();
-}
-
-/// An rw_mutex's write side when `write`, else its read side. The hold comes back as the base
-/// both hold types share (it releases, fences and reads its token as either), so one call can
-/// take either side; keep it for as long as the side is to be held.
-inline asio::awaitable<detail::lock_hold> take(rw_mutex& m, bool write, asio::use_awaitable_t<> = {}) {
-  if (write) co_return co_await m.async_lock(use_awaitable);
-  co_return co_await m.async_lock_shared(use_awaitable);
-}
-/// take(m, write) with the error handed back: an empty hold on error.
-inline asio::awaitable<std::tuple<error_code, detail::lock_hold>> take(rw_mutex& m, bool write,
-                                                                      asio::as_tuple_t<asio::use_awaitable_t<>>) {
-  if (write) {
-    auto [ec, h] = co_await m.async_lock(asio::as_tuple(use_awaitable));
-    co_return std::tuple<error_code, detail::lock_hold>(ec, std::move(h));
-  }
-  auto [ec, h] = co_await m.async_lock_shared(asio::as_tuple(use_awaitable));
-  co_return std::tuple<error_code, detail::lock_hold>(ec, std::move(h));
 }
 
 /// The result of an operation started with a callback (record(o) as its handler), once it ran.
