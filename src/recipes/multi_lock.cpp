@@ -185,7 +185,9 @@ multi_lock::hold::~hold() {
   // On the strand, where the parts live after the grant; a release in flight makes it a no-op.
   auto& strand = state_->impl->strand_;
   asio::dispatch(strand, [s = std::move(state_)]() mutable {
-    if (!s->released) asio::co_spawn(s->impl->strand_, detail::release_in_background(std::move(s)), asio::detached);
+    if (s->released) return;
+    auto& strand = s->impl->strand_;  // before the move: arguments have no order
+    asio::co_spawn(strand, detail::release_in_background(std::move(s)), asio::detached);
   });
 }
 
