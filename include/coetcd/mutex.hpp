@@ -91,6 +91,7 @@ class mutex {
     /// @cond INTERNAL
     explicit hold(detail::lock_hold&& h) noexcept : detail::lock_hold(std::move(h)) {}
     /// @endcond
+    /// Takes over `other`'s hold; `other` is left empty.
     hold(hold&&) noexcept = default;
     /// Releases this hold as the destructor does, then takes over `other`'s; `other` is left empty.
     hold& operator=(hold&&) noexcept = default;

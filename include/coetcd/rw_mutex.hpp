@@ -45,6 +45,7 @@ class rw_mutex {
     /// @cond INTERNAL
     explicit hold(detail::lock_hold&& h) noexcept : detail::lock_hold(std::move(h)) {}
     /// @endcond
+    /// Takes over `other`'s hold; `other` is left empty.
     hold(hold&&) noexcept = default;
     /// Releases this hold as the destructor does, then takes over `other`'s.
     hold& operator=(hold&&) noexcept = default;
@@ -60,6 +61,7 @@ class rw_mutex {
     /// @cond INTERNAL
     explicit shared_hold(detail::lock_hold&& h) noexcept : detail::lock_hold(std::move(h)) {}
     /// @endcond
+    /// Takes over `other`'s hold; `other` is left empty.
     shared_hold(shared_hold&&) noexcept = default;
     /// Releases this hold as the destructor does, then takes over `other`'s.
     shared_hold& operator=(shared_hold&&) noexcept = default;
