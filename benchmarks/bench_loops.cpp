@@ -47,7 +47,7 @@ asio::awaitable<void> critical_section(run_state& st, lock_slot& slot, const voi
   if (c && guard) co_await checked_write(st, *c, slot, std::move(*guard));
   else if (st.cfg.hold.count() > 0) co_await sleep(st.cfg.hold);
   else co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
-  if (slot.counter != seen && !(st.cfg.share_session && st.cfg.mode == "election")) ++st.violations;
+  if (slot.counter != seen) ++st.violations;
   slot.counter = seen + 1;
   if (--slot.inside == 0) slot.free_since = clock_type::now();
 }
@@ -79,18 +79,19 @@ asio::awaitable<void> mutex_loop(run_state& st, coetcd::session& s, lock_slot& s
   while (!st.done()) {
     auto t0 = clock_type::now();
     boost::system::error_code ec;
+    coetcd::mutex::hold held;
     if (try_only) {
       // try_lock never waits: when the lock is held, yield and try again.
       for (;;) {
         ++st.attempts;
-        std::tie(ec) = co_await m.async_try_lock(asio::as_tuple(use_awaitable));
+        std::tie(ec, held) = co_await m.async_try_lock(asio::as_tuple(use_awaitable));
         if (ec != coetcd::error::locked || st.done()) break;
         co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
       }
       if (ec == coetcd::error::locked) break;  // time ran out while retrying
     } else {
       ++st.attempts;
-      std::tie(ec) = co_await m.async_lock(asio::as_tuple(use_awaitable));
+      std::tie(ec, held) = co_await m.async_lock(asio::as_tuple(use_awaitable));
     }
     if (ec) {
       st.fail("lock: " + ec.message());
@@ -100,10 +101,10 @@ asio::awaitable<void> mutex_loop(run_state& st, coetcd::session& s, lock_slot& s
       continue;
     }
     record_acquisition(st, t0, client);
-    if (st.cfg.fenced && m.fencing_token() == 0) ++st.violations;  // held: never 0
-    if (st.cfg.checked) co_await critical_section(st, slot, &m, &s.get_client(), m.is_owner());
-    else co_await critical_section(st, slot, &m);  // every caller excludes every other one
-    auto [uec] = co_await m.async_unlock(asio::as_tuple(use_awaitable));
+    if (st.cfg.fenced && held.fencing_token() == 0) ++st.violations;  // held: never 0
+    if (st.cfg.checked) co_await critical_section(st, slot, &held, &s.get_client(), held.fence());
+    else co_await critical_section(st, slot, &held);  // every caller excludes every other one
+    auto [uec] = co_await held.async_release(asio::as_tuple(use_awaitable));
     if (uec) {
       st.fail("unlock: " + uec.message());
       if (!st.cfg.keep_going) break;
@@ -120,8 +121,11 @@ asio::awaitable<void> rw_loop(run_state& st, coetcd::session& s, lock_slot& slot
   while (!st.done()) {
     auto t0 = clock_type::now();
     ++st.attempts;
-    auto [ec] = write ? co_await m.async_lock(asio::as_tuple(use_awaitable))
-                      : co_await m.async_lock_shared(asio::as_tuple(use_awaitable));
+    boost::system::error_code ec;
+    coetcd::rw_mutex::hold writing;
+    coetcd::rw_mutex::shared_hold reading;
+    if (write) std::tie(ec, writing) = co_await m.async_lock(asio::as_tuple(use_awaitable));
+    else std::tie(ec, reading) = co_await m.async_lock_shared(asio::as_tuple(use_awaitable));
     if (ec) {
       st.fail("lock: " + ec.message());
       break;
@@ -132,7 +136,7 @@ asio::awaitable<void> rw_loop(run_state& st, coetcd::session& s, lock_slot& slot
     if (write ? slot.inside > 0 || slot.readers > 0 : slot.inside > 0) ++st.violations;
     ++(write ? slot.inside : slot.readers);
     auto seen = slot.counter;
-    if (st.cfg.checked && write) co_await checked_write(st, s.get_client(), slot, m.is_owner());
+    if (st.cfg.checked && write) co_await checked_write(st, s.get_client(), slot, writing.fence());
     else if (st.cfg.hold.count() > 0) co_await sleep(st.cfg.hold);
     else co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
     if (write) {
@@ -141,8 +145,10 @@ asio::awaitable<void> rw_loop(run_state& st, coetcd::session& s, lock_slot& slot
       ++st.writes;
     }
     --(write ? slot.inside : slot.readers);
-    auto [uec] = write ? co_await m.async_unlock(asio::as_tuple(use_awaitable))
-                       : co_await m.async_unlock_shared(asio::as_tuple(use_awaitable));
+    // No ?: around co_await with temporaries: g++ 12 destroys them wrongly (docs/how-it-works.md).
+    boost::system::error_code uec;
+    if (write) std::tie(uec) = co_await writing.async_release(asio::as_tuple(use_awaitable));
+    else std::tie(uec) = co_await reading.async_release(asio::as_tuple(use_awaitable));
     if (uec) {
       st.fail("unlock: " + uec.message());
       break;
@@ -158,7 +164,7 @@ asio::awaitable<void> sem_loop(run_state& st, coetcd::session& s, lock_slot& slo
   while (!st.done()) {
     auto t0 = clock_type::now();
     ++st.attempts;
-    auto [ec] = co_await sem.async_acquire(1, asio::as_tuple(use_awaitable));
+    auto [ec, permit] = co_await sem.async_acquire(1, asio::as_tuple(use_awaitable));
     if (ec) {
       st.fail("acquire: " + ec.message());
       break;
@@ -178,7 +184,7 @@ asio::awaitable<void> sem_loop(run_state& st, coetcd::session& s, lock_slot& slo
       co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
     }
     --slot.inside;
-    auto [rec] = co_await sem.async_release(1, asio::as_tuple(use_awaitable));
+    auto [rec] = co_await permit.async_release(asio::as_tuple(use_awaitable));
     if (rec) {
       st.fail("release: " + rec.message());
       break;
@@ -192,16 +198,15 @@ asio::awaitable<void> election_loop(run_state& st, coetcd::session& s, lock_slot
   while (!st.done()) {
     auto t0 = clock_type::now();
     ++st.attempts;
-    auto [ec] = co_await e.async_campaign("bench", asio::as_tuple(use_awaitable));
+    auto [ec, lead] = co_await e.async_campaign("bench", asio::as_tuple(use_awaitable));
     if (ec) {
       st.fail("campaign: " + ec.message());
       break;
     }
     record_acquisition(st, t0);
-    if (st.cfg.checked && !st.cfg.share_session)
-      co_await critical_section(st, slot, &s, &s.get_client(), coetcd::compare::create_revision(e.key()) == e.revision());
+    if (st.cfg.checked) co_await critical_section(st, slot, &s, &s.get_client(), lead.fence());
     else co_await critical_section(st, slot, &s);
-    auto [rec] = co_await e.async_resign(asio::as_tuple(use_awaitable));
+    auto [rec] = co_await lead.async_release(asio::as_tuple(use_awaitable));
     if (rec) {
       st.fail("resign: " + rec.message());
       break;

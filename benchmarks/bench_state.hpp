@@ -77,7 +77,7 @@ struct local_lock {
     waiting.pop_front();
     asio::post(ex, std::move(h));
   }
-  // --mode local_async: an unlock that keeps Asio's rules, as coetcd's async_unlock does: it
+  // --mode local_async: an unlock that keeps Asio's rules, as coetcd's async_release does: it
   // hands off, then completes through a post of its own (never inline).
   template <class Token>
   auto async_unlock(Token&& token) {

@@ -4,7 +4,7 @@
 // The in-memory check marks a holder inside from its grant to the moment it sends its release;
 // a grant issued after that but before the release commits (which a broken hand-off could do) is
 // invisible to it. A fenced read-modify-write is not: each holder reads the counter and writes
-// value + 1 in a txn guarded by its lock's compare (mutex::is_owner(), an election key's create
+// value + 1 in a txn guarded by its hold's fence (mutex::hold::fence(), an election hold's, on its key's create
 // revision). Two holders at once either both write the same value (a lost update: the counter
 // ends below the writes that succeeded) or one is refused by its guard. Both are violations.
 // A semaphore's holders overlap by design; there each holder adds 1 to a holders counter on

@@ -32,12 +32,12 @@ asio::awaitable<void> worker(coetcd::client& c, std::shared_ptr<run_state> st) {
   coetcd::mutex m(s, "bench-handoff");
   while (clock_type::now() < st->end) {
     auto t0 = clock_type::now();
-    co_await m.async_lock(use_awaitable);
+    auto held = co_await m.async_lock(use_awaitable);
     st->waits_ms.push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
     if (st->inside) ++st->violations;
     st->inside = true;
     st->inside = false;
-    co_await m.async_unlock(use_awaitable);
+    co_await held.async_release(use_awaitable);
   }
   co_await s.async_close(use_awaitable);
   --st->running;

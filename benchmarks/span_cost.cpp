@@ -33,11 +33,11 @@ asio::awaitable<std::uint64_t> locked_updates(coetcd::client& c, clock_type::dur
   {
     coetcd::mutex m(s, "span_cost/lock");
     for (auto end = clock_type::now() + d; clock_type::now() < end; ++n) {
-      co_await m.async_lock(use_awaitable);
+      auto held = co_await m.async_lock(use_awaitable);
       co_await c.async_get("span_cost/count", use_awaitable);
-      auto t = coetcd::txn().when(m.is_owner()).then(coetcd::txn_op::put("span_cost/count", "1"));
+      auto t = coetcd::txn().when(held.fence()).then(coetcd::txn_op::put("span_cost/count", "1"));
       co_await c.async_txn(t, use_awaitable);
-      co_await m.async_unlock(use_awaitable);
+      co_await held.async_release(use_awaitable);
     }
   }
   co_await s.async_close(use_awaitable);

@@ -3,7 +3,7 @@
 // process inside it, past its session's TTL), then write N+1 and say whether the write landed.
 // Written plainly, the write lands whoever holds the lock by then: the increment of the process
 // that took the lock during the pause is lost. Fenced, it is a txn guarded by the mutex's
-// is_owner() compare, which etcd refuses once the lease (and the key) is gone.
+// hold's fence() compare, which etcd refuses once the lease (and the key) is gone.
 // Go's side of the same check (and the other systems') is go-bench --mode stale_write.
 //   stale-write --endpoints E --name N [--fence] [--reset] [--ttl 10] [--gap-ms 2000]
 // Prints, one per line: "waited S", "read N", "write applied|rejected|failed: why",
@@ -42,7 +42,7 @@ asio::awaitable<int> check(coetcd::client& etcd, options o) {
   // The lock's keys live under NAME/lock/, apart from the counter: a mutex's name is a prefix.
   coetcd::mutex m(s, o.name + "/lock");
   const auto t0 = std::chrono::steady_clock::now();
-  co_await m.async_lock(use_awaitable);
+  auto held = co_await m.async_lock(use_awaitable);
   say("waited " + std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
   auto got = co_await etcd.async_get(counter, use_awaitable);
   const long n = got.kvs.empty() ? 0 : std::stol(got.kvs.front().value);
@@ -50,11 +50,11 @@ asio::awaitable<int> check(coetcd::client& etcd, options o) {
   asio::steady_timer gap(co_await asio::this_coro::executor, o.gap);
   co_await gap.async_wait(use_awaitable);
   coetcd::txn write;
-  if (o.fence) write.when(m.is_owner());
+  if (o.fence) write.when(held.fence());
   write.then(coetcd::txn_op::put(counter, std::to_string(n + 1)));
   auto [ec, r] = co_await etcd.async_txn(write, asio::as_tuple(use_awaitable));
   say(ec ? "write failed: " + ec.message() : r.succeeded ? "write applied" : "write rejected");
-  auto [uec] = co_await m.async_unlock(asio::as_tuple(use_awaitable));
+  auto [uec] = co_await held.async_release(asio::as_tuple(use_awaitable));
   say(uec ? "unlock failed: " + uec.message() : "unlock ok");
   co_await s.async_close(asio::as_tuple(use_awaitable));
   co_return 0;

@@ -34,16 +34,15 @@ asio::awaitable<void> demo(coetcd::client& etcd) {
     std::cout << "watch: " << (e.type == coetcd::watch_event::kind::put ? "PUT " : "DELETE ") << e.kv.key
               << " = " << e.kv.value << " (revision " << e.kv.mod_revision << ")\n";
 
-  auto lease = co_await etcd.async_lease_grant(5, use_awaitable);
-  auto keep = etcd.keep_alive(lease.id, std::chrono::seconds(lease.ttl));
+  auto lease = co_await etcd.async_lease_grant(std::chrono::seconds(5), use_awaitable);
+  auto keep = etcd.keep_alive(lease.id, lease.ttl);
   co_await etcd.async_put("/demo/ephemeral", "lives while kept alive", {.lease = lease.id}, use_awaitable);
   auto ttl = co_await etcd.async_lease_time_to_live(lease.id, true, use_awaitable);
-  std::cout << "lease " << std::hex << lease.id << std::dec << " ttl " << ttl.ttl << "s, keys: " << ttl.keys.size()
+  std::cout << "lease " << std::hex << lease.id << std::dec << " ttl " << ttl.ttl.count() << "s, keys: " << ttl.keys.size()
             << "\n";
   co_await etcd.async_lease_revoke(lease.id, use_awaitable);
-  coetcd::error_code why;
-  co_await keep.async_wait_lost(asio::redirect_error(use_awaitable, why));
-  std::cout << "lease revoked; keepalive reports: " << why.message() << "\n";
+  auto lost = co_await keep.async_wait_lost(use_awaitable);  // completes when the lease is gone
+  std::cout << "lease revoked; keepalive reports: " << lost.cause.message() << "\n";
   co_await etcd.async_delete("/demo/", {.prefix = true}, use_awaitable);
   std::cout << "cleaned up /demo/\n";
   etcd.close();

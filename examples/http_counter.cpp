@@ -43,16 +43,16 @@ struct locked_counter {
   }
 
   asio::awaitable<std::int64_t> increment() {
-    auto body = [this]() -> asio::awaitable<std::int64_t> {
+    auto body = [this](coetcd::mutex::hold& held) -> asio::awaitable<std::int64_t> {
       auto value = co_await read() + 1;
       // Written only while we still hold the lock: a stale holder cannot overwrite.
       coetcd::txn write;
-      write.when(lock.is_owner()).then(coetcd::txn_op::put(counter_key, std::to_string(value)));
+      write.when(held.fence()).then(coetcd::txn_op::put(counter_key, std::to_string(value)));
       auto r = co_await etcd.async_txn(write, use_awaitable);
       if (!r.succeeded) throw std::runtime_error("lost the lock before writing");
       co_return value;
     };
-    co_return co_await coetcd::with_lock(lock, std::move(body));  // unlocks on every way out
+    co_return co_await coetcd::with_lock(lock, std::move(body));  // released on every way out
   }
 };
 

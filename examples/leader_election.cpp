@@ -23,22 +23,22 @@ asio::awaitable<void> observe(coetcd::election_observer& obs) {
 }
 
 asio::awaitable<void> node_a(coetcd::election& e) {
-  co_await e.async_campaign("node-a", use_awaitable);
-  std::cout << "node-a leads (revision " << e.revision() << ")\n";
+  auto lead = co_await e.async_campaign("node-a", use_awaitable);
+  std::cout << "node-a leads (revision " << lead.fencing_token() << ")\n";
   asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(300));
   co_await t.async_wait(use_awaitable);
-  co_await e.async_proclaim("node-a (draining)", use_awaitable);
+  co_await lead.async_proclaim("node-a (draining)", use_awaitable);
   co_await t.async_wait(use_awaitable);
-  co_await e.async_resign(use_awaitable);
+  co_await lead.async_release(use_awaitable);  // resigns
   std::cout << "node-a resigned\n";
 }
 
 asio::awaitable<void> node_b(coetcd::election& e) {
   asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(100));
   co_await t.async_wait(use_awaitable);  // campaign second: waits until node-a is gone
-  co_await e.async_campaign("node-b", use_awaitable);
-  std::cout << "node-b leads (revision " << e.revision() << ")\n";
-  co_await e.async_resign(use_awaitable);
+  auto lead = co_await e.async_campaign("node-b", use_awaitable);
+  std::cout << "node-b leads (revision " << lead.fencing_token() << ")\n";
+  co_await lead.async_release(use_awaitable);
 }
 
 asio::awaitable<void> run(coetcd::client& etcd) {

@@ -1,4 +1,4 @@
-// A distributed lock around a job, as in docs/lock-family.md: lock, fenced write, unlock; then with_lock.
+// A distributed lock around a job, as in docs/lock-family.md: lock, fenced write, release; then with_lock.
 //   lock_basic [ENDPOINT]
 #include <coetcd.hpp>
 #include <coetcd/with_lock.hpp>
@@ -18,15 +18,16 @@ asio::awaitable<void> run_job() {
 asio::awaitable<void> critical(coetcd::client& etcd) {
   auto s = co_await coetcd::session::async_create(etcd, {.ttl = std::chrono::seconds(10)}, use_awaitable);
   coetcd::mutex m(s, "jobs/nightly");          // key "jobs/nightly/<lease hex>", as etcdctl lock
-  co_await m.async_lock(use_awaitable);        // suspends on a watch; no thread, no polling
-  std::cout << "holding " << m.key() << " (fencing token " << m.fencing_token() << ")\n";
-  // Writes guarded by ownership fail once the lock is lost (fencing):
+  auto held = co_await m.async_lock(use_awaitable);  // suspends on a watch; no thread, no polling
+  std::cout << "holding " << held.key() << " (fencing token " << held.fencing_token() << ")\n";
+  // Writes guarded by the hold's fence fail once the lock is lost:
   auto w = co_await etcd.async_txn(
-      coetcd::txn().when(m.is_owner()).then(coetcd::txn_op::put("/jobs/state", "running")), use_awaitable);
+      coetcd::txn().when(held.fence()).then(coetcd::txn_op::put("/jobs/state", "running")), use_awaitable);
   std::cout << "fenced write " << (w.succeeded ? "applied" : "rejected") << "\n";
-  co_await m.async_unlock(use_awaitable);      // deletes our key only if it is still ours
+  co_await held.async_release(use_awaitable);  // deletes our key only if it is still ours
+  // (A hold released nowhere is released when it is destroyed, as std::unique_lock unlocks.)
 
-  // Or: the body is cancelled if the session is lost or it holds the lock too long.
+  // Or: the body is cancelled if the hold is lost or it holds the lock too long.
   co_await coetcd::with_lock(m, [&]() -> asio::awaitable<void> { co_await run_job(); },
                              {.max_hold = std::chrono::minutes(5)});
   std::cout << "with_lock: job done, lock released\n";

@@ -18,22 +18,24 @@ asio::awaitable<void> run(coetcd::client& etcd) {
   auto bob = co_await coetcd::session::async_create(etcd, use_awaitable);
   coetcd::mutex a(alice, "printer"), b(bob, "printer");
 
-  co_await a.async_try_lock(use_awaitable);  // free: taken at once
-  std::cout << "alice took " << a.key() << " with try_lock\n";
+  auto held_by_alice = co_await a.async_try_lock(use_awaitable);  // free: taken at once
+  std::cout << "alice took " << held_by_alice.key() << " with try_lock\n";
 
-  auto [busy] = co_await b.async_try_lock(no_throw);  // held: error::locked, no key left behind
+  auto [busy, none] = co_await b.async_try_lock(no_throw);  // held: error::locked, no key left behind
   std::cout << "bob's try_lock: " << busy.message() << "\n";
 
   // Wait at most 500 ms. Whichever finishes first cancels the other; a cancelled lock removes
   // bob's waiting key before it completes, so nothing is left on the server.
   asio::steady_timer deadline(co_await asio::this_coro::executor, std::chrono::milliseconds(500));
   auto r = co_await (b.async_lock(no_throw) || deadline.async_wait(no_throw));
-  std::cout << "bob's lock with a 500 ms deadline: " << (r.index() == 0 ? "acquired" : "timed out") << "\n";
+  if (r.index() == 1) std::cout << "bob's lock with a 500 ms deadline: timed out\n";
+  else if (auto& [ec, got] = std::get<0>(r); ec) std::cout << "bob's lock with a 500 ms deadline: " << ec.message() << "\n";
+  else std::cout << "bob's lock with a 500 ms deadline: acquired\n";
 
-  co_await a.async_unlock(use_awaitable);
-  co_await b.async_lock(use_awaitable);  // now free
-  std::cout << "bob took " << b.key() << " after alice unlocked\n";
-  co_await b.async_unlock(use_awaitable);
+  co_await held_by_alice.async_release(use_awaitable);
+  auto held_by_bob = co_await b.async_lock(use_awaitable);  // now free
+  std::cout << "bob took " << held_by_bob.key() << " after alice released it\n";
+  co_await held_by_bob.async_release(use_awaitable);
   co_await alice.async_close(use_awaitable);
   co_await bob.async_close(use_awaitable);
 }

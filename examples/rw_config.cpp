@@ -22,11 +22,11 @@ asio::awaitable<void> pause(std::chrono::milliseconds d) {
 asio::awaitable<void> reader(coetcd::session& s, coetcd::client& etcd, int id, std::chrono::milliseconds after) {
   co_await pause(after);
   coetcd::rw_mutex rw(s, "config");
-  co_await rw.async_lock_shared(use_awaitable);
+  auto reading = co_await rw.async_lock_shared(use_awaitable);
   auto r = co_await etcd.async_get("/config/value", use_awaitable);
   std::cout << "reader " << id << " reads " << (r.kvs.empty() ? "(none)" : r.kvs[0].value) << "\n";
   co_await pause(100ms);
-  co_await rw.async_unlock_shared(use_awaitable);
+  co_await reading.async_release(use_awaitable);
 }
 
 // The writer's key ("config/write/<lease hex>") waits for every older reader and writer; its
@@ -34,9 +34,9 @@ asio::awaitable<void> reader(coetcd::session& s, coetcd::client& etcd, int id, s
 asio::awaitable<void> writer(coetcd::session& s, coetcd::client& etcd) {
   co_await pause(50ms);
   coetcd::rw_mutex rw(s, "config");
-  auto update = [&]() -> asio::awaitable<void> {
+  auto update = [&](coetcd::rw_mutex::hold& writing) -> asio::awaitable<void> {
     auto w = co_await etcd.async_txn(
-        coetcd::txn().when(rw.is_owner()).then(coetcd::txn_op::put("/config/value", "v2")), use_awaitable);
+        coetcd::txn().when(writing.fence()).then(coetcd::txn_op::put("/config/value", "v2")), use_awaitable);
     std::cout << "writer: update " << (w.succeeded ? "applied" : "rejected") << "\n";
   };
   co_await coetcd::with_lock(rw, std::move(update));

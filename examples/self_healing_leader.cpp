@@ -16,10 +16,10 @@ using namespace std::chrono_literals;
 
 // What a replica does while it leads: its writes go through only while its term lasts.
 auto scheduler(coetcd::client& etcd, std::string name) {
-  return [&etcd, name](coetcd::leader_term term) -> asio::awaitable<void> {
-    std::cout << name << " leads (term " << term.revision << ")\n";
+  return [&etcd, name](coetcd::election::hold& term) -> asio::awaitable<void> {
+    std::cout << name << " leads (term " << term.fencing_token() << ")\n";
     for (;;) {
-      auto tick = coetcd::txn().when(term.is_current()).then(coetcd::txn_op::put("scheduler/last-tick", name));
+      auto tick = coetcd::txn().when(term.fence()).then(coetcd::txn_op::put("scheduler/last-tick", name));
       // A failed write is not worth ending the run for (a body that throws would end it).
       auto [ec, written] = co_await etcd.async_txn(tick, asio::as_tuple(use_awaitable));
       if (!ec && !written.succeeded) std::cout << name << "'s tick refused: its term is over\n";
@@ -60,7 +60,7 @@ asio::awaitable<void> run(coetcd::client& etcd) {
   // The leader's session dies (its lease revoked, as an operator or an expiry would).
   auto keys = co_await etcd.async_get("services/scheduler/", coetcd::get_options{.prefix = true}, use_awaitable);
   for (auto& kv : keys.kvs)
-    if (kv.create_revision == a.revision()) co_await etcd.async_lease_revoke(kv.lease, use_awaitable);
+    if (kv.create_revision == a.fencing_token()) co_await etcd.async_lease_revoke(kv.lease, use_awaitable);
   co_await wait_until([&] { return b.is_leader(); });
   std::cout << "replica-a campaigns again behind replica-b\n";
   stop_b.emit(asio::cancellation_type::terminal);  // replica-b shuts down

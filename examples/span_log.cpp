@@ -44,12 +44,12 @@ void print_end(const coetcd::span& s) {
 
 asio::awaitable<void> handle(coetcd::client& etcd, coetcd::session& session, std::shared_ptr<const request> r) {
   coetcd::mutex orders(session, "span_log/orders");
-  co_await orders.async_lock(coetcd::with_span_context(r, use_awaitable));
+  auto held = co_await orders.async_lock(coetcd::with_span_context(r, use_awaitable));
   auto got = co_await etcd.async_get("span_log/count", coetcd::with_span_context(r, use_awaitable));
   const int count = got.kvs.empty() ? 0 : std::stoi(got.kvs[0].value);
-  auto write = coetcd::txn().when(orders.is_owner()).then(coetcd::txn_op::put("span_log/count", std::to_string(count + 1)));
+  auto write = coetcd::txn().when(held.fence()).then(coetcd::txn_op::put("span_log/count", std::to_string(count + 1)));
   co_await etcd.async_txn(write, coetcd::with_span_context(r, use_awaitable));
-  co_await orders.async_unlock(use_awaitable);
+  co_await held.async_release(use_awaitable);
 }
 
 int main(int argc, char** argv) {

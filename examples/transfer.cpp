@@ -25,18 +25,17 @@ asio::awaitable<void> run(coetcd::client& etcd, std::string from, std::string to
   coetcd::multi_lock both({a, b});  // taken as bank-lock/<first name>, then the other
   int moved = 0;
   for (int i = 0; i < rounds; ++i) {
-    co_await both.async_lock(use_awaitable);
+    auto held = co_await both.async_lock(use_awaitable);
     auto have = co_await balance(etcd, from);
     auto other = co_await balance(etcd, to);
     // The write lands only while both locks are still ours.
     auto w = co_await etcd.async_txn(coetcd::txn()
-                                         .when(a.is_owner())
-                                         .when(b.is_owner())
+                                         .when(held.fence())
                                          .then(coetcd::txn_op::put("/bank/" + from, std::to_string(have - 1)))
                                          .then(coetcd::txn_op::put("/bank/" + to, std::to_string(other + 1))),
                                      use_awaitable);
     moved += w.succeeded;
-    co_await both.async_unlock(use_awaitable);
+    co_await held.async_release(use_awaitable);
   }
   std::cout << "moved " << moved << " from " << from << " to " << to << "\n";
   co_await s.async_close(use_awaitable);

@@ -35,9 +35,9 @@ void lock_status(std::string_view in) {
     kvs.push_back(std::move(kv));
   }
   std::map<std::int64_t, coetcd::lease_ttl_result> ttls;
-  ttls[1].ttl = 9;
-  ttls[1].granted_ttl = 60;
-  ttls[2].ttl = -1;
+  ttls[1].ttl = std::chrono::seconds(9);
+  ttls[1].granted_ttl = std::chrono::seconds(60);
+  ttls[2].ttl = std::chrono::seconds(-1);
 
   const auto st = coetcd::detail::queue_status(name, rev, kvs, ttls);
   FUZZ_CHECK(st.name == name && st.revision == rev);
@@ -61,7 +61,7 @@ void lock_status(std::string_view in) {
   for (const auto& e : listed) {
     auto kv = std::find_if(kvs.begin(), kvs.end(), [&](const coetcd::key_value& k) { return k.key == e.key; });
     FUZZ_CHECK(kv != kvs.end() && kv->value == e.value && kv->lease == e.lease && kv->create_revision == e.create_revision);
-    FUZZ_CHECK(e.ttl == (ttls.count(e.lease) ? ttls.at(e.lease).ttl : 0));
+    FUZZ_CHECK(e.ttl == (ttls.count(e.lease) ? ttls.at(e.lease).ttl : std::chrono::seconds(0)));
     // A longer name's key says which name it is of ("a//<lease>" is "a/"'s), and never holds.
     if (own(e)) {
       FUZZ_CHECK(e.other_name.empty());

@@ -6,7 +6,9 @@
 #include <coetcd/election_observer.hpp>
 #include <coetcd/error.hpp>
 #include <coetcd/event.hpp>
+#include <coetcd/hold.hpp>
 #include <coetcd/lock_status.hpp>
+#include <coetcd/loss_reason.hpp>
 #include <coetcd/multi_lock.hpp>
 #include <coetcd/mutex.hpp>
 #include <coetcd/rw_mutex.hpp>

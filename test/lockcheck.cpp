@@ -1,10 +1,10 @@
 // The mutual-exclusion checker. Several `lockcheck work` processes, each with CALLERS coroutines
 // sharing one session and one mutex object (so the lock also passes between them locally), take
 // one lock over and over. Each critical section reads the check key and the lock key (one read,
-// one revision), then writes, guarded by the mutex's is_owner(), an acquire record and the check
+// one revision), then writes, guarded by its hold's fence(), an acquire record and the check
 // key (its own stamp), and later a release record. Records are named by the caller that wrote
-// them (client id and PID, caller index, the caller's own counter), never by what the mutex says
-// about its holder: two callers granted at once would read the same token and, named by it,
+// them (client id and PID, caller index, the caller's own counter), never by what the hold says
+// about itself: two callers granted at once would read the same token and, named by it,
 // write the same keys and look like one section. etcd's revisions order those writes, so
 // afterwards `lockcheck verify` can prove from etcd alone that:
 //   - no two sections overlap: in the order of their acquire revisions, each one's read and
@@ -129,7 +129,7 @@ struct caller_context {
 
 /// A fenced write was rejected. Stale if our key is gone or another one (the lock moved on);
 /// a violation if, at the rejection's revision, our key still had the create revision it had when
-/// we acquired (so is_owner() was false while we owned it, or someone else changed our key), or
+/// we acquired (so our fence() failed while we owned it, or someone else changed our key), or
 /// if it has it now and the session's lease is alive.
 asio::awaitable<void> rejected(caller_context& x, const char* what, const coetcd::txn_result& r, std::int64_t token,
                                std::int64_t key_create, const std::string& stamp) {
@@ -138,7 +138,7 @@ asio::awaitable<void> rejected(caller_context& x, const char* what, const coetcd
   auto [gec, now] = co_await x.c.async_get(x.m.key(), asio::as_tuple(use_awaitable));
   auto [lec, lease] = co_await x.c.async_lease_time_to_live(x.s.lease(), asio::as_tuple(use_awaitable));
   const bool key_now = !gec && !now.kvs.empty() && now.kvs.front().create_revision == key_create;
-  const bool lease_alive = !lec && lease.ttl > 0;
+  const bool lease_alive = !lec && lease.ttl.count() > 0;
   violation |= key_now && lease_alive;
   char why[512];
   std::snprintf(why, sizeof why,
@@ -151,7 +151,7 @@ asio::awaitable<void> rejected(caller_context& x, const char* what, const coetcd
                 gec ? gec.message().c_str()
                     : now.kvs.empty() ? "gone"
                                       : ("create_revision " + std::to_string(now.kvs.front().create_revision)).c_str(),
-                lec ? lec.message().c_str() : lease_alive ? ("alive, " + std::to_string(lease.ttl) + " s").c_str()
+                lec ? lec.message().c_str() : lease_alive ? ("alive, " + std::to_string(lease.ttl.count()) + " s").c_str()
                                                           : "gone");
   if (!violation) {
     ++x.n.stale_rejected;
@@ -169,7 +169,7 @@ asio::awaitable<void> rejected(caller_context& x, const char* what, const coetcd
 asio::awaitable<void> sections(caller_context x, int caller, long& counter) {
   static const bool print_grants = std::getenv("LOCKCHECK_GRANTS") != nullptr;
   while (!x.stop && !x.s.lost()) {
-    auto [ec] = co_await x.m.async_lock(asio::as_tuple(use_awaitable));
+    auto [ec, held] = co_await x.m.async_lock(asio::as_tuple(use_awaitable));
     if (ec == coetcd::error::session_lost) {
       ++x.n.sessions_lost;
       break;
@@ -179,9 +179,9 @@ asio::awaitable<void> sections(caller_context x, int caller, long& counter) {
       std::fprintf(stderr, "lockcheck %s: lock failed: %s\n", x.id.c_str(), ec.message().c_str());
       continue;
     }
-    // Ours until we unlock: the object describes its current holder.
-    const auto token = x.m.fencing_token();
-    const auto local = static_cast<std::int64_t>(x.m.local_sequence());
+    // Ours until we release it: the hold describes this section.
+    const auto token = held.fencing_token();
+    const auto local = static_cast<std::int64_t>(held.local_sequence());
     const auto stamp = caller_stamp(x.process, caller, ++counter);
     if (print_grants) {
       std::printf("lockcheck %s grant at %.6f token %lld local %lld caller %s\n", x.id.c_str(), steady_seconds(),
@@ -196,7 +196,7 @@ asio::awaitable<void> sections(caller_context x, int caller, long& counter) {
     if (e0) {  // nothing written: the section leaves no record
       ++x.n.errors;
       std::fprintf(stderr, "lockcheck %s: read failed: %s\n", x.id.c_str(), e0.message().c_str());
-      co_await x.m.async_unlock(asio::as_tuple(use_awaitable));
+      co_await held.async_release(asio::as_tuple(use_awaitable));
       continue;
     }
     auto& prev_kvs = r0.responses.at(0).get().kvs;
@@ -205,7 +205,7 @@ asio::awaitable<void> sections(caller_context x, int caller, long& counter) {
     const std::int64_t key_create = key_kvs.empty() ? 0 : key_kvs.front().create_revision;
     const auto common = "token=" + std::to_string(token) + " local=" + std::to_string(local);
     auto acq = coetcd::txn()
-                   .when(x.m.is_owner())
+                   .when(held.fence())
                    .then(coetcd::txn_op::put(log_prefix(x.name) + stamp + "/acq",
                                              common + " read=" + std::to_string(r0.header.revision) +
                                                  " key=" + std::to_string(key_create) + " prev=" + prev))
@@ -218,7 +218,7 @@ asio::awaitable<void> sections(caller_context x, int caller, long& counter) {
       asio::steady_timer hold(co_await asio::this_coro::executor, 5ms);
       co_await hold.async_wait(asio::as_tuple(use_awaitable));
       auto rel = coetcd::txn()
-                     .when(x.m.is_owner())
+                     .when(held.fence())
                      .then(coetcd::txn_op::put(log_prefix(x.name) + stamp + "/rel", common))
                      .otherwise(coetcd::txn_op::get(x.m.key()));
       auto [e2, r2] = co_await guarded(x.c, rel, x.n);
@@ -232,7 +232,7 @@ asio::awaitable<void> sections(caller_context x, int caller, long& counter) {
     } else if (ok) {
       ++x.n.sections;
     }
-    co_await x.m.async_unlock(asio::as_tuple(use_awaitable));
+    co_await held.async_release(asio::as_tuple(use_awaitable));
   }
 }
 

@@ -1,6 +1,8 @@
-// Asio's rules for the objects, checked on each kind: moved-from objects and move assignment
-// (the client, cluster and maintenance handles, counter, double_barrier included), accessors
-// read from a thread pool, get_client() of a gone client, and with_lock's token form.
+// Asio's rules for the objects, checked on each kind: moved-from objects and holds and move
+// assignment (the client, cluster and maintenance handles, counter, double_barrier included),
+// empty objects and holds completing never inline, a lock object destroyed with operations
+// pending, accessors read from a thread pool, get_client() of a gone client, and with_lock's
+// token form.
 #define BOOST_TEST_MODULE coetcd_asio_objects
 #include "support/fixture.hpp"
 
@@ -11,11 +13,14 @@
 #include <coetcd/counter.hpp>
 #include <coetcd/double_barrier.hpp>
 #include <coetcd/election_observer.hpp>
+#include <coetcd/lease_keepalive.hpp>
 #include <coetcd/maintenance.hpp>
 
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -26,9 +31,53 @@ using namespace std::chrono_literals;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
+namespace {
+
+/// The error a future of an operation completed with (asio::error::timed_out: none within 5 s).
+template <class Future>
+error_code code_of(Future f) {
+  if (f.wait_for(5s) != std::future_status::ready) return make_error_code(asio::error::timed_out);
+  try {
+    f.get();
+    return {};
+  } catch (const boost::system::system_error& e) {
+    return e.code();
+  }
+}
+
+/// An empty hold `H` (what every acquisition hands back with an error) holds nothing, has no
+/// executor and no fence, and answers its release and its loss wait with bad_descriptor.
+template <class H>
+void check_empty_hold(const char* what) {
+  BOOST_TEST_CONTEXT(what) {
+    H h;
+    BOOST_TEST(!h);
+    BOOST_TEST((h.get_executor() == typename H::executor_type()));
+    error_code fenced;
+    try {
+      (void)h.fence();
+    } catch (const boost::system::system_error& e) {
+      fenced = e.code();
+    }
+    BOOST_TEST(fenced == asio::error::bad_descriptor, fenced.message());
+    auto released = code_of(h.async_release(asio::use_future));
+    BOOST_TEST(released == asio::error::bad_descriptor, released.message());
+    auto lost = code_of(h.async_wait_lost(asio::use_future));
+    BOOST_TEST(lost == asio::error::bad_descriptor, lost.message());
+    // A moved-from hold is empty too.
+    H other(std::move(h));
+    auto again = code_of(h.async_release(asio::use_future));
+    BOOST_TEST(again == asio::error::bad_descriptor, again.message());
+  }
+}
+
+}  // namespace
+
 // A moved-from object is empty, not broken: accessors give empty values, operations complete
-// with asio::error::bad_descriptor (as an Asio object's on a closed one), posted. Move assignment
-// gives up what the target held, as its destructor would, and takes the other's state.
+// with asio::error::bad_descriptor (as an Asio object's on a closed one), posted, and hand over
+// an empty hold. Move assignment of a lock object leaves the holds taken through it alone (they
+// are not the object's); move assignment of a hold gives up what the target held, as its
+// destructor would, and takes the other's hold.
 BOOST_AUTO_TEST_CASE(moved_from_objects_are_empty_and_move_assignment_releases) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
@@ -46,33 +95,62 @@ BOOST_AUTO_TEST_CASE(moved_from_objects_are_empty_and_move_assignment_releases) 
     election_observer obs2(std::move(obs));
     BOOST_TEST(a.name().empty());
     BOOST_TEST(a.key().empty());
-    BOOST_TEST(!a.held());
-    BOOST_TEST(a.fencing_token() == 0);
     BOOST_TEST((a.get_executor() == nullptr));
     BOOST_TEST(rw.name().empty());
+    BOOST_TEST(rw.write_key().empty());
     BOOST_TEST(sem.name().empty());
+    BOOST_TEST(sem.permits() == 0);
     BOOST_TEST(e.name().empty());
-    BOOST_TEST(!e.is_leader());
-    BOOST_CHECK_THROW(a.is_owner(), boost::system::system_error);
+    BOOST_TEST(e.key().empty());
     auto no_throw = asio::as_tuple(use_awaitable);
-    auto [r1] = co_await a.async_lock(no_throw);
+    auto [r1, h1] = co_await a.async_lock(no_throw);
     BOOST_TEST(r1 == asio::error::bad_descriptor, r1.message());
-    auto [r2] = co_await rw.async_lock_shared(no_throw);
+    BOOST_TEST(!h1);
+    auto [r2, h2] = co_await rw.async_lock_shared(no_throw);
     BOOST_TEST(r2 == asio::error::bad_descriptor, r2.message());
-    auto [r3] = co_await sem.async_acquire(1, no_throw);
+    BOOST_TEST(!h2);
+    auto [r3, h3] = co_await sem.async_acquire(1, no_throw);
     BOOST_TEST(r3 == asio::error::bad_descriptor, r3.message());
-    auto [r4] = co_await e.async_campaign("v", no_throw);
+    BOOST_TEST(!h3);
+    auto [r4, h4] = co_await e.async_campaign("v", no_throw);
     BOOST_TEST(r4 == asio::error::bad_descriptor, r4.message());
+    BOOST_TEST(!h4);
     auto [r5, v5] = co_await obs.async_next(no_throw);
     BOOST_TEST(r5 == asio::error::bad_descriptor, r5.message());
 
-    // Move assignment onto a mutex that holds: its lock goes, as on destruction.
-    co_await a2.async_lock(use_awaitable);
-    BOOST_TEST(a2.held());
+    // A moved-from hold is empty: no token, key or sequence, no fence, and its release is
+    // bad_descriptor; the hold moved into holds.
+    auto first = co_await a2.async_lock(use_awaitable);
+    const auto key = first.key();
+    auto held = std::move(first);
+    BOOST_TEST(!first);
+    BOOST_TEST(first.fencing_token() == 0);
+    BOOST_TEST(first.key().empty());
+    BOOST_TEST(first.local_sequence() == 0u);
+    BOOST_TEST((first.get_executor() == nullptr));
+    BOOST_CHECK_THROW(first.fence(), boost::system::system_error);
+    auto [r6] = co_await first.async_release(no_throw);
+    BOOST_TEST(r6 == asio::error::bad_descriptor, r6.message());
+    BOOST_TEST(bool(held));
+    BOOST_TEST(held.key() == key);
+    BOOST_TEST(held.fencing_token() > 0);
+
+    // Move assignment onto a mutex whose hold is out: the hold stays.
     a2 = std::move(b);
     BOOST_TEST(a2.name() == "/rules/moved-b");
-    BOOST_TEST(!a2.held());
-    BOOST_TEST(co_await settled_keys(c, "/rules/moved-a/", 0) == 0, "the assigned-over mutex's lock was not released");
+    co_await sleep_for(200ms);
+    BOOST_TEST(bool(held));
+    BOOST_TEST(co_await count_keys(c, "/rules/moved-a/") == 1, "assigning over the mutex released its hold");
+
+    // Move assignment onto a hold that holds: its lock goes, as on destruction.
+    auto other = co_await a2.async_lock(use_awaitable);
+    held = std::move(other);
+    BOOST_TEST(!other);
+    BOOST_TEST(bool(held));
+    BOOST_TEST(held.key() == a2.key());
+    BOOST_TEST(co_await settled_keys(c, "/rules/moved-a/", 0) == 0, "the assigned-over hold's lock was not released");
+    BOOST_TEST(co_await count_keys(c, "/rules/moved-b/") == 1);
+    co_await held.async_release(use_awaitable);
     co_await s.async_close(use_awaitable);
   }(c));
 }
@@ -114,7 +192,7 @@ BOOST_AUTO_TEST_CASE(a_moved_from_client_is_empty_and_its_operations_answer_bad_
     c.async_delete("/rules/empty-client", r());
     c.async_txn(txn().then(txn_op::get("/rules/empty-client")), r());
     c.async_compact(1, r());
-    c.async_lease_grant(10, r());
+    c.async_lease_grant(std::chrono::seconds(10), r());
     c.async_lease_revoke(1, r());
     c.async_lease_time_to_live(1, r());
     c.async_lease_leases(r());
@@ -183,11 +261,116 @@ BOOST_AUTO_TEST_CASE(a_counter_outlives_a_client_move_and_a_moved_from_one_is_em
   }(live, ctr));
 }
 
+// Never inline: an empty object (default-constructed or moved from) has no executor of its own,
+// so its operations complete through the handler's associated executor, after the initiating
+// function has returned.
+BOOST_AUTO_TEST_CASE(empty_objects_complete_on_the_handlers_executor_never_inline) {
+  asio::io_context ioc;
+  std::atomic<int> done{0};
+  std::vector<error_code> got;  // only touched on ioc's thread (the handlers are bound to it)
+  auto record = [&](error_code ec, auto&&...) {
+    ++done;
+    got.push_back(ec);
+  };
+  watcher w;
+  session s;
+  lease_keepalive k;
+  mutex::hold mh;
+  rw_mutex::shared_hold rh;
+  semaphore::hold ph;
+  multi_lock::hold all;
+  election::hold lead;
+  int done_after_initiating = -1;
+  // Initiated from a handler that ioc runs: a dispatch to the handler's executor would run the
+  // handler right there, inside the initiating function.
+  asio::post(ioc, [&] {
+    w.async_next(asio::bind_executor(ioc, record));
+    s.async_wait_lost(asio::bind_executor(ioc, record));
+    s.async_close(asio::bind_executor(ioc, record));
+    k.async_wait_lost(asio::bind_executor(ioc, record));
+    mh.async_release(asio::bind_executor(ioc, record));
+    mh.async_wait_lost(asio::bind_executor(ioc, record));
+    rh.async_release(asio::bind_executor(ioc, record));
+    ph.async_wait_lost(asio::bind_executor(ioc, record));
+    all.async_release(asio::bind_executor(ioc, record));
+    lead.async_proclaim("v", asio::bind_executor(ioc, record));
+    lead.async_wait_lost(asio::bind_executor(ioc, record));
+    done_after_initiating = done;
+  });
+  ioc.run();
+  BOOST_TEST(done_after_initiating == 0, "an empty object completed inside its initiating function");
+  BOOST_TEST(done == 11);
+  // An empty watcher's next is watch_canceled (its watch is over); every other operation on
+  // nothing, an empty session's close included, is bad_descriptor, as Asio's closed objects answer.
+  const auto bad = make_error_code(asio::error::bad_descriptor);
+  std::multiset<error_code> want{make_error_code(error::watch_canceled), bad, bad, bad,
+                                 bad, bad, bad, bad, bad, bad, bad};
+  BOOST_TEST((std::multiset<error_code>(got.begin(), got.end()) == want));
+}
+
+// Destroying a lock object aborts its pending operations at once (operation_aborted), as
+// destroying an Asio object does, instead of when their turn comes. The waiting key goes at once
+// when the callers could be cancelled (a handler with a cancellation slot, as every coroutine
+// has); a caller nobody could cancel had its txn awaited without an abandonable side task, so
+// its key goes when its turn comes.
+BOOST_AUTO_TEST_CASE(destroying_a_mutex_aborts_its_pending_locks_at_once) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    for (bool with_slot : {true, false}) {
+      auto hs = co_await session::async_create(c, use_awaitable);
+      auto ws = co_await session::async_create(c, use_awaitable);
+      mutex held(hs, "/rules/destroyed");
+      auto holding = co_await held.async_lock(use_awaitable);
+      std::vector<error_code> results;
+      int handed_over = 0;  // holds that came with the aborts
+      asio::cancellation_signal unused[3];
+      auto waiting = std::make_unique<mutex>(ws, "/rules/destroyed");
+      for (auto& sig : unused) {
+        auto record = [&results, &handed_over](error_code ec, mutex::hold h) {
+          results.push_back(ec);
+          handed_over += bool(h);
+        };
+        if (with_slot) waiting->async_lock(asio::bind_cancellation_slot(sig.slot(), record));
+        else waiting->async_lock(record);
+      }
+      // Queued behind `held`: two keys on the server.
+      BOOST_TEST_REQUIRE(co_await settled_keys(c, "/rules/destroyed/", 2) == 2);
+      waiting.reset();
+      co_await eventually([&] { return results.size() == 3u; }, 1000ms);  // the turn never comes meanwhile
+      BOOST_TEST(results.size() == 3u, "pending locks did not complete when their mutex was destroyed");
+      for (auto& ec : results) BOOST_TEST(ec == asio::error::operation_aborted, ec.message());
+      BOOST_TEST(handed_over == 0);
+      if (with_slot)
+        BOOST_TEST(co_await settled_keys(c, "/rules/destroyed/", 1) == 1, "the destroyed mutex's waiting key is still there");
+      co_await holding.async_release(use_awaitable);
+      // Its turn: a key nobody waits on is released.
+      BOOST_TEST(co_await settled_keys(c, "/rules/destroyed/", 0) == 0, "a key of the destroyed mutex outlived its turn");
+      co_await hs.async_close(use_awaitable);
+      co_await ws.async_close(use_awaitable);
+    }
+  }(c));
+}
+
+// Every hold type, empty: no server is needed, since an empty hold has nothing to ask it.
+BOOST_AUTO_TEST_CASE(an_empty_hold_answers_bad_descriptor) {
+  check_empty_hold<mutex::hold>("mutex::hold");
+  check_empty_hold<rw_mutex::hold>("rw_mutex::hold");
+  check_empty_hold<rw_mutex::shared_hold>("rw_mutex::shared_hold");
+  check_empty_hold<semaphore::hold>("semaphore::hold");
+  check_empty_hold<multi_lock::hold>("multi_lock::hold");
+  check_empty_hold<election::hold>("election::hold");
+  election::hold none;
+  auto proclaimed = code_of(none.async_proclaim("v", asio::use_future));
+  BOOST_TEST(proclaimed == asio::error::bad_descriptor, proclaimed.message());
+  BOOST_TEST(none.fencing_token() == 0);
+}
+
 // A pool: the io_context runs on 4 threads, and 8 callers of one mutex, each a coroutine on a
 // strand of its own (as with_lock's `||` needs), lock it through with_lock and read the hold's
 // accessors inside while the client's strand, on another thread, writes them. Exclusion holds,
-// every accessor says the hold is this caller's, and ThreadSanitizer (COETCD_TEST_BUILDS=
-// clang-tsan scripts/test) reports no race.
+// every accessor says the hold is held, each hold has a sequence of its own, and ThreadSanitizer
+// (COETCD_TEST_BUILDS=clang-tsan scripts/test) reports no race.
 BOOST_AUTO_TEST_CASE(callers_on_a_thread_pool_read_the_accessors_safely) {
   asio::io_context ioc(4);
   client c(ioc.get_executor(), options_for(server()));
@@ -207,17 +390,23 @@ BOOST_AUTO_TEST_CASE(callers_on_a_thread_pool_read_the_accessors_safely) {
   ready.get_future().wait();
   BOOST_TEST_REQUIRE(s.lease() != 0);
   mutex m(s, "/rules/pool");
+  std::mutex seen_mutex;
+  std::set<std::uint64_t> seen;  // the holds' local sequences
   for (int i = 0; i < callers; ++i)
     asio::co_spawn(asio::make_strand(ioc), [&]() -> asio::awaitable<void> {
       for (int r = 0; r < rounds; ++r) {
-        co_await with_lock(m, [&]() -> asio::awaitable<void> {
+        co_await with_lock(m, [&](mutex::hold& h) -> asio::awaitable<void> {
           if (inside.fetch_add(1) != 0) ++overlaps;
           ++sections;
-          // Another caller's hold must never show here; reads race with the strand's writes
-          // unless they are atomics.
-          if (!m.held() || m.fencing_token() <= 0 || m.local_sequence() == 0 || m.header().revision <= 0 || s.lost())
+          // Reads race with the strand's writes unless they are atomics.
+          if (!h || h.fencing_token() <= 0 || h.local_sequence() == 0 || h.header().revision <= 0 || s.lost() ||
+              h.key() != m.key())
             ++wrong;
-          (void)m.is_owner();
+          (void)h.fence();
+          {
+            std::lock_guard<std::mutex> lock(seen_mutex);
+            if (!seen.insert(h.local_sequence()).second) ++wrong;  // another caller's hold showed here
+          }
           co_await asio::post(co_await asio::this_coro::executor, use_awaitable);  // yield while holding
           inside.fetch_sub(1);
         });
@@ -233,6 +422,7 @@ BOOST_AUTO_TEST_CASE(callers_on_a_thread_pool_read_the_accessors_safely) {
   BOOST_TEST(overlaps == 0);
   BOOST_TEST(wrong == 0);
   BOOST_TEST(errors == 0);
+  BOOST_TEST(seen.size() == static_cast<std::size_t>(callers * rounds));
   std::promise<void> closed;
   s.async_close([&](error_code) { closed.set_value(); });
   closed.get_future().wait_for(10s);
@@ -279,7 +469,7 @@ BOOST_AUTO_TEST_CASE(with_lock_takes_a_completion_token) {
   mutex m(s, "/rules/with-lock");
 
   std::promise<std::pair<std::exception_ptr, int>> called;
-  auto body = [&m]() -> asio::awaitable<int> { co_return m.held() ? 42 : -1; };
+  auto body = [](mutex::hold& h) -> asio::awaitable<int> { co_return h ? 42 : -1; };
   with_lock(m, std::move(body), {}, [&called](std::exception_ptr e, int v) { called.set_value({e, v}); });
   auto result = called.get_future();
   BOOST_TEST_REQUIRE((result.wait_for(10s) == std::future_status::ready));
@@ -321,14 +511,13 @@ BOOST_AUTO_TEST_CASE(with_lock_takes_a_completion_token) {
   BOOST_TEST((std::chrono::steady_clock::now() - t0 < 5s));
 
   BOOST_TEST(asio::co_spawn(ioc, count_keys(c, "/rules/with-lock/"), asio::use_future).get() == 0);
-  BOOST_TEST(!m.held());
   s.async_close(asio::use_future).get();
   c.close();
   guard.reset();
   loop.join();
 }
 
-// A release that fails after the body returned is reported through unlock_error, not thrown: the
+// A release that fails after the body returned is reported through release_error, not thrown: the
 // body's value stands. The server is paused as the body ends, so the delete runs out of time;
 // once it resumes the background retry removes the key. A release that succeeds clears it.
 BOOST_AUTO_TEST_CASE(a_failed_release_is_reported_and_the_bodys_value_kept) {
@@ -342,7 +531,8 @@ BOOST_AUTO_TEST_CASE(a_failed_release_is_reported_and_the_bodys_value_kept) {
     mutex m(s, "/rules/release");
     error_code released = make_error_code(error::locked);
     auto fine = []() -> asio::awaitable<int> { co_return 1; };
-    BOOST_TEST(co_await with_lock(m, std::move(fine), {.unlock_error = &released}) == 1);
+    const with_lock_options report{.release_error = &released};
+    BOOST_TEST(co_await with_lock(m, std::move(fine), report) == 1);
     BOOST_TEST(!released, "a release that succeeded left " << released.message());
 
     auto pausing = [&etcd]() -> asio::awaitable<int> {
@@ -351,7 +541,7 @@ BOOST_AUTO_TEST_CASE(a_failed_release_is_reported_and_the_bodys_value_kept) {
     };
     int v = 0;
     try {
-      v = co_await with_lock(m, std::move(pausing), {.unlock_error = &released});
+      v = co_await with_lock(m, std::move(pausing), report);
     } catch (const std::exception& e) {
       BOOST_TEST(false, "with_lock threw after its body returned: " << e.what());
     }

@@ -41,10 +41,22 @@ asio::awaitable<error_code> caught(F f) {
 asio::awaitable<error_code> lock_and_unlock(client& c, const std::string& name) {
   auto s = co_await session::async_create(c, use_awaitable);
   mutex m(s, name);
-  auto [ec] = co_await m.async_lock(asio::as_tuple(use_awaitable));
-  if (!ec) co_await m.async_unlock(use_awaitable);
+  auto [ec, held] = co_await m.async_lock(asio::as_tuple(use_awaitable));
+  if (!ec) co_await held.async_release(use_awaitable);
   co_await s.async_close(use_awaitable);
   co_return ec;
+}
+
+/// Whether building `h`'s fence throws asio::error::bad_descriptor, as it must for a hold that
+/// holds nothing (empty, or moved from): there is no fence to pass.
+template <class Hold>
+bool fence_refused(Hold& h) {
+  try {
+    (void)h.fence();
+    return false;
+  } catch (const boost::system::system_error& e) {
+    return e.code() == asio::error::bad_descriptor;
+  }
 }
 
 asio::awaitable<error_code> session_with_ttl(client& c, std::chrono::seconds ttl) {
@@ -106,10 +118,10 @@ std::vector<bad_case> cases() {
          auto s1 = co_await session::async_create(c, use_awaitable);
          auto s2 = co_await session::async_create(c, use_awaitable);
          mutex shorter(s1, name), longer(s2, name + "fix");
-         co_await shorter.async_lock(use_awaitable);
-         auto [ec] = co_await longer.async_try_lock(asio::as_tuple(use_awaitable));  // not blocked by "bad-pre"
-         if (!ec) co_await longer.async_unlock(use_awaitable);
-         co_await shorter.async_unlock(use_awaitable);
+         auto held = co_await shorter.async_lock(use_awaitable);
+         auto [ec, also] = co_await longer.async_try_lock(asio::as_tuple(use_awaitable));  // not blocked by "bad-pre"
+         if (!ec) co_await also.async_release(use_awaitable);
+         co_await held.async_release(use_awaitable);
          co_await s1.async_close(use_awaitable);
          co_await s2.async_close(use_awaitable);
          co_return ec;
@@ -121,20 +133,32 @@ std::vector<bad_case> cases() {
        error::invalid_argument},
       {"session TTL huge", "", [](client& c, const std::string&) { return session_with_ttl(c, std::chrono::seconds(1LL << 40)); },
        error::invalid_argument},
-      {"unlock twice", "bad-twice", [](client& c, const std::string& name) -> asio::awaitable<error_code> {
+      {"release twice", "bad-twice", [](client& c, const std::string& name) -> asio::awaitable<error_code> {
          auto s = co_await session::async_create(c, use_awaitable);
          mutex m(s, name);
-         co_await m.async_lock(use_awaitable);
-         co_await m.async_unlock(use_awaitable);
-         auto [ec] = co_await m.async_unlock(asio::as_tuple(use_awaitable));
+         auto held = co_await m.async_lock(use_awaitable);
+         co_await held.async_release(use_awaitable);
+         auto [ec] = co_await held.async_release(asio::as_tuple(use_awaitable));
          co_await s.async_close(use_awaitable);
          co_return ec;
        }, error::not_locked},
+      {"release a moved-from hold", "bad-moved-hold", [](client& c, const std::string& name) -> asio::awaitable<error_code> {
+         auto s = co_await session::async_create(c, use_awaitable);
+         mutex m(s, name);
+         auto held = co_await m.async_lock(use_awaitable);
+         auto taken = std::move(held);
+         auto [ec] = co_await held.async_release(asio::as_tuple(use_awaitable));
+         auto [still] = co_await taken.async_release(asio::as_tuple(use_awaitable));  // the lock went with the move
+         BOOST_TEST(!still, still.message());
+         co_await s.async_close(use_awaitable);
+         co_return ec;
+       }, asio::error::bad_descriptor},
       {"lock on a closed session", "bad-closed", [](client& c, const std::string& name) -> asio::awaitable<error_code> {
          auto s = co_await session::async_create(c, use_awaitable);
          mutex m(s, name);
          co_await s.async_close(use_awaitable);
-         auto [ec] = co_await m.async_lock(asio::as_tuple(use_awaitable));
+         auto [ec, held] = co_await m.async_lock(asio::as_tuple(use_awaitable));
+         BOOST_TEST(!held);
          co_return ec;
        }, error::session_lost},
       {"lock after the client is closed", "bad-client-closed", [](client&, const std::string& name) -> asio::awaitable<error_code> {
@@ -142,7 +166,8 @@ std::vector<bad_case> cases() {
          auto s = co_await session::async_create(mine, use_awaitable);
          mutex m(s, name);
          mine.close();
-         auto [ec] = co_await m.async_lock(asio::as_tuple(use_awaitable));
+         auto [ec, held] = co_await m.async_lock(asio::as_tuple(use_awaitable));
+         BOOST_TEST(!held);
          co_return ec;
        }, error::client_closed},
       {"endpoint that does not parse", "", [](client&, const std::string&) { return first_get(quick({"http://[::1"})); },
@@ -196,11 +221,16 @@ BOOST_AUTO_TEST_CASE(cancelling_lock_at_every_await_point_leaves_no_key) {
     mutex holder(hs, "bad-cancel"), m(ws, "bad-cancel");
     int aborted = 0, acquired = 0, other = 0;
     for (int contended = 0; contended < 2; ++contended) {
-      if (contended) co_await holder.async_lock(use_awaitable);
+      mutex::hold holding;
+      if (contended) holding = co_await holder.async_lock(use_awaitable);
       for (int step = 0; step <= 60; ++step) {
         asio::cancellation_signal cancel;
         auto result = std::make_shared<std::optional<error_code>>();
-        m.async_lock(asio::bind_cancellation_slot(cancel.slot(), [result](error_code ec) { *result = ec; }));
+        auto got = std::make_shared<mutex::hold>();
+        m.async_lock(asio::bind_cancellation_slot(cancel.slot(), [result, got](error_code ec, mutex::hold h) {
+          *got = std::move(h);
+          *result = ec;
+        }));
         asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::microseconds(100 * step));
         co_await t.async_wait(use_awaitable);
         cancel.emit(asio::cancellation_type::terminal);
@@ -208,17 +238,20 @@ BOOST_AUTO_TEST_CASE(cancelling_lock_at_every_await_point_leaves_no_key) {
         if (!**result) {
           ++acquired;
           BOOST_TEST(!contended, "acquired a lock that another session holds");
-          co_await m.async_unlock(use_awaitable);
+          BOOST_TEST(bool(*got));
+          co_await got->async_release(use_awaitable);
         } else if (**result == asio::error::operation_aborted) {
           ++aborted;
+          BOOST_TEST(!*got, "step " << step << ": an aborted lock handed over a hold");
           if (!contended) {
-            co_await m.async_lock(use_awaitable);
+            auto again = co_await m.async_lock(use_awaitable);
             co_await sleep_for(5ms);  // long enough for the aborted txn and its clean-up
             auto mine = co_await c.async_get(m.key(), get_options{}, use_awaitable);
             BOOST_TEST(mine.kvs.size() == 1u, "step " << step << ": the re-lock's key was removed");
-            auto owned = co_await c.async_txn(txn().when(m.is_owner()), use_awaitable);
+            auto guarded = txn().when(again.fence());
+            auto owned = co_await c.async_txn(guarded, use_awaitable);
             BOOST_TEST(owned.succeeded, "step " << step << ": the re-lock does not own its key");
-            co_await m.async_unlock(use_awaitable);
+            co_await again.async_release(use_awaitable);
           }
         } else {
           ++other;
@@ -227,7 +260,7 @@ BOOST_AUTO_TEST_CASE(cancelling_lock_at_every_await_point_leaves_no_key) {
         auto left = co_await settled_keys(c, "bad-cancel/", contended ? 1 : 0);
         BOOST_TEST(left == (contended ? 1 : 0), "step " << step << ": " << left << " keys left");
       }
-      if (contended) co_await holder.async_unlock(use_awaitable);
+      if (contended) co_await holding.async_release(use_awaitable);
     }
     BOOST_TEST_MESSAGE("cancelled lock: " << acquired << " acquired, " << aborted << " aborted");
     BOOST_TEST(other == 0);
@@ -248,32 +281,39 @@ BOOST_AUTO_TEST_CASE(cancelling_campaign_at_every_await_point_leaves_no_key) {
     auto ls = co_await session::async_create(c, use_awaitable);
     auto cs = co_await session::async_create(c, use_awaitable);
     election leader(ls, "bad-cancel-elect"), e(cs, "bad-cancel-elect");
-    co_await leader.async_campaign("sitting", use_awaitable);
+    auto sitting = co_await leader.async_campaign("sitting", use_awaitable);
     int aborted = 0;
     for (int step = 0; step <= 30; ++step) {
       asio::cancellation_signal cancel;
       auto result = std::make_shared<std::optional<error_code>>();
-      e.async_campaign("hopeful", asio::bind_cancellation_slot(cancel.slot(), [result](error_code ec) { *result = ec; }));
+      auto got = std::make_shared<election::hold>();
+      e.async_campaign("hopeful", asio::bind_cancellation_slot(cancel.slot(), [result, got](error_code ec, election::hold h) {
+        *got = std::move(h);
+        *result = ec;
+      }));
       asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::microseconds(200 * step));
       co_await t.async_wait(use_awaitable);
       cancel.emit(asio::cancellation_type::terminal);
       while (!result->has_value()) co_await sleep_for(1ms);
       BOOST_TEST(**result == asio::error::operation_aborted, "step " << step << ": " << (*result)->message());
       if (**result == asio::error::operation_aborted) ++aborted;
-      BOOST_TEST(!e.is_leader());
+      BOOST_TEST(!*got, "step " << step << ": an aborted campaign handed over a leadership");
       auto left = co_await settled_keys(c, "bad-cancel-elect/", 1);
       BOOST_TEST(left == 1, "step " << step << ": " << left << " keys under the election");
     }
     BOOST_TEST(aborted == 31);
-    co_await leader.async_resign(use_awaitable);
+    BOOST_TEST(bool(sitting));
+    co_await sitting.async_release(use_awaitable);
     co_await ls.async_close(use_awaitable);
     co_await cs.async_close(use_awaitable);
   }(c), 60s);
 }
 
-// A fence from a mutex that does not hold the lock never passes: never locked, a try_lock that
-// found it held, a lock cancelled while waiting, after unlock, after the session was lost. Each
-// guarded txn must fail and write nothing.
+// A fence without the lock never passes. A hold that holds nothing (empty, the empty hold of a
+// try_lock that found the name held, a moved-from hold) has no fence: building one throws
+// bad_descriptor. A fence of a hold that is over (released; its session lost), whether built
+// while it held or after, must fail its txn and write nothing. A lock cancelled while waiting
+// hands over no hold at all.
 BOOST_AUTO_TEST_CASE(a_fence_without_the_lock_never_passes) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
@@ -281,41 +321,56 @@ BOOST_AUTO_TEST_CASE(a_fence_without_the_lock_never_passes) {
     auto holder_s = co_await session::async_create(c, use_awaitable);
     auto s = co_await session::async_create(c, use_awaitable);
     mutex holder(holder_s, "fence");
-    auto fenced = [&c](mutex& m, std::string what) -> asio::awaitable<void> {
-      auto r = co_await c.async_txn(txn().when(m.is_owner()).then(txn_op::put("fence-written", what)), use_awaitable);
+    auto fenced = [&c](compare fence, std::string what) -> asio::awaitable<void> {
+      auto guarded = txn().when(fence).then(txn_op::put("fence-written", what));
+      auto r = co_await c.async_txn(guarded, use_awaitable);
       BOOST_TEST(!r.succeeded, what << ": the fence passed");
       BOOST_TEST(co_await count_keys(c, "fence-written") == 0, what);
     };
-    mutex never(s, "fence-free");
-    co_await fenced(never, "never locked (name free)");
-    co_await holder.async_lock(use_awaitable);
+    mutex::hold none;
+    BOOST_TEST(fence_refused(none), "an empty hold built a fence");
+    auto held = co_await holder.async_lock(use_awaitable);
     mutex m(s, "fence");
-    co_await fenced(m, "never locked (name held)");
-    auto [e1] = co_await m.async_try_lock(asio::as_tuple(use_awaitable));
+    auto [e1, tried] = co_await m.async_try_lock(asio::as_tuple(use_awaitable));
     BOOST_TEST(e1 == error::locked);
-    co_await fenced(m, "failed try_lock");
+    BOOST_TEST(!tried);
+    BOOST_TEST(fence_refused(tried), "the hold of a failed try_lock built a fence");
     {
       using namespace boost::asio::experimental::awaitable_operators;
       auto r = co_await (m.async_lock(use_awaitable) || sleep_for(100ms));
-      BOOST_TEST(r.index() == 1u);
+      BOOST_TEST(r.index() == 1u, "a lock of a held name won the race against 100 ms");
     }
-    co_await fenced(m, "cancelled lock");
-    co_await holder.async_unlock(use_awaitable);
-    co_await m.async_lock(use_awaitable);
-    co_await m.async_unlock(use_awaitable);
-    co_await fenced(m, "after unlock");
+    co_await held.async_release(use_awaitable);
+    auto h = co_await m.async_lock(use_awaitable);
+    const auto during = h.fence();
+    {  // the control: while held, the fence passes
+      auto guarded = txn().when(during).then(txn_op::put("fence-control", "held"));
+      auto r = co_await c.async_txn(guarded, use_awaitable);
+      BOOST_TEST(r.succeeded, "the fence of a hold that holds failed");
+      co_await c.async_delete("fence-control", use_awaitable);
+    }
+    co_await h.async_release(use_awaitable);
+    co_await fenced(during, "built while held, used after the release");
+    const auto after = h.fence();
+    co_await fenced(after, "built after the release");
     mutex lost(s, "fence-lost");
-    co_await lost.async_lock(use_awaitable);
+    auto lost_hold = co_await lost.async_lock(use_awaitable);
+    const auto before_loss = lost_hold.fence();
     auto r = etcdctl(server(), "lease revoke " + hex(s.lease()));
     BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
     co_await sleep_for(300ms);
-    co_await fenced(lost, "after session loss");
+    co_await fenced(before_loss, "built while held, used after the session loss");
+    const auto after_loss = lost_hold.fence();
+    co_await fenced(after_loss, "built after the session loss");
+    auto taken = std::move(lost_hold);
+    BOOST_TEST(fence_refused(lost_hold), "a moved-from hold built a fence");
   }(c));
 }
 
 // A client moved into another object (construction and assignment): sessions made from it keep
-// working through the new object, get_client() returns it, and a held mutex destroyed after the
-// move is released in the background (under ASan: nothing reaches the moved-from object).
+// working through the new object, get_client() returns it, and a hold destroyed after the move is
+// released in the background (under ASan: nothing reaches the moved-from object). Destroying the
+// mutex first leaves its hold alone.
 BOOST_AUTO_TEST_CASE(a_moved_client_keeps_its_sessions) {
   asio::io_context ioc;
   client checker(ioc, options_for(server()));
@@ -323,26 +378,30 @@ BOOST_AUTO_TEST_CASE(a_moved_client_keeps_its_sessions) {
   run_for(ioc, [](client& checker, std::unique_ptr<client>& first) -> asio::awaitable<void> {
     auto s = co_await session::async_create(*first, use_awaitable);
     auto m = std::make_unique<mutex>(s, "moved-client");
-    co_await m->async_lock(use_awaitable);
+    auto held = co_await m->async_lock(use_awaitable);
     auto moved = std::make_unique<client>(std::move(*first));
     first.reset();  // the moved-from object is gone
     BOOST_TEST(&s.get_client() == moved.get());
-    co_await m->async_unlock(use_awaitable);
-    co_await m->async_lock(use_awaitable);
-    m.reset();  // destroyed while held: released in the background
+    co_await held.async_release(use_awaitable);
+    held = co_await m->async_lock(use_awaitable);
+    m.reset();  // the mutex goes; its hold stays
+    co_await sleep_for(200ms);
+    BOOST_TEST(bool(held));
+    BOOST_TEST(co_await count_keys(checker, "moved-client/") == 1, "destroying the mutex released its hold");
+    { auto dropped = std::move(held); }  // destroyed while held: released in the background
     bool free = false;
     for (int i = 0; i < 100 && !free; ++i) {
       free = co_await count_keys(checker, "moved-client/") == 0;
       if (!free) co_await sleep_for(20ms);
     }
-    BOOST_TEST(free, "the destroyed mutex's key was not released");
+    BOOST_TEST(free, "the destroyed hold's key was not released");
     client assigned(co_await asio::this_coro::executor, options_for(server()));
     assigned = std::move(*moved);
     moved.reset();
     BOOST_TEST(&s.get_client() == &assigned);
     election e(s, "moved-client-e");
-    co_await e.async_campaign("v", use_awaitable);
-    co_await e.async_resign(use_awaitable);
+    auto lead = co_await e.async_campaign("v", use_awaitable);
+    co_await lead.async_release(use_awaitable);
     co_await s.async_close(use_awaitable);
     BOOST_TEST(co_await count_keys(checker, "moved-client") == 0);
   }(checker, first));
@@ -371,7 +430,8 @@ BOOST_AUTO_TEST_CASE(from_key_covers_every_key_after) {
   }(c));
 }
 
-// Every I/O object answers get_executor() with its client's executor.
+// Every I/O object, and every hold, answers get_executor() with its client's executor; an empty
+// one with an empty executor.
 BOOST_AUTO_TEST_CASE(every_io_object_has_the_clients_executor) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
@@ -387,5 +447,19 @@ BOOST_AUTO_TEST_CASE(every_io_object_has_the_clients_executor) {
     auto k = c.keep_alive(s.lease());
     BOOST_TEST((k.get_executor() == ex));
     BOOST_TEST((session().get_executor() == session::executor_type()));
+    mutex m(s, "exec-m");
+    semaphore sem(s, "exec-sem", 1);
+    election e(s, "exec-held-e");
+    auto held = co_await m.async_lock(use_awaitable);
+    auto permit = co_await sem.async_acquire(1, use_awaitable);
+    auto lead = co_await e.async_campaign("v", use_awaitable);
+    BOOST_TEST((held.get_executor() == ex));
+    BOOST_TEST((permit.get_executor() == ex));
+    BOOST_TEST((lead.get_executor() == ex));
+    BOOST_TEST((mutex::hold().get_executor() == mutex::hold::executor_type()));
+    BOOST_TEST((election::hold().get_executor() == election::hold::executor_type()));
+    co_await held.async_release(use_awaitable);
+    co_await permit.async_release(use_awaitable);
+    co_await lead.async_release(use_awaitable);
   }(c));
 }

@@ -106,13 +106,21 @@ BOOST_AUTO_TEST_CASE(close_with_work_in_flight_completes_everything) {
     ++out->completed;
     out->errors.push_back(ec);
   };
-  run_for(ioc, [](client& live, client& dead, std::shared_ptr<outcome> out,
-                  decltype(record) record) -> asio::awaitable<void> {
-    auto l = co_await live.async_lease_grant(5, use_awaitable);
+  // The keepalive's loss wait succeeds when the client closes, and says so in its reason.
+  using loss = std::optional<std::pair<error_code, loss_reason>>;
+  auto kept = std::make_shared<loss>();
+  auto record_loss = [out, kept](error_code ec, loss_reason why) {
+    ++out->completed;
+    out->errors.push_back(ec ? ec : why.cause);
+    *kept = std::pair(ec, why);
+  };
+  run_for(ioc, [](client& live, client& dead, std::shared_ptr<outcome> out, decltype(record) record,
+                  decltype(record_loss) record_loss, std::shared_ptr<loss> kept) -> asio::awaitable<void> {
+    auto l = co_await live.async_lease_grant(std::chrono::seconds(5), use_awaitable);
     auto keep = live.keep_alive(l.id, std::chrono::seconds(l.ttl));
     auto w = co_await live.async_watch("/err/close", use_awaitable);
     w.async_next(record);
-    keep.async_wait_lost(record);
+    keep.async_wait_lost(record_loss);
     for (int i = 0; i < 20; ++i) dead.async_get("/k", record);  // stuck waiting for a connection
     for (int i = 0; i < 20; ++i) live.async_put("/err/close/" + std::to_string(i), "v", record);
     co_await sleep_for(50ms);
@@ -123,14 +131,19 @@ BOOST_AUTO_TEST_CASE(close_with_work_in_flight_completes_everything) {
     int closed = 0;
     for (auto& e : out->errors) closed += (e == error::client_closed);
     BOOST_TEST(closed >= 22);  // the dead client's calls, the watch and the keepalive at least
+    BOOST_TEST_REQUIRE(kept->has_value());
+    BOOST_TEST(!(*kept)->first, (*kept)->first.message());
+    BOOST_TEST(((*kept)->second.what == loss_reason::kind::client_closed));
     auto [ec, r] = co_await live.async_get("/k", asio::as_tuple(use_awaitable));
     BOOST_TEST(ec == error::client_closed);
     auto [ec2, w2] = co_await live.async_watch("/k", asio::as_tuple(use_awaitable));
     BOOST_TEST(ec2 == error::client_closed);
     auto k2 = live.keep_alive(l.id);
-    auto [ec3] = co_await k2.async_wait_lost(asio::as_tuple(use_awaitable));
-    BOOST_TEST(ec3 == error::client_closed);
-  }(live, *dead, out, record));
+    auto [ec3, why3] = co_await k2.async_wait_lost(asio::as_tuple(use_awaitable));
+    BOOST_TEST(!ec3, ec3.message());
+    BOOST_TEST((why3.what == loss_reason::kind::client_closed));
+    BOOST_TEST(why3.cause == error::client_closed, why3.cause.message());
+  }(live, *dead, out, record, record_loss, kept));
   dead.reset();  // destroying a closed client is fine
   // Clean up what the closed client wrote, with a fresh one.
   client c(ioc, options_for(server()));
@@ -174,8 +187,8 @@ BOOST_AUTO_TEST_CASE(what_the_server_said_reaches_the_caller) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto first = co_await c.async_lease_grant(30, use_awaitable);
-    auto [ec, r] = co_await c.async_lease_grant(30, first.id, asio::as_tuple(use_awaitable));
+    auto first = co_await c.async_lease_grant(std::chrono::seconds(30), use_awaitable);
+    auto [ec, r] = co_await c.async_lease_grant(std::chrono::seconds(30), first.id, asio::as_tuple(use_awaitable));
     BOOST_TEST_REQUIRE(!!ec);
     BOOST_TEST(ec.message().find("lease already exists") != std::string::npos, ec.message());
     BOOST_TEST(ec.message().find("FAILED_PRECONDITION") != std::string::npos, ec.message());
@@ -183,7 +196,7 @@ BOOST_AUTO_TEST_CASE(what_the_server_said_reaches_the_caller) {
     BOOST_TEST(grpc_status(ec) == 9);
     BOOST_TEST((ec == boost::system::error_condition(9, grpc_category())));
     // The same words give the same code; errors of other categories have no gRPC status.
-    auto [ec2, r2] = co_await c.async_lease_grant(30, first.id, asio::as_tuple(use_awaitable));
+    auto [ec2, r2] = co_await c.async_lease_grant(std::chrono::seconds(30), first.id, asio::as_tuple(use_awaitable));
     BOOST_TEST(ec2 == ec);
     BOOST_TEST(grpc_status(make_error_code(error::locked)) == -1);
     co_await c.async_lease_revoke(first.id, use_awaitable);

@@ -58,8 +58,9 @@ lock_case churned(recipe kind, int actors, std::vector<std::string> names) {
 }  // namespace
 
 // rw_mutex: 12 callers, readers (55 %) and writers, on two names through objects shared per
-// session, as the mutex case; writers write through is_owner() and probe it after the unlock,
-// readers write through theirs. A writer holds alone, readers only beside readers.
+// session, as the mutex case; writers write through their rw_mutex::hold's fence() and probe it
+// after the release, readers write through their shared_hold's. A writer holds alone, readers only
+// beside readers.
 BOOST_AUTO_TEST_CASE(rw_mutex_histories) {
   more_case("rw_mutex_histories", 20, 0.14, [](world& w) {
     return run_lock_case(w, churned(recipe::rw_mutex, 12, {w.name("rw0"), w.name("rw1")}));
@@ -68,7 +69,8 @@ BOOST_AUTO_TEST_CASE(rw_mutex_histories) {
 
 // multi_lock: 6 callers take random subsets of three names (parts of one session, or a session
 // each, listed in random order) beside 4 plain mutex callers on the same names; all or none,
-// one holder per name whichever kind holds it, and every waiter granted at the end.
+// one holder per name whichever kind holds it, a multi_lock::hold that outlives its multi_lock,
+// and every waiter granted at the end.
 BOOST_AUTO_TEST_CASE(multi_lock_histories) {
   more_case("multi_lock_histories", 21, 0.14, [](world& w) {
     return run_multi_case(w, churned(recipe::mutex, 4, {w.name("ml0"), w.name("ml1"), w.name("ml2")}), 6);
@@ -82,8 +84,8 @@ BOOST_AUTO_TEST_CASE(leader_histories) {
 }
 
 // The mutex, semaphore (1 and 2 permits) and election cases of test_explore, shorter, with
-// objects moved while an acquisition is pending (or in the turn a grant lands), clients closed
-// under their sessions, and the liveness end.
+// objects moved while an acquisition is pending (or in the turn a grant lands, or while holds
+// taken through them go on), clients closed under their sessions, and the liveness end.
 BOOST_AUTO_TEST_CASE(mutex_moves_and_closes) {
   more_case("mutex_moves_and_closes", 23, 0.1, [](world& w) {
     return run_lock_case(w, churned(recipe::mutex, 10, {w.name("m0"), w.name("m1")}));

@@ -30,6 +30,8 @@ asio::awaitable<bool> keys_become(client& c, std::string prefix, std::int64_t n,
   }
 }
 
+/// Starts an acquisition with `slot`; `done` gets its error (the hold it hands over is dropped:
+/// these acquisitions fail, and one that did not would be released at once).
 using start_fn = std::function<void(asio::cancellation_slot, std::function<void(error_code)>)>;
 
 }  // namespace
@@ -53,13 +55,13 @@ BOOST_AUTO_TEST_CASE(a_cancel_during_a_failed_acquisitions_clean_up_leaves_no_ke
     semaphore sem(s, "cleanup-cancel-semaphore", 2);
     const std::vector<std::pair<std::string, start_fn>> kinds = {
         {e.name(), [&e](asio::cancellation_slot slot, std::function<void(error_code)> done) {
-           e.async_campaign("v", asio::bind_cancellation_slot(slot, std::move(done)));
+           e.async_campaign("v", asio::bind_cancellation_slot(slot, [done](error_code ec, election::hold) { done(ec); }));
          }},
         {m.name(), [&m](asio::cancellation_slot slot, std::function<void(error_code)> done) {
-           m.async_lock(asio::bind_cancellation_slot(slot, std::move(done)));
+           m.async_lock(asio::bind_cancellation_slot(slot, [done](error_code ec, mutex::hold) { done(ec); }));
          }},
         {sem.name(), [&sem](asio::cancellation_slot slot, std::function<void(error_code)> done) {
-           sem.async_acquire(1, asio::bind_cancellation_slot(slot, std::move(done)));
+           sem.async_acquire(1, asio::bind_cancellation_slot(slot, [done](error_code ec, semaphore::hold) { done(ec); }));
          }},
     };
     for (const auto& [name, start] : kinds) {
@@ -113,26 +115,38 @@ BOOST_AUTO_TEST_CASE(a_session_lost_while_the_acquiring_txn_is_on_the_wire_fails
         auto s = co_await session::async_create(c, session_options{.ttl = 60s}, use_awaitable);
         election theirs_e(other, name), mine_e(s, name);
         semaphore theirs_s(other, name, 1), mine_s(s, name, 1);
-        if (behind && sem) co_await theirs_s.async_acquire(1, use_awaitable);
-        if (behind && !sem) co_await theirs_e.async_campaign("theirs", use_awaitable);
+        semaphore::hold their_permit;
+        election::hold their_lead;
+        if (behind && sem) their_permit = co_await theirs_s.async_acquire(1, use_awaitable);
+        if (behind && !sem) their_lead = co_await theirs_e.async_campaign("theirs", use_awaitable);
         const auto txns_before = rpcs_sent(c, "Txn");
         proxy.delay(300ms);
         auto got = std::make_shared<std::optional<error_code>>();
-        auto record = [got](error_code ec) { *got = ec; };
-        if (sem) mine_s.async_acquire(1, record);
-        else mine_e.async_campaign("mine", record);
+        auto my_permit = std::make_shared<semaphore::hold>();
+        auto my_lead = std::make_shared<election::hold>();
+        if (sem) {
+          mine_s.async_acquire(1, [got, my_permit](error_code ec, semaphore::hold h) {
+            *my_permit = std::move(h);
+            *got = ec;
+          });
+        } else {
+          mine_e.async_campaign("mine", [got, my_lead](error_code ec, election::hold h) {
+            *my_lead = std::move(h);
+            *got = ec;
+          });
+        }
         auto on_wire = [&c, txns_before] { return rpcs_sent(c, "Txn") > txns_before; };
         BOOST_TEST_REQUIRE(co_await eventually(on_wire, 5s));
         s.orphan();
         auto done = [got] { return got->has_value(); };
         BOOST_TEST(co_await eventually(done, 3s), "the acquisition went on waiting under a lost session");
         // A holder leaving now would let a wrongly waiting acquisition win.
-        if (behind && sem) co_await theirs_s.async_release(1, use_awaitable);
-        if (behind && !sem) co_await theirs_e.async_resign(use_awaitable);
+        if (behind && sem) co_await their_permit.async_release(use_awaitable);
+        if (behind && !sem) co_await their_lead.async_release(use_awaitable);
         BOOST_TEST_REQUIRE(co_await eventually(done, 5s));
         BOOST_TEST(**got == error::session_lost, (*got)->message());
-        BOOST_TEST(!mine_e.is_leader());
-        BOOST_TEST(mine_s.held() == 0);
+        BOOST_TEST(my_lead->key().empty(), "the failed campaign handed over a leadership");
+        BOOST_TEST(my_permit->key().empty(), "the failed acquisition handed over permits");
         proxy.delay(0ms);
         BOOST_TEST(co_await keys_become(direct, name + "/", 0, 5s), "the failed acquisition left its key");
         co_await direct.async_lease_revoke(s.lease(), use_awaitable);  // orphaned: it would live 60 s
@@ -163,12 +177,16 @@ BOOST_AUTO_TEST_CASE(a_holder_lost_in_a_watch_gap_does_not_park_later_locks) {
     auto hs = co_await session::async_create(far, session_options{.ttl = 60s}, use_awaitable);
     auto ws = co_await session::async_create(far, session_options{.ttl = 60s}, use_awaitable);
     mutex mf(first, "view-gap"), mh(hs, "view-gap"), mw(ws, "view-gap");
-    co_await mf.async_lock(use_awaitable);
+    auto first_hold = co_await mf.async_lock(use_awaitable);
     // hs waits on the far client's view of the name, and gets the lock through it.
     auto held = std::make_shared<std::optional<error_code>>();
-    mh.async_lock([held](error_code ec) { *held = ec; });
+    auto far_hold = std::make_shared<mutex::hold>();
+    mh.async_lock([held, far_hold](error_code ec, mutex::hold h) {
+      *far_hold = std::move(h);
+      *held = ec;
+    });
     BOOST_TEST_REQUIRE(co_await keys_become(direct, "view-gap/", 2, 5s));
-    co_await mf.async_unlock(use_awaitable);
+    co_await first_hold.async_release(use_awaitable);
     auto got = [held] { return held->has_value(); };
     BOOST_TEST_REQUIRE(co_await eventually(got, 5s));
     BOOST_TEST_REQUIRE(!**held);
@@ -184,9 +202,9 @@ BOOST_AUTO_TEST_CASE(a_holder_lost_in_a_watch_gap_does_not_park_later_locks) {
     auto quickest = std::chrono::steady_clock::duration::max();
     for (int i = 0; i < 30; ++i) {
       auto t0 = std::chrono::steady_clock::now();
-      co_await mw.async_lock(use_awaitable);
+      auto lone = co_await mw.async_lock(use_awaitable);
       quickest = std::min(quickest, std::chrono::steady_clock::now() - t0);
-      co_await mw.async_unlock(use_awaitable);
+      co_await lone.async_release(use_awaitable);
     }
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(quickest).count();
     BOOST_TEST_MESSAGE("quickest lock after the gap: " << us << " us");
@@ -198,9 +216,10 @@ BOOST_AUTO_TEST_CASE(a_holder_lost_in_a_watch_gap_does_not_park_later_locks) {
 
 // A resign whose delete fails in an outage (timed out: it may have landed; cut off: it did
 // not) ends the leadership all the same and deletes the key in the background, as a failed
-// unlock does. It used to leave is_leader() true, with no retry: after a delete that had landed
-// the program believed it led with no key, and after one that had not the key stayed under the
-// live lease (60 s here), leading for a program that had resigned.
+// release of a lock does. It used to leave the election leading, with no retry: after a delete
+// that had landed the program believed it led with no key, and after one that had not the key
+// stayed under the live lease (60 s here), leading for a program that had resigned. Now the
+// hold is false, and a second release is not_locked.
 BOOST_AUTO_TEST_CASE(a_resign_whose_delete_fails_ends_the_leadership_and_deletes_the_key_later) {
   tcp_proxy proxy(server().endpoint());
   asio::io_context ioc;
@@ -211,14 +230,17 @@ BOOST_AUTO_TEST_CASE(a_resign_whose_delete_fails_ends_the_leadership_and_deletes
     election e(s, "resign-fails");
     for (const bool cut : {false, true}) {
       BOOST_TEST_CONTEXT((cut ? "cut off" : "timed out, landed later")) {
-        co_await e.async_campaign("v", use_awaitable);
-        BOOST_TEST_REQUIRE(e.is_leader());
+        auto lead = co_await e.async_campaign("v", use_awaitable);
+        BOOST_TEST_REQUIRE(bool(lead));
         if (cut) proxy.cut();
         else proxy.delay(2000ms);  // past the 1 s request timeout; the delete lands at 2 s
-        auto [ec] = co_await e.async_resign(asio::as_tuple(use_awaitable));
+        auto [ec] = co_await lead.async_release(asio::as_tuple(use_awaitable));
         BOOST_TEST(ec, "the resign did not fail");
-        BOOST_TEST(!e.is_leader(), "still leader after a resign that may have landed: " << ec.message());
-        BOOST_TEST(e.revision() == 0);
+        BOOST_TEST(!lead, "still leader after a resign that may have landed: " << ec.message());
+        BOOST_TEST(lead.fencing_token() == 0);
+        // Released already: a second release says so.
+        auto [again_ec] = co_await lead.async_release(asio::as_tuple(use_awaitable));
+        BOOST_TEST(again_ec == error::not_locked, again_ec.message());
         // Cut off, the delete never left: the key is only gone once it is sent again.
         if (cut) BOOST_TEST(co_await count_keys(direct, "resign-fails/") == 1);
         if (cut) proxy.restore();
@@ -227,12 +249,13 @@ BOOST_AUTO_TEST_CASE(a_resign_whose_delete_fails_ends_the_leadership_and_deletes
       }
     }
     // The session campaigns again; a late copy of the old delete cannot take the new key.
-    co_await e.async_campaign("again", use_awaitable);
-    BOOST_TEST(e.is_leader());
+    auto again = co_await e.async_campaign("again", use_awaitable);
+    BOOST_TEST(bool(again));
     co_await sleep_for(1500ms);
     BOOST_TEST(co_await count_keys(direct, "resign-fails/") == 1);
-    co_await e.async_resign(use_awaitable);
-    BOOST_TEST(!e.is_leader());
+    BOOST_TEST(bool(again));
+    co_await again.async_release(use_awaitable);
+    BOOST_TEST(!again);
     BOOST_TEST(co_await keys_become(direct, "resign-fails/", 0, 5s));
     BOOST_TEST(!s.lost());
     co_await s.async_close(use_awaitable);

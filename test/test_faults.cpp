@@ -86,7 +86,7 @@ BOOST_AUTO_TEST_CASE(leader_killed_while_50_waiters_over_3_clients_contend) {
     }
     mutex m(s, "fault-leader");
     for (int i = 0; i < rounds; ++i) {
-      auto [ec] = co_await m.async_lock(asio::as_tuple(use_awaitable));
+      auto [ec, held] = co_await m.async_lock(asio::as_tuple(use_awaitable));
       if (ec) {
         fail(ec);
         continue;
@@ -97,7 +97,7 @@ BOOST_AUTO_TEST_CASE(leader_killed_while_50_waiters_over_3_clients_contend) {
       co_await sleep_for(2ms);
       st->counter = seen + 1;
       st->inside = false;
-      auto [uec] = co_await m.async_unlock(asio::as_tuple(use_awaitable));
+      auto [uec] = co_await held.async_release(asio::as_tuple(use_awaitable));
       if (uec) fail(uec);
     }
     co_await s.async_close(asio::as_tuple(use_awaitable));
@@ -138,13 +138,13 @@ BOOST_AUTO_TEST_CASE(killed_holder_process_is_replaced_after_its_ttl_not_before)
     auto ttl = co_await c.async_lease_time_to_live(lease, false, use_awaitable);
     auto s = co_await session::async_create(c, use_awaitable);
     mutex m(s, "fault-kill");
-    co_await m.async_lock(use_awaitable);
+    auto held = co_await m.async_lock(use_awaitable);
     auto waited = seconds_since(killed_at);
-    BOOST_TEST_MESSAGE("lease had " << ttl.ttl << " s left at the kill; acquired after " << waited << " s");
+    BOOST_TEST_MESSAGE("lease had " << ttl.ttl.count() << " s left at the kill; acquired after " << waited << " s");
     // etcd counts TTLs in whole seconds; a lease never expires early by more than that.
-    BOOST_TEST(waited >= ttl.ttl - 1.0);
-    BOOST_TEST(waited < ttl.ttl + 5.0);
-    co_await m.async_unlock(use_awaitable);
+    BOOST_TEST(waited >= ttl.ttl.count() - 1.0);
+    BOOST_TEST(waited < ttl.ttl.count() + 5.0);
+    co_await held.async_release(use_awaitable);
     co_await s.async_close(use_awaitable);
     BOOST_TEST(co_await count_keys(c, "fault-kill/") == 0);
   }(c, holder), 30s);
@@ -167,17 +167,17 @@ BOOST_AUTO_TEST_CASE(paused_holder_loses_the_lock_and_its_fenced_write_is_reject
     holder.signal(SIGSTOP);
     auto s = co_await session::async_create(c, use_awaitable);
     mutex m(s, "fault-pause");
-    co_await m.async_lock(use_awaitable);  // after the paused holder's lease expired
-    BOOST_TEST(m.fencing_token() > old_rev);
+    auto held = co_await m.async_lock(use_awaitable);  // after the paused holder's lease expired
+    BOOST_TEST(held.fencing_token() > old_rev);
     holder.signal(SIGCONT);
     auto stale = co_await c.async_txn(
         txn().when(compare::create_revision(old_key) == old_rev).then(txn_op::put("fault-pause-data", "stale")),
         use_awaitable);
     BOOST_TEST(!stale.succeeded);
-    auto fresh =
-        co_await c.async_txn(txn().when(m.is_owner()).then(txn_op::put("fault-pause-data", "fresh")), use_awaitable);
+    auto fenced = txn().when(held.fence()).then(txn_op::put("fault-pause-data", "fresh"));
+    auto fresh = co_await c.async_txn(fenced, use_awaitable);
     BOOST_TEST(fresh.succeeded);
-    co_await m.async_unlock(use_awaitable);
+    co_await held.async_release(use_awaitable);
     co_await s.async_close(use_awaitable);
     co_await c.async_delete("fault-pause-data", use_awaitable);
   }(c, holder), 30s);
@@ -197,7 +197,7 @@ BOOST_AUTO_TEST_CASE(restarts_keep_watches_exact_and_sessions_alive) {
   run_for(ioc, [](client& c, client& writer) -> asio::awaitable<void> {
     auto s = co_await session::async_create(c, session_options{.ttl = 20s}, use_awaitable);
     mutex m(s, "fault-restart");
-    co_await m.async_lock(use_awaitable);
+    auto held = co_await m.async_lock(use_awaitable);
     auto w = co_await c.async_watch("fault-restart-w/", watch_options{.prefix = true}, use_awaitable);
     int written = 0;
     auto put_some = [&](int n) -> asio::awaitable<void> {
@@ -229,10 +229,11 @@ BOOST_AUTO_TEST_CASE(restarts_keep_watches_exact_and_sessions_alive) {
     BOOST_TEST_REQUIRE(static_cast<int>(seen.size()) == written);
     for (int i = 0; i < written; ++i) BOOST_TEST(seen[i] == std::to_string(i));
     BOOST_TEST(!s.lost());
-    BOOST_TEST(m.held());
-    auto still = co_await c.async_txn(txn().when(m.is_owner()), use_awaitable);
+    BOOST_TEST(bool(held));
+    auto guarded = txn().when(held.fence());
+    auto still = co_await c.async_txn(guarded, use_awaitable);
     BOOST_TEST(still.succeeded, "the lock key survived the restarts");
-    co_await m.async_unlock(use_awaitable);
+    co_await held.async_release(use_awaitable);
     co_await s.async_close(use_awaitable);
     co_await writer.async_delete("fault-restart-w/", delete_options{.prefix = true}, use_awaitable);
   }(c, writer), 120s);
@@ -247,14 +248,18 @@ BOOST_AUTO_TEST_CASE(compaction_past_a_waiters_watch_keeps_queue_order) {
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
     auto hs = co_await session::async_create(c, session_options{.ttl = 30s}, use_awaitable);
     mutex holder(hs, "fault-compact");
-    co_await holder.async_lock(use_awaitable);
+    auto holding = co_await holder.async_lock(use_awaitable);
     std::vector<session> sessions;
     std::vector<std::unique_ptr<mutex>> waiters;
     auto order = std::make_shared<std::vector<int>>();
+    auto holds = std::make_shared<std::vector<mutex::hold>>(3);
     for (int i = 0; i < 3; ++i) {
       sessions.push_back(co_await session::async_create(c, session_options{.ttl = 30s}, use_awaitable));
       waiters.push_back(std::make_unique<mutex>(sessions.back(), "fault-compact"));
-      waiters.back()->async_lock([order, i](error_code ec) { order->push_back(ec ? -1 : i); });
+      waiters.back()->async_lock([order, holds, i](error_code ec, mutex::hold h) {
+        (*holds)[static_cast<std::size_t>(i)] = std::move(h);
+        order->push_back(ec ? -1 : i);
+      });
       co_await sleep_for(100ms);  // queue them in this order
     }
     for (int i = 0; i < 20; ++i) co_await c.async_put("fault-compact-noise", std::to_string(i), use_awaitable);
@@ -263,12 +268,14 @@ BOOST_AUTO_TEST_CASE(compaction_past_a_waiters_watch_keeps_queue_order) {
     cluster().wait_for_leader();
     auto now = co_await c.async_get("fault-compact-noise", use_awaitable);
     co_await c.async_compact(now.header.revision, true, use_awaitable);
-    co_await holder.async_unlock(use_awaitable);
+    co_await holding.async_release(use_awaitable);
     for (int turn = 0; turn < 3; ++turn) {
       for (int i = 0; i < 1000 && static_cast<int>(order->size()) <= turn; ++i) co_await sleep_for(10ms);
       BOOST_TEST_REQUIRE(static_cast<int>(order->size()) == turn + 1);
       BOOST_TEST(order->back() == turn);
-      co_await waiters[static_cast<std::size_t>(turn)]->async_unlock(use_awaitable);
+      auto& turn_hold = (*holds)[static_cast<std::size_t>(turn)];
+      BOOST_TEST(bool(turn_hold));
+      co_await turn_hold.async_release(use_awaitable);
     }
     for (auto& s : sessions) co_await s.async_close(use_awaitable);
     co_await hs.async_close(use_awaitable);
@@ -288,9 +295,9 @@ BOOST_AUTO_TEST_CASE(a_dead_member_first_in_the_list_does_not_stop_the_client) {
     auto s = co_await session::async_create(c, use_awaitable);
     mutex m(s, "fault-dead");
     for (int i = 0; i < 20; ++i) {
-      co_await m.async_lock(use_awaitable);
+      auto held = co_await m.async_lock(use_awaitable);
       co_await c.async_put("fault-dead-data", std::to_string(i), use_awaitable);
-      co_await m.async_unlock(use_awaitable);
+      co_await held.async_release(use_awaitable);
     }
     auto r = co_await c.async_get("fault-dead-data", use_awaitable);
     BOOST_TEST_REQUIRE(r.kvs.size() == 1u);
@@ -325,19 +332,20 @@ BOOST_AUTO_TEST_CASE(an_unlock_caught_by_a_leader_kill_is_resent_not_held_for_et
     auto hs = co_await session::async_create(holder_c, use_awaitable);
     auto ws = co_await session::async_create(waiter_c, use_awaitable);
     mutex held(hs, "fault-resend"), wanted(ws, "fault-resend");
-    co_await held.async_lock(use_awaitable);
+    auto holding = co_await held.async_lock(use_awaitable);
     std::chrono::steady_clock::time_point t_kill;
     bool waited = false;
     asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
-      std::tie(wait_ec) = co_await wanted.async_lock(asio::as_tuple(use_awaitable));
+      mutex::hold got;
+      std::tie(wait_ec, got) = co_await wanted.async_lock(asio::as_tuple(use_awaitable));
       handed_s = seconds_since(t_kill);
-      if (!wait_ec) co_await wanted.async_unlock(asio::as_tuple(use_awaitable));
+      if (!wait_ec) co_await got.async_release(asio::as_tuple(use_awaitable));
       waited = true;
     }, asio::detached);
     co_await sleep_for(300ms);  // the waiter's key is queued behind ours
     t_kill = std::chrono::steady_clock::now();
     cluster().member(leader).kill();
-    std::tie(unlock_ec) = co_await held.async_unlock(asio::as_tuple(use_awaitable));
+    std::tie(unlock_ec) = co_await holding.async_release(asio::as_tuple(use_awaitable));
     unlock_s = seconds_since(t_kill);
     while (!waited) co_await sleep_for(10ms);
     co_await hs.async_close(asio::as_tuple(use_awaitable));
@@ -427,10 +435,10 @@ BOOST_AUTO_TEST_CASE(a_leader_change_gives_every_lease_its_whole_ttl_again) {
   asio::io_context ioc;
   client c(ioc, cluster_options());
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto g = co_await c.async_lease_grant(10, use_awaitable);
+    auto g = co_await c.async_lease_grant(std::chrono::seconds(10), use_awaitable);
     co_await sleep_for(5s);
     auto before = co_await c.async_lease_time_to_live(g.id, use_awaitable);
-    BOOST_TEST(before.ttl <= 5);
+    BOOST_TEST(before.ttl.count() <= 5);
     const int l = cluster().wait_for_leader();
     cluster().member(l).kill();
     int asked = 0, failed = 0;
@@ -446,10 +454,10 @@ BOOST_AUTO_TEST_CASE(a_leader_change_gives_every_lease_its_whole_ttl_again) {
     }
     BOOST_TEST_REQUIRE(cluster().leader() >= 0, "no new leader within 20 s");
     auto after = co_await c.async_lease_time_to_live(g.id, use_awaitable);
-    BOOST_TEST_MESSAGE("TTL " << before.ttl << " s before the leader change, " << after.ttl << " s after; "
+    BOOST_TEST_MESSAGE("TTL " << before.ttl.count() << " s before the leader change, " << after.ttl.count() << " s after; "
                               << asked << " reads during the election, " << failed << " failed");
     BOOST_TEST(failed == 0);
-    BOOST_TEST(after.ttl >= 8, "the new leader did not renew the lease (checkpointing on by default?)");
+    BOOST_TEST(after.ttl.count() >= 8, "the new leader did not renew the lease (checkpointing on by default?)");
     co_await c.async_lease_revoke(g.id, use_awaitable);
   }(c), 60s);
 }

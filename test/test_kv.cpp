@@ -208,7 +208,7 @@ BOOST_AUTO_TEST_CASE(put_with_a_lease_attaches_it) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto l = co_await c.async_lease_grant(30, use_awaitable);
+    auto l = co_await c.async_lease_grant(std::chrono::seconds(30), use_awaitable);
     co_await c.async_put("/kv/l", "x", put_options{.lease = l.id}, use_awaitable);
     auto g = co_await c.async_get("/kv/l", use_awaitable);
     BOOST_TEST(g.kvs.at(0).lease == l.id);
@@ -285,15 +285,16 @@ BOOST_AUTO_TEST_CASE(polled_completions_serve_every_call_and_rest_when_idle) {
     BOOST_TEST(co_await eventually(std::move(all), 5s));
     auto s = co_await session::async_create(c, session_options{.ttl = std::chrono::seconds(5)}, use_awaitable);
     mutex m(s, "/kv/poll-lock");
-    co_await m.async_lock(use_awaitable);
-    BOOST_TEST(m.held());
+    auto held = co_await m.async_lock(use_awaitable);
+    BOOST_TEST(bool(held));
     // Idle for a second with the session's keepalive stream open.
     const double before = process_cpu_seconds();
     co_await sleep_for(1s);
     const double idle_cpu = process_cpu_seconds() - before;
     BOOST_TEST(idle_cpu < 0.3, "CPU in an idle second: " << idle_cpu << " s");
     BOOST_TEST(!s.lost());
-    co_await m.async_unlock(use_awaitable);
+    BOOST_TEST(bool(held));
+    co_await held.async_release(use_awaitable);
     co_await s.async_close(use_awaitable);
     co_await c.async_delete("/kv/poll/", delete_options{.prefix = true}, use_awaitable);
     // Closing with twenty gets on the wire: each ends, answered or with client_closed.

@@ -11,32 +11,43 @@ using namespace std::chrono_literals;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
+namespace {
+
+/// What a loss wait started with a callback completed with, once it did.
+using loss_outcome = std::shared_ptr<std::optional<std::pair<error_code, loss_reason>>>;
+inline loss_outcome not_yet() { return std::make_shared<loss_outcome::element_type>(); }
+auto record_loss(loss_outcome o) {
+  return [o](error_code ec, loss_reason why) { *o = std::pair(ec, why); };
+}
+
+}  // namespace
+
 BOOST_AUTO_TEST_CASE(grant_ttl_list_revoke) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto l = co_await c.async_lease_grant(30, use_awaitable);
+    auto l = co_await c.async_lease_grant(std::chrono::seconds(30), use_awaitable);
     BOOST_TEST(l.id != 0);
-    BOOST_TEST(l.ttl == 30);
+    BOOST_TEST(l.ttl.count() == 30);
     co_await c.async_put("/lease/g", "x", put_options{.lease = l.id}, use_awaitable);
     auto ttl = co_await c.async_lease_time_to_live(l.id, true, use_awaitable);
-    BOOST_TEST(ttl.ttl > 0);
-    BOOST_TEST(ttl.ttl <= 30);
-    BOOST_TEST(ttl.granted_ttl == 30);
+    BOOST_TEST(ttl.ttl.count() > 0);
+    BOOST_TEST(ttl.ttl.count() <= 30);
+    BOOST_TEST(ttl.granted_ttl.count() == 30);
     BOOST_TEST_REQUIRE(ttl.keys.size() == 1u);
     BOOST_TEST(ttl.keys[0] == "/lease/g");
     auto all = co_await c.async_lease_leases(use_awaitable);
     BOOST_TEST((std::find(all.ids.begin(), all.ids.end(), l.id) != all.ids.end()));
     co_await c.async_lease_revoke(l.id, use_awaitable);
     auto gone = co_await c.async_lease_time_to_live(l.id, use_awaitable);
-    BOOST_TEST(gone.ttl == -1);
+    BOOST_TEST(gone.ttl.count() == -1);
     BOOST_TEST(co_await count_keys(c, "/lease/g") == 0);
     auto [ec, h] = co_await c.async_lease_revoke(l.id, asio::as_tuple(use_awaitable));
     BOOST_TEST(ec == error::lease_not_found, ec.message());
-    auto chosen = co_await c.async_lease_grant(10, 0x1234abcd, use_awaitable);
+    auto chosen = co_await c.async_lease_grant(std::chrono::seconds(10), 0x1234abcd, use_awaitable);
     BOOST_TEST(chosen.id == 0x1234abcd);
     co_await c.async_lease_revoke(chosen.id, use_awaitable);
-    auto [ec0, r0] = co_await c.async_lease_grant(0, asio::as_tuple(use_awaitable));
+    auto [ec0, r0] = co_await c.async_lease_grant(std::chrono::seconds(0), asio::as_tuple(use_awaitable));
     BOOST_TEST(ec0 == error::invalid_argument);
   }(c));
 }
@@ -45,18 +56,18 @@ BOOST_AUTO_TEST_CASE(keepalive_holds_a_2s_lease_for_10s) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto l = co_await c.async_lease_grant(2, use_awaitable);
+    auto l = co_await c.async_lease_grant(std::chrono::seconds(2), use_awaitable);
     co_await c.async_put("/lease/held", "x", put_options{.lease = l.id}, use_awaitable);
     {
       auto keep = c.keep_alive(l.id, std::chrono::seconds(l.ttl));
       co_await sleep_for(10s);
       auto ttl = co_await c.async_lease_time_to_live(l.id, use_awaitable);
-      BOOST_TEST(ttl.ttl > 0);
+      BOOST_TEST(ttl.ttl.count() > 0);
       BOOST_TEST(co_await count_keys(c, "/lease/held") == 1);
     }  // keepalive stops here; the lease expires within its TTL
     co_await sleep_for(3500ms);
     auto ttl = co_await c.async_lease_time_to_live(l.id, use_awaitable);
-    BOOST_TEST(ttl.ttl == -1);
+    BOOST_TEST(ttl.ttl.count() == -1);
     BOOST_TEST(co_await count_keys(c, "/lease/held") == 0);
   }(c), 40s);
 }
@@ -65,14 +76,16 @@ BOOST_AUTO_TEST_CASE(lease_revoked_with_etcdctl_is_reported_lost) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto l = co_await c.async_lease_grant(6, use_awaitable);
+    auto l = co_await c.async_lease_grant(std::chrono::seconds(6), use_awaitable);
     auto keep = c.keep_alive(l.id, std::chrono::seconds(l.ttl));
     co_await sleep_for(300ms);
     auto r = etcdctl(server(), "lease revoke " + hex(l.id));
     BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
     auto t0 = std::chrono::steady_clock::now();
-    auto [why] = co_await keep.async_wait_lost(asio::as_tuple(use_awaitable));
-    BOOST_TEST(why == error::lease_not_found, why.message());
+    // The loss is the wait's success: with use_awaitable it returns the reason, it does not throw.
+    auto why = co_await keep.async_wait_lost(use_awaitable);
+    BOOST_TEST((why.what == loss_reason::kind::lease_gone));
+    BOOST_TEST(why.cause == error::lease_not_found, why.cause.message());
     // Found at the next renewal (TTL/3), long before the TTL would have run out.
     BOOST_TEST((std::chrono::steady_clock::now() - t0 < 4s));
   }(c));
@@ -83,10 +96,14 @@ BOOST_AUTO_TEST_CASE(keepalive_of_an_unknown_lease_is_lost_at_once) {
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
     auto keep = c.keep_alive(0x7777777777);
-    auto [why] = co_await keep.async_wait_lost(asio::as_tuple(use_awaitable));
-    BOOST_TEST(why == error::lease_not_found, why.message());
-    auto [again] = co_await keep.async_wait_lost(asio::as_tuple(use_awaitable));
-    BOOST_TEST(again == error::lease_not_found);
+    auto [ec, why] = co_await keep.async_wait_lost(asio::as_tuple(use_awaitable));
+    BOOST_TEST(!ec, ec.message());
+    BOOST_TEST((why.what == loss_reason::kind::lease_gone));
+    BOOST_TEST(why.cause == error::lease_not_found, why.cause.message());
+    // Lost already: a later wait completes at once with the same reason.
+    auto [again_ec, again] = co_await keep.async_wait_lost(asio::as_tuple(use_awaitable));
+    BOOST_TEST(!again_ec, again_ec.message());
+    BOOST_TEST(again.cause == error::lease_not_found);
   }(c));
 }
 
@@ -98,14 +115,14 @@ BOOST_AUTO_TEST_CASE(many_leases_share_one_keepalive_stream) {
     std::vector<lease_keepalive> keeps;
     std::vector<std::int64_t> ids;
     for (int i = 0; i < 50; ++i) {
-      auto l = co_await c.async_lease_grant(3, use_awaitable);
+      auto l = co_await c.async_lease_grant(std::chrono::seconds(3), use_awaitable);
       ids.push_back(l.id);
       keeps.push_back(c.keep_alive(l.id, std::chrono::seconds(l.ttl)));
     }
     co_await sleep_for(5s);
     for (auto id : ids) {
       auto ttl = co_await c.async_lease_time_to_live(id, use_awaitable);
-      BOOST_TEST(ttl.ttl > 0);
+      BOOST_TEST(ttl.ttl.count() > 0);
     }
     for (auto id : ids) co_await c.async_lease_revoke(id, use_awaitable);
   }(c));
@@ -117,14 +134,16 @@ BOOST_AUTO_TEST_CASE(lease_is_lost_when_the_server_is_gone_past_its_ttl) {
   asio::io_context ioc;
   client c(ioc, options_for(own));
   run_for(ioc, [](client& c, etcd_process& own) -> asio::awaitable<void> {
-    auto l = co_await c.async_lease_grant(3, use_awaitable);
+    auto l = co_await c.async_lease_grant(std::chrono::seconds(3), use_awaitable);
     auto keep = c.keep_alive(l.id, std::chrono::seconds(l.ttl));
     co_await sleep_for(1500ms);
     own.stop();
     auto t0 = std::chrono::steady_clock::now();
-    auto [why] = co_await keep.async_wait_lost(asio::as_tuple(use_awaitable));
+    auto [ec, why] = co_await keep.async_wait_lost(asio::as_tuple(use_awaitable));
     auto waited = std::chrono::steady_clock::now() - t0;
-    BOOST_TEST(why == error::lease_expired, why.message());
+    BOOST_TEST(!ec, ec.message());
+    BOOST_TEST((why.what == loss_reason::kind::lease_deadline));
+    BOOST_TEST(why.cause == error::lease_expired, why.cause.message());
     // The local deadline decides (TTL 3 s after the last answered renewal); without it this would
     // wait for the unreachable server forever.
     BOOST_TEST((waited < 4500ms));
@@ -137,18 +156,56 @@ BOOST_AUTO_TEST_CASE(keepalive_survives_a_restart_shorter_than_the_ttl) {
   asio::io_context ioc;
   client c(ioc, options_for(own));
   run_for(ioc, [](client& c, etcd_process& own) -> asio::awaitable<void> {
-    auto l = co_await c.async_lease_grant(8, use_awaitable);
+    auto l = co_await c.async_lease_grant(std::chrono::seconds(8), use_awaitable);
     auto keep = c.keep_alive(l.id, std::chrono::seconds(l.ttl));
-    auto lost = std::make_shared<error_code>();
-    keep.async_wait_lost([lost](error_code why) { *lost = why; });
+    auto lost = not_yet();
+    keep.async_wait_lost(record_loss(lost));
     co_await sleep_for(500ms);
     own.stop();
     own.start();
     co_await sleep_for(9s);  // longer than the TTL: only renewals on the new stream keep it
     auto ttl = co_await c.async_lease_time_to_live(l.id, use_awaitable);
-    BOOST_TEST(ttl.ttl > 0);
-    BOOST_TEST(!*lost, lost->message());
+    BOOST_TEST(ttl.ttl.count() > 0);
+    BOOST_TEST(!lost->has_value(), "told lost: " << (lost->has_value() ? (*lost)->second.cause.message() : ""));
   }(c, own), 40s);
+}
+
+// Waits that end without a loss are no success: a keepalive stopped by its owner, also for waits
+// started after stop(), and a session its owner closed complete with operation_aborted; an empty
+// keepalive or session (nothing to lose) with bad_descriptor.
+BOOST_AUTO_TEST_CASE(waits_that_end_without_a_loss_are_no_success) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto l = co_await c.async_lease_grant(std::chrono::seconds(10), use_awaitable);
+    auto keep = c.keep_alive(l.id, std::chrono::seconds(10));
+    auto pending = not_yet();
+    keep.async_wait_lost(record_loss(pending));
+    co_await sleep_for(300ms);
+    BOOST_TEST_REQUIRE(!pending->has_value(), "a live lease was told lost");
+    keep.close();
+    std::function<bool()> told = [pending] { return pending->has_value(); };
+    BOOST_TEST_REQUIRE(co_await eventually(std::move(told), 2000ms));
+    BOOST_TEST((*pending)->first == asio::error::operation_aborted, (*pending)->first.message());
+    auto [after, after_why] = co_await keep.async_wait_lost(asio::as_tuple(use_awaitable));
+    BOOST_TEST(after == asio::error::operation_aborted, after.message());
+
+    lease_keepalive none;
+    auto [none_ec, none_why] = co_await none.async_wait_lost(asio::as_tuple(use_awaitable));
+    BOOST_TEST(none_ec == asio::error::bad_descriptor, none_ec.message());
+    session empty;
+    auto [empty_ec, empty_why] = co_await empty.async_wait_lost(asio::as_tuple(use_awaitable));
+    BOOST_TEST(empty_ec == asio::error::bad_descriptor, empty_ec.message());
+
+    auto s = co_await session::async_create(c, session_options{.ttl = 10s}, use_awaitable);
+    auto closing = not_yet();
+    s.async_wait_lost(record_loss(closing));
+    co_await s.async_close(use_awaitable);
+    std::function<bool()> closed = [closing] { return closing->has_value(); };
+    BOOST_TEST_REQUIRE(co_await eventually(std::move(closed), 2000ms));
+    BOOST_TEST((*closing)->first == asio::error::operation_aborted, (*closing)->first.message());
+    co_await c.async_lease_revoke(l.id, use_awaitable);
+  }(c));
 }
 
 // An adopted lease is trusted only for what is left of it: with the member paused right after
@@ -159,7 +216,7 @@ BOOST_AUTO_TEST_CASE(an_adopted_lease_is_lost_by_its_real_expiry) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto l = co_await c.async_lease_grant(8, use_awaitable);
+    auto l = co_await c.async_lease_grant(std::chrono::seconds(8), use_awaitable);
     co_await sleep_for(5s);  // about 3 s left
     auto s = co_await session::async_create(c, session_options{.lease = l.id}, use_awaitable);
     auto adopted = std::chrono::steady_clock::now();
@@ -173,9 +230,9 @@ BOOST_AUTO_TEST_CASE(an_adopted_lease_is_lost_by_its_real_expiry) {
       // Still trusted 5 s after adopting a lease with 3 s left: only right if a renewal got
       // through before the pause, in which case the lease is alive on the server.
       auto t = co_await c.async_lease_time_to_live(l.id, use_awaitable);
-      BOOST_TEST(t.ttl > 0, "the lease expired on the server, but the session still trusted it after "
+      BOOST_TEST(t.ttl.count() > 0, "the lease expired on the server, but the session still trusted it after "
                                 << seconds << " s");
-      BOOST_TEST_MESSAGE("a renewal was answered before the pause (lease ttl " << t.ttl << " s)");
+      BOOST_TEST_MESSAGE("a renewal was answered before the pause (lease ttl " << t.ttl.count() << " s)");
     }
     s.orphan();
   }(c), 30s);
@@ -217,7 +274,7 @@ BOOST_AUTO_TEST_CASE(lost_is_true_past_the_deadline_before_a_busy_loop_runs_the_
   run_for(ioc, [](tcp_proxy& proxy, client& c) -> asio::awaitable<void> {
     auto s = co_await session::async_create(c, session_options{.ttl = 3s}, use_awaitable);
     auto told = std::make_shared<bool>(false);
-    s.async_wait_lost([told](error_code) { *told = true; });
+    s.async_wait_lost([told](error_code, loss_reason) { *told = true; });
     proxy.hold();
     BOOST_TEST(!s.lost());
     std::this_thread::sleep_for(3500ms);  // the loop's only thread is busy past the TTL

@@ -21,28 +21,28 @@ using clock_type = std::chrono::steady_clock;
 
 /// The holds of one name by the callers of a test, and the longest time it was free meanwhile.
 struct holds_log {
-  clock_type::time_point last_free = clock_type::now();  // the start, or the last unlock
+  clock_type::time_point last_free = clock_type::now();  // the start, or the last release
   clock_type::duration longest_gap{0};
   int holds = 0, inside = 0, max_inside = 0, running = 0;
 };
 
-/// Locks, holds 1 ms and unlocks `m` until `until`.
+/// Locks `m`, holds 1 ms and releases, until `until`.
 asio::awaitable<void> take_turns(mutex& m, holds_log& log, clock_type::time_point until) {
   while (clock_type::now() < until) {
-    co_await m.async_lock(use_awaitable);
+    auto held = co_await m.async_lock(use_awaitable);
     log.longest_gap = std::max(log.longest_gap, clock_type::now() - log.last_free);
     log.max_inside = std::max(log.max_inside, ++log.inside);
     co_await sleep_for(1ms);
     --log.inside;
     ++log.holds;
     log.last_free = clock_type::now();
-    co_await m.async_unlock(use_awaitable);
+    co_await held.async_release(use_awaitable);
   }
 }
 
-asio::awaitable<void> unlock_after(mutex& m, clock_type::duration d) {
+asio::awaitable<void> release_after(mutex::hold h, clock_type::duration d) {
   co_await sleep_for(d);
-  co_await m.async_unlock(use_awaitable);
+  co_await h.async_release(use_awaitable);
 }
 
 double ms(clock_type::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
@@ -61,10 +61,10 @@ BOOST_AUTO_TEST_CASE(a_longer_name_held_elsewhere_neither_blocks_nor_takes_turns
     auto busy = co_await session::async_create(c, use_awaitable);
     auto other = co_await session::async_create(d, use_awaitable);
     mutex longer(other, "ln-jobs/x"), jobs(busy, "ln-jobs");
-    co_await longer.async_lock(use_awaitable);
+    auto longer_hold = co_await longer.async_lock(use_awaitable);
     auto ex = co_await asio::this_coro::executor;
     bool released = false;
-    asio::co_spawn(ex, unlock_after(longer, 3s), [&released](std::exception_ptr e) {
+    asio::co_spawn(ex, release_after(std::move(longer_hold), 3s), [&released](std::exception_ptr e) {
       BOOST_TEST(!e);
       released = true;
     });
@@ -102,67 +102,72 @@ BOOST_AUTO_TEST_CASE(holding_a_longer_name_does_not_block_the_shorter_one) {
     auto s = co_await session::async_create(c, use_awaitable);
     auto s2 = co_await session::async_create(c, use_awaitable);
     mutex longer(s, "ln-self/x"), shorter(s, "ln-self"), theirs(s2, "ln-self");
-    co_await longer.async_lock(use_awaitable);
+    auto longer_hold = co_await longer.async_lock(use_awaitable);
     // A try reads the oldest key, the longer name's: one more read decides.
-    auto [tried] = co_await shorter.async_try_lock(asio::as_tuple(use_awaitable));
+    auto [tried, tried_hold] = co_await shorter.async_try_lock(asio::as_tuple(use_awaitable));
     BOOST_TEST(!tried, tried.message());
-    if (!tried) co_await shorter.async_unlock(use_awaitable);
+    if (!tried) co_await tried_hold.async_release(use_awaitable);
     auto got = co_await (shorter.async_lock(asio::as_tuple(use_awaitable)) || sleep_for(5s));
     BOOST_TEST_REQUIRE(got.index() == 0u, "the lock waited for its own process's ln-self/x");
-    auto [ec] = std::get<0>(got);
+    auto& [ec, shorter_hold] = std::get<0>(got);
     BOOST_TEST_REQUIRE(!ec, ec.message());
+    BOOST_TEST(bool(shorter_hold));
     // The name's own keys still exclude.
-    auto [busy] = co_await theirs.async_try_lock(asio::as_tuple(use_awaitable));
+    auto [busy, none] = co_await theirs.async_try_lock(asio::as_tuple(use_awaitable));
     BOOST_TEST(busy == error::locked, busy.message());
+    BOOST_TEST(!none);
     // The status names our key as the holder, the longer name's (older) among the rest.
     auto st = co_await async_lock_status(c, "ln-self", use_awaitable);
     BOOST_TEST_REQUIRE(st.holder.has_value());
-    BOOST_TEST(st.holder->key == shorter.key());
+    BOOST_TEST(st.holder->key == shorter_hold.key());
     BOOST_TEST_REQUIRE(st.waiters.size() == 1u);
-    BOOST_TEST(st.waiters[0].key == longer.key());
+    BOOST_TEST(st.waiters[0].key == longer_hold.key());
     BOOST_TEST(st.waiters[0].other_name == "ln-self/x");
-    co_await shorter.async_unlock(use_awaitable);
+    co_await shorter_hold.async_release(use_awaitable);
 
     // rw_mutex: `ln-rw/writer` is under the readers' blockers' prefix and the writers' queue.
     mutex writer_name(s2, "ln-rw/writer");
     rw_mutex rw(s, "ln-rw");
-    co_await writer_name.async_lock(use_awaitable);
-    auto [w] = co_await rw.async_try_lock(asio::as_tuple(use_awaitable));
+    auto writer_name_hold = co_await writer_name.async_lock(use_awaitable);
+    auto [w, wh] = co_await rw.async_try_lock(asio::as_tuple(use_awaitable));
     BOOST_TEST(!w, w.message());
-    if (!w) co_await rw.async_unlock(use_awaitable);
-    auto [r] = co_await rw.async_try_lock_shared(asio::as_tuple(use_awaitable));
+    if (!w) co_await wh.async_release(use_awaitable);
+    auto [r, rh] = co_await rw.async_try_lock_shared(asio::as_tuple(use_awaitable));
     BOOST_TEST(!r, r.message());
-    if (!r) co_await rw.async_unlock_shared(use_awaitable);
-    co_await writer_name.async_unlock(use_awaitable);
+    if (!r) co_await rh.async_release(use_awaitable);
+    co_await writer_name_hold.async_release(use_awaitable);
 
     // An election wins over a longer name's key, and leader() and observers report it.
     mutex el_longer(s2, "ln-el/x");
-    co_await el_longer.async_lock(use_awaitable);
+    auto el_longer_hold = co_await el_longer.async_lock(use_awaitable);
     election e(s, "ln-el");
     auto won = co_await (e.async_campaign("v", asio::as_tuple(use_awaitable)) || sleep_for(5s));
     BOOST_TEST_REQUIRE(won.index() == 0u, "the campaign waited for ln-el/x");
-    BOOST_TEST_REQUIRE(e.is_leader());
+    auto& [campaigned, lead] = std::get<0>(won);
+    BOOST_TEST_REQUIRE(!campaigned, campaigned.message());
+    BOOST_TEST_REQUIRE(bool(lead));
     auto leader = co_await e.async_leader(use_awaitable);
-    BOOST_TEST(leader.key == e.key());
+    BOOST_TEST(leader.key == lead.key());
     election_observer watching(c, "ln-el");
     auto seen = co_await watching.async_next(use_awaitable);
     BOOST_TEST_REQUIRE(seen.has_value());
-    BOOST_TEST(seen->key == e.key());
-    co_await e.async_resign(use_awaitable);
-    co_await el_longer.async_unlock(use_awaitable);
+    BOOST_TEST(seen->key == lead.key());
+    co_await lead.async_release(use_awaitable);  // resigns
+    co_await el_longer_hold.async_release(use_awaitable);
 
     // A trailing "/" makes `ln-trail//<lease>`, as Go does: a lock of its own.
     mutex trail(s, "ln-trail/"), bare(s2, "ln-trail"), trail2(s2, "ln-trail/");
     BOOST_TEST(trail.key() == "ln-trail//" + hex(s.lease()));
-    co_await trail.async_lock(use_awaitable);
-    auto [b] = co_await bare.async_try_lock(asio::as_tuple(use_awaitable));
+    auto trail_hold = co_await trail.async_lock(use_awaitable);
+    auto [b, bh] = co_await bare.async_try_lock(asio::as_tuple(use_awaitable));
     BOOST_TEST(!b, b.message());
-    if (!b) co_await bare.async_unlock(use_awaitable);
-    auto [t2] = co_await trail2.async_try_lock(asio::as_tuple(use_awaitable));
+    if (!b) co_await bh.async_release(use_awaitable);
+    auto [t2, t2h] = co_await trail2.async_try_lock(asio::as_tuple(use_awaitable));
     BOOST_TEST(t2 == error::locked, t2.message());
-    co_await trail.async_unlock(use_awaitable);
+    BOOST_TEST(!t2h);
+    co_await trail_hold.async_release(use_awaitable);
 
-    co_await longer.async_unlock(use_awaitable);
+    co_await longer_hold.async_release(use_awaitable);
     for (const char* name : {"ln-self", "ln-rw", "ln-el", "ln-trail"}) co_await expect_no_keys(c, name);
     co_await s.async_close(use_awaitable);
     co_await s2.async_close(use_awaitable);
@@ -181,9 +186,10 @@ BOOST_AUTO_TEST_CASE(a_shorter_name_still_waits_for_etcdctl_holders_of_it) {
     BOOST_TEST_REQUIRE(co_await eventually(holds, 10000ms), holder.output());
     auto s = co_await session::async_create(c, use_awaitable);
     mutex longer(s, "ln-go/x"), shorter(s, "ln-go");
-    co_await longer.async_lock(use_awaitable);
-    auto [busy] = co_await shorter.async_try_lock(asio::as_tuple(use_awaitable));
+    auto longer_hold = co_await longer.async_lock(use_awaitable);
+    auto [busy, none] = co_await shorter.async_try_lock(asio::as_tuple(use_awaitable));
     BOOST_TEST(busy == error::locked, busy.message());
+    BOOST_TEST(!none);
     auto early = co_await (shorter.async_lock(asio::as_tuple(use_awaitable)) || sleep_for(300ms));
     BOOST_TEST(early.index() == 1u, "ln-go was taken while etcdctl held it");
     holder.signal(SIGKILL);  // its lease lives on: revoke it to free the name now
@@ -193,10 +199,11 @@ BOOST_AUTO_TEST_CASE(a_shorter_name_still_waits_for_etcdctl_holders_of_it) {
     co_await c.async_lease_revoke(st.holder->lease, use_awaitable);
     auto got = co_await (shorter.async_lock(asio::as_tuple(use_awaitable)) || sleep_for(5s));
     BOOST_TEST_REQUIRE(got.index() == 0u, "ln-go was not taken once etcdctl's key was gone");
-    auto [ec] = std::get<0>(got);
+    auto& [ec, shorter_hold] = std::get<0>(got);
     BOOST_TEST(!ec, ec.message());
-    co_await shorter.async_unlock(use_awaitable);
-    co_await longer.async_unlock(use_awaitable);
+    BOOST_TEST(bool(shorter_hold));
+    if (!ec) co_await shorter_hold.async_release(use_awaitable);
+    co_await longer_hold.async_release(use_awaitable);
     co_await expect_no_keys(c, "ln-go");
     co_await s.async_close(use_awaitable);
   }(holder, c), 30s);

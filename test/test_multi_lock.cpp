@@ -1,6 +1,7 @@
 // multi_lock against a real etcd: all or none, no deadlock between holders that list the same
 // names in opposite orders, release of the parts taken when a lock fails, is cancelled or finds
-// a part busy, rw_mutex sides as parts, bad input, and the loss of a part's session.
+// a part busy, rw_mutex sides as parts, bad input, a second lock of one object, the hold (not the
+// object) releasing, and the loss of a part's session.
 #define BOOST_TEST_MODULE coetcd_multi_lock
 #include "support/fixture.hpp"
 
@@ -19,6 +20,20 @@ using namespace std::chrono_literals;
 using namespace boost::asio::experimental::awaitable_operators;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
+
+namespace {
+
+/// record(o) for an operation that hands over a value with its code (a hold, a loss_reason): the
+/// value is kept in `*v`, so a hold outlives the handler (a dropped one would be released at once).
+template <class T>
+auto record_with(outcome o, std::shared_ptr<T> v) {
+  return [o, v](error_code ec, T got) {
+    *v = std::move(got);
+    *o = ec;
+  };
+}
+
+}  // namespace
 
 // Two clients (two connections, as two processes would have), 8 sessions: half list the names
 // a, b, c and half c, b, a, while 2 more sessions take b alone. Every round completes (no
@@ -39,17 +54,18 @@ BOOST_AUTO_TEST_CASE(opposite_orders_never_deadlock) {
     multi_lock all = reversed ? multi_lock({cc, b, a}) : multi_lock({a, b, cc});
     BOOST_TEST((all.names() == std::vector<std::string>{"ml-a", "ml-b", "ml-c"}));
     for (int i = 0; i < rounds; ++i) {
-      auto [ec] = co_await all.async_lock(asio::as_tuple(use_awaitable));
+      auto [ec, held] = co_await all.async_lock(asio::as_tuple(use_awaitable));
       if (ec) {
         if (st->errors++ == 0) st->first_error = ec.message();
         break;
       }
       for (auto n : {"ml-a", "ml-b", "ml-c"})
         if (st->inside[n]++ > 0) ++st->violations;
-      BOOST_TEST((a.held() && b.held() && cc.held()));
+      BOOST_TEST(bool(held));
+      BOOST_TEST((held.names() == std::vector<std::string>{"ml-a", "ml-b", "ml-c"}));
       co_await sleep_for(1ms);
       for (auto n : {"ml-a", "ml-b", "ml-c"}) --st->inside[n];
-      co_await all.async_unlock(use_awaitable);
+      co_await held.async_release(use_awaitable);
       ++st->rounds;
     }
     co_await s.async_close(use_awaitable);
@@ -59,11 +75,11 @@ BOOST_AUTO_TEST_CASE(opposite_orders_never_deadlock) {
     auto s = co_await session::async_create(c, use_awaitable);
     mutex b(s, "ml-b");
     for (int i = 0; i < rounds; ++i) {
-      co_await b.async_lock(use_awaitable);
+      auto held = co_await b.async_lock(use_awaitable);
       if (st->inside["ml-b"]++ > 0) ++st->violations;
       co_await sleep_for(1ms);
       --st->inside["ml-b"];
-      co_await b.async_unlock(use_awaitable);
+      co_await held.async_release(use_awaitable);
     }
     co_await s.async_close(use_awaitable);
     ++st->done;
@@ -81,7 +97,8 @@ BOOST_AUTO_TEST_CASE(opposite_orders_never_deadlock) {
 }
 
 // A lock cancelled while it waits for its second part (at every delay from 0 to 6 ms, then after
-// 300 ms) releases the first before it completes; later it takes both.
+// 300 ms) releases the first before it completes; later it takes both, and its hold's fences
+// pass in a txn until it is released.
 BOOST_AUTO_TEST_CASE(cancelled_part_way_releases_what_it_took) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
@@ -89,34 +106,43 @@ BOOST_AUTO_TEST_CASE(cancelled_part_way_releases_what_it_took) {
     auto so = co_await session::async_create(c, use_awaitable);
     auto s = co_await session::async_create(c, use_awaitable);
     mutex other(so, "ml-y");
-    co_await other.async_lock(use_awaitable);
+    auto theirs = co_await other.async_lock(use_awaitable);
     mutex x(s, "ml-x"), y(s, "ml-y");
     multi_lock both({y, x});
     for (int d : {0, 1, 2, 3, 4, 5, 6, 300}) {
       auto r = co_await (both.async_lock(use_awaitable) || sleep_for(std::chrono::milliseconds(d)));
       BOOST_TEST(r.index() == 1u);
-      BOOST_TEST(!both.held());
-      BOOST_TEST(!x.held());
       BOOST_TEST(co_await settled_keys(c, "ml-x/", 0) == 0, "delay " << d << " ms");
       BOOST_TEST(co_await settled_keys(c, "ml-y/", 1) == 1, "delay " << d << " ms");
     }
     auto w = started();
-    both.async_lock(record(w));
+    auto all = std::make_shared<multi_lock::hold>();
+    both.async_lock(record_with(w, all));
     co_await sleep_for(100ms);
     BOOST_TEST(!w->has_value());
-    co_await other.async_unlock(use_awaitable);
+    co_await theirs.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(w));
     BOOST_TEST(!**w, (*w)->message());
-    BOOST_TEST(both.held());
-    BOOST_TEST((x.held() && y.held()));
-    BOOST_TEST(x.fencing_token() > 0);
-    auto fenced = co_await c.async_txn(txn().when(x.is_owner()).when(y.is_owner()).then(txn_op::put("ml-data", "1")),
-                                       use_awaitable);
+    BOOST_TEST(bool(*all));
+    BOOST_TEST((all->names() == std::vector<std::string>{"ml-x", "ml-y"}));
+    const auto tokens = all->fencing_tokens();
+    BOOST_TEST_REQUIRE(tokens.size() == 2u);
+    BOOST_TEST(tokens[0] > 0);
+    BOOST_TEST(tokens[1] > 0);
+    BOOST_TEST(co_await count_keys(c, "ml-x/") == 1);
+    const auto fence = all->fence();
+    BOOST_TEST(fence.size() == 2u);
+    auto fenced = co_await c.async_txn(txn().when(fence).then(txn_op::put("ml-data", "1")), use_awaitable);
     BOOST_TEST(fenced.succeeded);
-    co_await both.async_unlock(use_awaitable);
-    BOOST_TEST(!both.held());
-    auto [e] = co_await both.async_unlock(asio::as_tuple(use_awaitable));
+    co_await all->async_release(use_awaitable);
+    BOOST_TEST(!*all);
+    auto stale = co_await c.async_txn(txn().when(fence).then(txn_op::put("ml-data", "2")), use_awaitable);
+    BOOST_TEST(!stale.succeeded);
+    auto [e] = co_await all->async_release(asio::as_tuple(use_awaitable));
     BOOST_TEST(e == error::not_locked, e.message());
+    multi_lock::hold none;
+    auto [e2] = co_await none.async_release(asio::as_tuple(use_awaitable));
+    BOOST_TEST(e2 == asio::error::bad_descriptor, e2.message());
     co_await c.async_delete("ml-data", use_awaitable);
     co_await expect_no_keys(c, "ml-x");
     co_await expect_no_keys(c, "ml-y");
@@ -133,20 +159,20 @@ BOOST_AUTO_TEST_CASE(a_failed_part_releases_the_parts_taken) {
     auto sa = co_await session::async_create(c, use_awaitable);
     auto sb = co_await session::async_create(c, session_options{.ttl = 3s}, use_awaitable);
     mutex other(so, "ml-q2");
-    co_await other.async_lock(use_awaitable);
+    auto theirs = co_await other.async_lock(use_awaitable);
     mutex p1(sa, "ml-q1"), p2(sb, "ml-q2");
     multi_lock both({p2, p1});
     auto w = started();
-    both.async_lock(record(w));
+    auto all = std::make_shared<multi_lock::hold>();
+    both.async_lock(record_with(w, all));
     BOOST_TEST(co_await settled_keys(c, "ml-q1/", 1) == 1);  // the first part is held
     auto rev = etcdctl(server(), "lease revoke " + hex(sb.lease()));
     BOOST_TEST_REQUIRE(rev.exit_code == 0, rev.output);
     BOOST_TEST_REQUIRE(co_await settled(w));
     BOOST_TEST(**w == error::session_lost, (*w)->message());
-    BOOST_TEST(!both.held());
-    BOOST_TEST(!p1.held());
+    BOOST_TEST(!*all);
     BOOST_TEST(co_await settled_keys(c, "ml-q1/", 0) == 0);
-    co_await other.async_unlock(use_awaitable);
+    co_await theirs.async_release(use_awaitable);
     co_await expect_no_keys(c, "ml-q2");
   }(c));
 }
@@ -162,34 +188,83 @@ BOOST_AUTO_TEST_CASE(try_lock_and_rw_mutex_parts) {
     rw_mutex config(s, "ml-config"), other_config(so, "ml-config");
     mutex job(s, "ml-job"), other_job(so, "ml-job");
     multi_lock read_and_run({job, multi_lock::part::shared(config)});
-    co_await other_job.async_lock(use_awaitable);
-    auto [e] = co_await read_and_run.async_try_lock(asio::as_tuple(use_awaitable));
+    auto theirs = co_await other_job.async_lock(use_awaitable);
+    auto [e, none] = co_await read_and_run.async_try_lock(asio::as_tuple(use_awaitable));
     BOOST_TEST(e == error::locked, e.message());
+    BOOST_TEST(!none);
     BOOST_TEST(co_await settled_keys(c, "ml-config/", 0) == 0);  // the shared part, taken first, is let go
-    co_await other_job.async_unlock(use_awaitable);
-    co_await read_and_run.async_try_lock(use_awaitable);
-    BOOST_TEST(config.shared_holds() == 1);
-    co_await other_config.async_try_lock_shared(use_awaitable);  // readers share
-    auto [w] = co_await other_config.async_try_lock(asio::as_tuple(use_awaitable));
+    co_await theirs.async_release(use_awaitable);
+    auto reading = co_await read_and_run.async_try_lock(use_awaitable);
+    BOOST_TEST(bool(reading));
+    BOOST_TEST(co_await count_keys(c, "ml-config/read/") == 1);
+    auto other_reading = co_await other_config.async_try_lock_shared(use_awaitable);  // readers share
+    BOOST_TEST(bool(other_reading));
+    auto [w, no_writer] = co_await other_config.async_try_lock(asio::as_tuple(use_awaitable));
     BOOST_TEST(w == error::locked, w.message());
-    co_await other_config.async_unlock_shared(use_awaitable);
-    auto [again] = co_await read_and_run.async_lock(asio::as_tuple(use_awaitable));  // not reentrant
-    BOOST_TEST(again == error::invalid_argument, again.message());
-    co_await read_and_run.async_unlock(use_awaitable);
+    BOOST_TEST(!no_writer);
+    co_await other_reading.async_release(use_awaitable);
+    // Not reentrant: a second lock of the same object waits (its shared part joins our read key,
+    // its mutex part queues behind our hold) where it used to fail with invalid_argument.
+    auto again = co_await (read_and_run.async_lock(use_awaitable) || sleep_for(300ms));
+    BOOST_TEST(again.index() == 1u, "a second lock of one multi_lock did not wait for its hold");
+    BOOST_TEST(bool(reading));
+    BOOST_TEST(co_await settled_keys(c, "ml-config/read/", 1) == 1);  // the cancelled lock let go of its share only
+    co_await reading.async_release(use_awaitable);
     multi_lock write_and_run({multi_lock::part::exclusive(config), job});
-    co_await write_and_run.async_lock(use_awaitable);
-    BOOST_TEST(config.held());
-    auto [r] = co_await other_config.async_try_lock_shared(asio::as_tuple(use_awaitable));
+    auto writing = co_await write_and_run.async_lock(use_awaitable);
+    BOOST_TEST(bool(writing));
+    BOOST_TEST(co_await count_keys(c, "ml-config/write/") == 1);
+    auto [r, no_reader] = co_await other_config.async_try_lock_shared(asio::as_tuple(use_awaitable));
     BOOST_TEST(r == error::locked, r.message());
-    co_await write_and_run.async_unlock(use_awaitable);
+    BOOST_TEST(!no_reader);
+    co_await writing.async_release(use_awaitable);
     co_await expect_no_keys(c, "ml-config");
     co_await expect_no_keys(c, "ml-job");
   }(c));
 }
 
-// No parts, or one name twice (also as two sides of one rw_mutex), is refused at construction;
-// a multi_lock destroyed while it holds releases its parts.
-BOOST_AUTO_TEST_CASE(bad_lists_are_refused_and_a_destroyed_holder_releases) {
+// A second lock of one multi_lock while its first hold lasts waits, as a second caller of a mutex
+// does (it failed at once with invalid_argument before), and holds once that hold is released;
+// the first hold's fence then fails under the second.
+BOOST_AUTO_TEST_CASE(a_second_lock_of_one_multi_lock_waits_for_the_first_hold) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    mutex a(s, "ml-w1"), b(s, "ml-w2");
+    multi_lock both({b, a});
+    auto first = co_await both.async_lock(use_awaitable);
+    const auto first_fence = first.fence();
+    auto w = started();
+    auto second = std::make_shared<multi_lock::hold>();
+    both.async_lock(record_with(w, second));
+    co_await sleep_for(300ms);
+    BOOST_TEST_REQUIRE(!w->has_value(), "the second lock of one multi_lock did not wait for the first hold");
+    BOOST_TEST(bool(first));
+    auto fenced = co_await c.async_txn(txn().when(first_fence).then(txn_op::put("ml-w-data", "first")), use_awaitable);
+    BOOST_TEST(fenced.succeeded);
+    co_await first.async_release(use_awaitable);
+    BOOST_TEST_REQUIRE(co_await settled(w));
+    BOOST_TEST(!**w, (*w)->message());
+    BOOST_TEST(bool(*second));
+    BOOST_TEST(!first);
+    BOOST_TEST(co_await count_keys(c, "ml-w1/") == 1);
+    BOOST_TEST(co_await count_keys(c, "ml-w2/") == 1);
+    auto stale = co_await c.async_txn(txn().when(first_fence).then(txn_op::put("ml-w-data", "stale")), use_awaitable);
+    BOOST_TEST(!stale.succeeded, "the first hold's fence passed under the second");
+    auto own = co_await c.async_txn(txn().when(second->fence()).then(txn_op::put("ml-w-data", "second")), use_awaitable);
+    BOOST_TEST(own.succeeded);
+    co_await second->async_release(use_awaitable);
+    co_await c.async_delete("ml-w-data", use_awaitable);
+    co_await expect_no_keys(c, "ml-w1");
+    co_await expect_no_keys(c, "ml-w2");
+  }(c));
+}
+
+// No parts, or one name twice (also as two sides of one rw_mutex), is refused at construction.
+// A multi_lock destroyed while its hold lasts leaves the hold alone; destroying the hold
+// releases its parts.
+BOOST_AUTO_TEST_CASE(bad_lists_are_refused_and_a_destroyed_hold_releases) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
@@ -208,20 +283,33 @@ BOOST_AUTO_TEST_CASE(bad_lists_are_refused_and_a_destroyed_holder_releases) {
     BOOST_TEST(code_of([&] { multi_lock({a, b, a2}); }) == error::invalid_argument);
     BOOST_TEST(code_of([&] { multi_lock({multi_lock::part::shared(rw), multi_lock::part::exclusive(rw)}); }) ==
                error::invalid_argument);
+    multi_lock::hold kept;
     {
       multi_lock both({b, a});
-      co_await both.async_lock(use_awaitable);
+      kept = co_await both.async_lock(use_awaitable);
       BOOST_TEST(co_await count_keys(c, "ml-d1/") == 1);
     }
+    co_await sleep_for(100ms);  // a release the object's end started would be done by now
+    BOOST_TEST(bool(kept));
+    BOOST_TEST(co_await count_keys(c, "ml-d1/") == 1, "destroying the multi_lock released its hold");
+    BOOST_TEST(co_await count_keys(c, "ml-d2/") == 1);
+    auto fenced = co_await c.async_txn(txn().when(kept.fence()).then(txn_op::put("ml-d-data", "1")), use_awaitable);
+    BOOST_TEST(fenced.succeeded);
+    kept = multi_lock::hold();  // the hold destroyed: released in the background
     BOOST_TEST(co_await settled_keys(c, "ml-d1/", 0) == 0);
     BOOST_TEST(co_await settled_keys(c, "ml-d2/", 0) == 0);
-    BOOST_TEST(!a.held());
+    auto after = co_await a.async_try_lock(use_awaitable);
+    BOOST_TEST(bool(after));
+    co_await after.async_release(use_awaitable);
+    co_await c.async_delete("ml-d-data", use_awaitable);
+    co_await expect_no_keys(c, "ml-d1");
   }(c));
 }
 
-// A multi_lock is told when any part's session is lost: async_wait_lost completes with the
-// loss's reason (it stays pending while every session lives, and can be cancelled), and
-// with_lock cancels its body and throws session_lost, releasing the parts still held.
+// A multi_lock's hold is told when any part's session is lost: async_wait_lost succeeds with the
+// loss's reason (it stays pending while every session lives, and ends with operation_aborted
+// when cancelled or when the hold is released first), and with_lock cancels its body and throws
+// session_lost, releasing the parts still held.
 BOOST_AUTO_TEST_CASE(a_lost_part_is_told_and_with_lock_stops_its_body) {
   asio::io_context ioc;
   client c(ioc, options_for(server())), c2(ioc, options_for(server()));
@@ -234,23 +322,30 @@ BOOST_AUTO_TEST_CASE(a_lost_part_is_told_and_with_lock_stops_its_body) {
     multi_lock all({p3, p2, p1});
 
     // Pending while the sessions live; a cancelled wait (partial, the weakest kind) ends with
-    // operation_aborted.
-    co_await all.async_lock(use_awaitable);
+    // operation_aborted, and so does one pending when the hold is released.
+    auto held = co_await all.async_lock(use_awaitable);
     asio::cancellation_signal stop;
-    auto cancelled = started();
-    all.async_wait_lost(asio::bind_cancellation_slot(stop.slot(), record(cancelled)));
+    auto cancelled = started(), ended = started();
+    auto why_cancelled = std::make_shared<loss_reason>(), why_ended = std::make_shared<loss_reason>();
+    held.async_wait_lost(asio::bind_cancellation_slot(stop.slot(), record_with(cancelled, why_cancelled)));
     co_await sleep_for(200ms);
     BOOST_TEST(!cancelled->has_value());
     stop.emit(asio::cancellation_type::partial);
     BOOST_TEST_REQUIRE(co_await settled(cancelled));
     BOOST_TEST(**cancelled == asio::error::operation_aborted, (*cancelled)->message());
-    co_await all.async_unlock(use_awaitable);
+    held.async_wait_lost(record_with(ended, why_ended));
+    co_await held.async_release(use_awaitable);
+    BOOST_TEST_REQUIRE(co_await settled(ended));
+    BOOST_TEST(**ended == asio::error::operation_aborted, (*ended)->message());
 
     // with_lock: the body waits; losing sb's lease (the middle part's) stops it.
     auto body_started = std::make_shared<bool>(false);
     auto body_cancelled = std::make_shared<bool>(false);
-    auto body = [body_started, body_cancelled]() -> asio::awaitable<void> {
+    auto lost = started();
+    auto why = std::make_shared<loss_reason>();
+    auto body = [body_started, body_cancelled, lost, why](multi_lock::hold& h) -> asio::awaitable<void> {
       *body_started = true;
+      h.async_wait_lost(record_with(lost, why));
       try {
         co_await sleep_for(30s);
       } catch (const boost::system::system_error&) {
@@ -258,7 +353,6 @@ BOOST_AUTO_TEST_CASE(a_lost_part_is_told_and_with_lock_stops_its_body) {
         throw;
       }
     };
-    auto lost = started();
     auto thrown = started();
     auto run = [&all, body = std::move(body), thrown]() mutable -> asio::awaitable<void> {
       try {
@@ -271,7 +365,6 @@ BOOST_AUTO_TEST_CASE(a_lost_part_is_told_and_with_lock_stops_its_body) {
     asio::co_spawn(c.get_executor(), std::move(run), asio::detached);
     std::function<bool()> inside = [body_started] { return *body_started; };
     BOOST_TEST_REQUIRE(co_await eventually(std::move(inside), 5s));
-    all.async_wait_lost(record(lost));
     BOOST_TEST(co_await count_keys(c, "ml-l1/") == 1);
     BOOST_TEST(co_await count_keys(c, "ml-l3/") == 1);
     auto rev = etcdctl(server(), "lease revoke " + hex(sb.lease()));
@@ -280,17 +373,55 @@ BOOST_AUTO_TEST_CASE(a_lost_part_is_told_and_with_lock_stops_its_body) {
     BOOST_TEST(**thrown == error::session_lost, (*thrown)->message());
     BOOST_TEST(*body_cancelled);
     BOOST_TEST_REQUIRE(co_await settled(lost));
-    BOOST_TEST(**lost == error::lease_not_found, (*lost)->message());  // the revoke, as session::async_wait_lost
-    BOOST_TEST(!all.held());
-    // The parts of the live session were released on the way out.
+    BOOST_TEST(!**lost, (*lost)->message());
+    BOOST_TEST(why->cause == error::lease_not_found, why->cause.message());  // the revoke, as session::async_wait_lost
+    // The parts of the live sessions were released on the way out.
     BOOST_TEST(co_await settled_keys(c, "ml-l1/", 0) == 0);
     BOOST_TEST(co_await settled_keys(c, "ml-l3/", 0) == 0);
-    BOOST_TEST(!p1.held());
-    BOOST_TEST(!p3.held());
-    // Lost already: a new wait completes at once.
-    auto again = started();
-    all.async_wait_lost(record(again));
-    BOOST_TEST_REQUIRE(co_await settled(again, 1s));
-    BOOST_TEST(**again == error::lease_not_found, (*again)->message());
   }(c, c2));
+}
+
+// A hold whose part's session is lost: the parts' fences (built before, in one txn) fail at once,
+// since etcd deleted that part's key with its lease; the hold turns false, its loss wait succeeds
+// with the revoke's reason (a new one at once), and its release reports the lost part
+// (session_lost) while releasing the live one.
+BOOST_AUTO_TEST_CASE(a_lost_parts_fence_fails_in_a_txn) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto sa = co_await session::async_create(c, use_awaitable);
+    auto sb = co_await session::async_create(c, session_options{.ttl = 6s}, use_awaitable);
+    mutex p1(sa, "ml-f1"), p2(sb, "ml-f2");
+    multi_lock both({p2, p1});
+    auto held = co_await both.async_lock(use_awaitable);
+    const auto fence = held.fence();
+    BOOST_TEST_REQUIRE(fence.size() == 2u);
+    auto before = co_await c.async_txn(txn().when(fence).then(txn_op::put("ml-f-data", "held")), use_awaitable);
+    BOOST_TEST(before.succeeded);
+    auto lost = started();
+    auto why = std::make_shared<loss_reason>();
+    held.async_wait_lost(record_with(lost, why));
+    auto rev = etcdctl(server(), "lease revoke " + hex(sb.lease()));
+    BOOST_TEST_REQUIRE(rev.exit_code == 0, rev.output);
+    auto after = co_await c.async_txn(txn().when(fence).then(txn_op::put("ml-f-data", "lost")), use_awaitable);
+    BOOST_TEST(!after.succeeded, "a txn fenced by a hold whose part was lost passed");
+    BOOST_TEST(co_await value_of(c, "ml-f-data") == "held");
+    BOOST_TEST_REQUIRE(co_await settled(lost));
+    BOOST_TEST(!**lost, (*lost)->message());
+    BOOST_TEST(why->cause == error::lease_not_found, why->cause.message());
+    BOOST_TEST(!held);
+    auto rebuilt = co_await c.async_txn(txn().when(held.fence()).then(txn_op::put("ml-f-data", "rebuilt")), use_awaitable);
+    BOOST_TEST(!rebuilt.succeeded);
+    auto again = started();
+    auto why_again = std::make_shared<loss_reason>();
+    held.async_wait_lost(record_with(again, why_again));
+    BOOST_TEST_REQUIRE(co_await settled(again, 1s));
+    BOOST_TEST(!**again, (*again)->message());
+    BOOST_TEST(why_again->cause == error::lease_not_found, why_again->cause.message());
+    auto [released] = co_await held.async_release(asio::as_tuple(use_awaitable));
+    BOOST_TEST(released == error::session_lost, released.message());
+    BOOST_TEST(co_await settled_keys(c, "ml-f1/", 0) == 0);
+    co_await c.async_delete("ml-f-data", use_awaitable);
+    co_await expect_no_keys(c, "ml-f2");
+  }(c));
 }

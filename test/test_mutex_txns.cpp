@@ -17,6 +17,23 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
+namespace {
+
+/// A lock started with a callback (keep(k) as its handler): its outcome, and the hold it handed
+/// over, kept here so that the lock stays held (a dropped hold releases itself).
+struct kept_lock {
+  std::optional<error_code> ec;
+  mutex::hold hold;
+};
+auto keep(std::shared_ptr<kept_lock> k) {
+  return [k](error_code ec, mutex::hold h) {
+    k->hold = std::move(h);
+    k->ec = ec;
+  };
+}
+
+}  // namespace
+
 // Regression: with two sessions taking turns, a waiter is often granted the moment it registers
 // (the view already saw the previous owner's delete); that grant must not be lost.
 BOOST_AUTO_TEST_CASE(two_sessions_alternating_never_stall) {
@@ -28,9 +45,9 @@ BOOST_AUTO_TEST_CASE(two_sessions_alternating_never_stall) {
     auto s = co_await session::async_create(c, use_awaitable);
     mutex m(s, "alternate");
     for (int i = 0; i < 300; ++i) {
-      co_await m.async_lock(use_awaitable);
+      auto held = co_await m.async_lock(use_awaitable);
       ++*total;
-      co_await m.async_unlock(use_awaitable);
+      co_await held.async_release(use_awaitable);
     }
     co_await s.async_close(use_awaitable);
     ++*done;
@@ -61,15 +78,15 @@ BOOST_AUTO_TEST_CASE(requeue_rides_on_the_next_release) {
   auto worker = [](session& s, std::shared_ptr<shared> st) -> asio::awaitable<void> {
     mutex m(s, "rider");
     for (int i = 0; i < rounds; ++i) {
-      co_await m.async_lock(use_awaitable);
+      auto held = co_await m.async_lock(use_awaitable);
       if (st->inside) ++st->overlaps;
-      if (m.fencing_token() <= st->last_token) ++st->order_violations;
-      st->last_token = m.fencing_token();
+      if (held.fencing_token() <= st->last_token) ++st->order_violations;
+      st->last_token = held.fencing_token();
       st->inside = true;
       co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
       st->inside = false;
       ++st->acquisitions;
-      co_await m.async_unlock(use_awaitable);
+      co_await held.async_release(use_awaitable);
     }
     ++st->done;
   };
@@ -113,22 +130,23 @@ BOOST_AUTO_TEST_CASE(a_rider_with_a_revoked_lease_does_not_block_the_release) {
       auto waiter = co_await session::async_create(c, use_awaitable);
       auto doomed = co_await session::async_create(c, use_awaitable);
       mutex mh(holder, "rider-lost"), mw(waiter, "rider-lost"), md(doomed, "rider-lost");
-      co_await mh.async_lock(use_awaitable);
+      auto held = co_await mh.async_lock(use_awaitable);
       {
         // A release rides only through the name's view, and a lone holder's queue has none: a
         // second caller of the holder's session, cancelled, gives it one. (Without it the case
         // never rode, and passed whatever the release did with a refused rider.)
         mutex mh2(holder, "rider-lost");
         asio::cancellation_signal sig;
-        auto r2 = std::make_shared<std::optional<error_code>>();
-        mh2.async_lock(asio::bind_cancellation_slot(sig.slot(), [r2](error_code ec) { *r2 = ec; }));
+        auto r2 = std::make_shared<kept_lock>();
+        mh2.async_lock(asio::bind_cancellation_slot(sig.slot(), keep(r2)));
         co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
         sig.emit(asio::cancellation_type::terminal);
-        BOOST_TEST_REQUIRE(co_await eventually([&] { return r2->has_value(); }, 5000ms));
-        BOOST_TEST(**r2 == asio::error::operation_aborted, (*r2)->message());
+        BOOST_TEST_REQUIRE(co_await eventually([&] { return r2->ec.has_value(); }, 5000ms));
+        BOOST_TEST(*r2->ec == asio::error::operation_aborted, r2->ec->message());
+        BOOST_TEST(!r2->hold);
       }
-      auto rw = std::make_shared<std::optional<error_code>>();
-      mw.async_lock([rw](error_code ec) { *rw = ec; });
+      auto rw = std::make_shared<kept_lock>();
+      mw.async_lock(keep(rw));
       // The waiter is queued (its key in etcd, the caller counted): the name now has a view.
       bool queued = false;
       for (auto until = std::chrono::steady_clock::now() + 5s; !queued && std::chrono::steady_clock::now() < until;) {
@@ -140,12 +158,12 @@ BOOST_AUTO_TEST_CASE(a_rider_with_a_revoked_lease_does_not_block_the_release) {
       }
       BOOST_TEST_REQUIRE(queued, "the waiter's key did not show");
       co_await c.async_lease_revoke(doomed.lease(), use_awaitable);
-      auto rd = std::make_shared<std::optional<error_code>>();
+      auto rd = std::make_shared<kept_lock>();
       const auto doomed_at = std::chrono::steady_clock::now();
-      md.async_lock([rd](error_code ec) { *rd = ec; });  // parks, waiting for the holder's release
+      md.async_lock(keep(rd));  // parks, waiting for the holder's release
       for (int i = 0; i < 20; ++i) co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
       const auto refused_before = c.stats().rpcs["Txn"].failed;
-      const bool over_before = rd->has_value();
+      const bool over_before = rd->ec.has_value();
       // When etcd's first refusal of a txn is seen (no sooner than it happened).
       auto refused_at = std::make_shared<std::optional<std::chrono::steady_clock::time_point>>();
       auto watching = std::make_shared<bool>(true);
@@ -158,7 +176,7 @@ BOOST_AUTO_TEST_CASE(a_rider_with_a_revoked_lease_does_not_block_the_release) {
             }
           }(c, refused_before, refused_at, watching),
           asio::detached);
-      auto [ul] = co_await mh.async_unlock(asio::as_tuple(use_awaitable));
+      auto [ul] = co_await held.async_release(asio::as_tuple(use_awaitable));
       // Riding, the doomed put goes in the release's combined txn, which etcd refuses before the
       // release is sent again alone. Alone, the doomed put leaves no sooner than 3 ms after the
       // doomed lock began (lock_view::park_limit). So a txn refused during the unlock, less than
@@ -169,14 +187,16 @@ BOOST_AUTO_TEST_CASE(a_rider_with_a_revoked_lease_does_not_block_the_release) {
       rode = !over_before && refused == 1 && took < 3ms;
       const double took_ms = std::chrono::duration<double>(took).count() * 1000;
       BOOST_TEST_MESSAGE("attempt " << attempt << ": the doomed lock " << (rode ? "rode the release" : "was not shown to ride")
-                                    << " (over before the unlock: " << over_before << ", after: " << rd->has_value()
+                                    << " (over before the unlock: " << over_before << ", after: " << rd->ec.has_value()
                                     << ", txns refused during it: " << refused << ", "
                                     << took_ms << " ms from the doomed lock to the refusal)");
       BOOST_TEST(!ul, ul.message());
-      BOOST_TEST_REQUIRE(co_await eventually([&] { return rw->has_value() && rd->has_value(); }, 5000ms));
-      BOOST_TEST(!**rw, (*rw)->message());
-      BOOST_TEST(**rd == error::session_lost, (*rd)->message());
-      co_await mw.async_unlock(use_awaitable);
+      BOOST_TEST_REQUIRE(co_await eventually([&] { return rw->ec.has_value() && rd->ec.has_value(); }, 5000ms));
+      BOOST_TEST(!*rw->ec, rw->ec->message());
+      BOOST_TEST(bool(rw->hold));
+      BOOST_TEST(*rd->ec == error::session_lost, rd->ec->message());
+      BOOST_TEST(!rd->hold);
+      co_await rw->hold.async_release(use_awaitable);
       co_await expect_no_keys(c, "rider-lost");
       co_await holder.async_close(use_awaitable);
       co_await waiter.async_close(use_awaitable);
@@ -203,12 +223,12 @@ BOOST_AUTO_TEST_CASE(concurrent_locks_on_different_names_share_txns) {
     auto worker = [](client& c, session& s, int i, std::shared_ptr<shared> st) -> asio::awaitable<void> {
       mutex m(s, "batch-" + std::to_string(i));
       for (int r = 0; r < rounds; ++r) {
-        co_await m.async_lock(use_awaitable);
+        auto held = co_await m.async_lock(use_awaitable);
         // The fencing token is our key's create revision, whichever txn carried the put.
-        auto mine = co_await c.async_get(m.key(), use_awaitable);
-        if (mine.kvs.size() != 1 || mine.kvs.front().create_revision != m.fencing_token()) ++st->bad_tokens;
+        auto mine = co_await c.async_get(held.key(), use_awaitable);
+        if (mine.kvs.size() != 1 || mine.kvs.front().create_revision != held.fencing_token()) ++st->bad_tokens;
         ++st->acquisitions;
-        co_await m.async_unlock(use_awaitable);
+        co_await held.async_release(use_awaitable);
       }
       ++st->done;
     };
@@ -237,7 +257,14 @@ BOOST_AUTO_TEST_CASE(concurrent_locks_on_one_name_get_distinct_revisions) {
     std::vector<std::unique_ptr<mutex>> ms;
     for (auto& s : sessions) ms.push_back(std::make_unique<mutex>(s, "batch-one"));
     auto locked = std::make_shared<int>(0);
-    for (auto& m : ms) m->async_lock([locked](error_code ec) { if (!ec) ++*locked; });
+    // The holds are kept: one dropped would release at once and let the next session in.
+    auto holds = std::make_shared<std::vector<mutex::hold>>();
+    for (auto& m : ms)
+      m->async_lock([locked, holds](error_code ec, mutex::hold h) {
+        if (ec) return;
+        ++*locked;
+        holds->push_back(std::move(h));
+      });
     for (int i = 0; i < 300; ++i) {
       if (*locked == 1 && co_await count_keys(c, "batch-one/") == n) break;
       co_await sleep_for(10ms);
@@ -249,6 +276,7 @@ BOOST_AUTO_TEST_CASE(concurrent_locks_on_one_name_get_distinct_revisions) {
     BOOST_TEST(all.kvs.size() == std::size_t(n));
     BOOST_TEST(revs.size() == all.kvs.size());
     for (auto& s : sessions) co_await s.async_close(use_awaitable);
+    holds->clear();  // lost with their sessions: nothing left to release
     co_await expect_no_keys(c, "batch-one");
   }(c));
 }
@@ -266,19 +294,25 @@ BOOST_AUTO_TEST_CASE(a_revoked_lease_in_a_shared_txn_fails_only_its_own_lock) {
     std::vector<std::unique_ptr<mutex>> ms;
     for (int i = 0; i < n; ++i) ms.push_back(std::make_unique<mutex>(sessions[i], "batch-lost-" + std::to_string(i)));
     auto results = std::make_shared<std::vector<std::optional<error_code>>>(n);
+    auto holds = std::make_shared<std::vector<mutex::hold>>(n);
     // The doomed lock last: the first write leaves alone, the rest gather behind it.
-    for (int i = n - 1; i >= 0; --i) ms[i]->async_lock([results, i](error_code ec) { (*results)[i] = ec; });
+    for (int i = n - 1; i >= 0; --i)
+      ms[i]->async_lock([results, holds, i](error_code ec, mutex::hold h) {
+        (*holds)[i] = std::move(h);
+        (*results)[i] = ec;
+      });
     for (int t = 0; t < 300; ++t) {
       if (std::all_of(results->begin(), results->end(), [](auto& r) { return r.has_value(); })) break;
       co_await sleep_for(10ms);
     }
     BOOST_TEST_REQUIRE((*results)[0].has_value());
     BOOST_TEST(*(*results)[0] == error::session_lost, (*results)[0]->message());
+    BOOST_TEST(!(*holds)[0]);
     for (int i = 1; i < n; ++i) {
       BOOST_TEST_REQUIRE((*results)[i].has_value());
       BOOST_TEST(!*(*results)[i], (*results)[i]->message());
-      BOOST_TEST(ms[i]->held());
-      co_await ms[i]->async_unlock(use_awaitable);
+      BOOST_TEST(bool((*holds)[i]));
+      co_await (*holds)[i].async_release(use_awaitable);
     }
     BOOST_TEST(co_await count_keys(c, "batch-lost-") == 0);
   }(c));

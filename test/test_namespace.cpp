@@ -80,7 +80,7 @@ BOOST_AUTO_TEST_CASE(keys_ranges_and_txns_stay_inside_the_prefix) {
     BOOST_TEST((co_await b.async_get("k1", use_awaitable)).kvs.size() == 1u);
 
     // The keys of a lease come back without the prefix.
-    auto lease = co_await a.async_lease_grant(30, use_awaitable);
+    auto lease = co_await a.async_lease_grant(std::chrono::seconds(30), use_awaitable);
     co_await a.async_put("leased", "v", put_options{.lease = lease.id}, use_awaitable);
     auto ttl = co_await a.async_lease_time_to_live(lease.id, true, use_awaitable);
     BOOST_TEST((ttl.keys == std::vector<std::string>{"leased"}));
@@ -126,21 +126,28 @@ BOOST_AUTO_TEST_CASE(locks_and_elections_live_under_the_prefix) {
     auto sa = co_await session::async_create(a, use_awaitable);
     auto sb = co_await session::async_create(b, use_awaitable);
     coetcd::mutex ma(sa, "job"), mb(sb, "job");
-    co_await ma.async_lock(use_awaitable);
+    auto ha = co_await ma.async_lock(use_awaitable);
+    BOOST_TEST(ha.key() == ma.key());
     BOOST_TEST(ma.key().rfind("job/", 0) == 0u, ma.key());
     BOOST_TEST((co_await raw.async_get("ns-l/" + ma.key(), use_awaitable)).kvs.size() == 1u);
     // Another namespace's lock of the same name is another lock.
-    auto [ec] = co_await mb.async_try_lock(asio::as_tuple(use_awaitable));
+    auto [ec, hb] = co_await mb.async_try_lock(asio::as_tuple(use_awaitable));
     BOOST_TEST(!ec, ec.message());
-    co_await mb.async_unlock(use_awaitable);
-    co_await ma.async_unlock(use_awaitable);
+    BOOST_TEST(bool(hb));
+    // A fence built in a namespace compares the namespaced key: it holds through the client.
+    auto guarded = txn().when(ha.fence());
+    auto fenced = co_await a.async_txn(guarded, use_awaitable);
+    BOOST_TEST(fenced.succeeded);
+    co_await hb.async_release(use_awaitable);
+    co_await ha.async_release(use_awaitable);
 
     election e(sa, "leader");
-    co_await e.async_campaign("me", use_awaitable);
+    auto lead = co_await e.async_campaign("me", use_awaitable);
+    BOOST_TEST(lead.key() == e.key());
     BOOST_TEST((co_await raw.async_get("ns-l/leader/", get_options{.prefix = true}, use_awaitable)).kvs.size() == 1u);
     auto leader = co_await e.async_leader(use_awaitable);
     BOOST_TEST(leader.key == e.key());
-    co_await e.async_resign(use_awaitable);
+    co_await lead.async_release(use_awaitable);
   }(), 30s);
 }
 
@@ -156,7 +163,7 @@ BOOST_AUTO_TEST_CASE(a_namespaced_mutex_excludes_gos_namespaced_mutex) {
   run_for(ioc, [&]() -> asio::awaitable<void> {
     auto s = co_await session::async_create(a, use_awaitable);
     coetcd::mutex m(s, "job");
-    co_await m.async_lock(use_awaitable);
+    auto first = co_await m.async_lock(use_awaitable);
     same = std::make_unique<child_process>(go("tenant/"));
     other = std::make_unique<child_process>(go("elsewhere/"));
     // Go in another namespace locks at once; Go in ours waits for us.
@@ -164,11 +171,11 @@ BOOST_AUTO_TEST_CASE(a_namespaced_mutex_excludes_gos_namespaced_mutex) {
     BOOST_TEST(other->output().find("locked job/") != std::string::npos, other->output());
     co_await sleep_for(300ms);
     BOOST_TEST(same->output().find("locked") == std::string::npos, same->output());
-    co_await m.async_unlock(use_awaitable);
+    co_await first.async_release(use_awaitable);
     // Go's waiter holds, then unlocks, and our next lock waits behind it if it is still there.
     for (int i = 0; i < 200 && same->output().find("locked job/") == std::string::npos; ++i) co_await sleep_for(25ms);
     BOOST_TEST(same->output().find("locked job/") != std::string::npos, same->output());
-    co_await m.async_lock(use_awaitable);
+    auto second = co_await m.async_lock(use_awaitable);
     // Go prints "unlocked" only after its delete has returned, so our lock may come first; what
     // must hold is that Go's key is gone by the time we hold the lock.
     auto out = same->output();
@@ -176,7 +183,7 @@ BOOST_AUTO_TEST_CASE(a_namespaced_mutex_excludes_gos_namespaced_mutex) {
     BOOST_REQUIRE(at != std::string::npos);
     auto go_key = out.substr(at + 7, out.find('\n', at) - (at + 7));
     BOOST_TEST((co_await a.async_get(go_key, use_awaitable)).kvs.empty(), go_key);
-    co_await m.async_unlock(use_awaitable);
+    co_await second.async_release(use_awaitable);
     co_await s.async_close(use_awaitable);
   }(), 30s);
   BOOST_TEST(same->wait(10000ms).value_or(-1) == 0, same->output());
@@ -203,7 +210,7 @@ BOOST_AUTO_TEST_CASE(a_lease_lists_only_the_keys_of_its_namespace) {
   asio::io_context ioc;
   client a(ioc, in("ns-t1/")), b(ioc, in("ns-t2/")), raw(ioc, options_for(server()));
   run_for(ioc, [&]() -> asio::awaitable<void> {
-    auto lease = co_await raw.async_lease_grant(30, use_awaitable);
+    auto lease = co_await raw.async_lease_grant(std::chrono::seconds(30), use_awaitable);
     const put_options on_lease{.lease = lease.id};
     co_await a.async_put("mine", "v", on_lease, use_awaitable);
     co_await b.async_put("secret", "v", on_lease, use_awaitable);

@@ -43,6 +43,16 @@ double gauge(const etcd_process& e, const std::string& name) {
   return std::stod(text.substr(at + name.size() + 2));
 }
 
+/// record() for an acquisition: its outcome, and the hold it handed over kept in `h` (a handler
+/// that dropped it would release it at once).
+template <class Hold>
+auto record_hold(outcome o, std::shared_ptr<Hold> h) {
+  return [o, h](error_code ec, Hold got) {
+    *h = std::move(got);
+    *o = ec;
+  };
+}
+
 }  // namespace
 
 // Every kind of event, each from what causes it in production. The client talks to one etcd
@@ -65,13 +75,14 @@ BOOST_AUTO_TEST_CASE(every_event_kind_comes_from_a_real_scenario) {
     auto s = co_await session::async_create(c, session_options{.ttl = 10s}, use_awaitable);
     auto brief = co_await session::async_create(c, session_options{.ttl = 2s}, use_awaitable);
     mutex m1(s, "ev/lock"), m2(s, "ev/lock");
-    co_await m1.async_lock(use_awaitable);
-    auto m2_result = std::make_shared<std::optional<error_code>>();
-    m2.async_lock([m2_result](error_code ec) { *m2_result = ec; });  // waits locally: the name's view runs
+    auto h1 = co_await m1.async_lock(use_awaitable);
+    auto m2_result = started();
+    auto h2 = std::make_shared<mutex::hold>();
+    m2.async_lock(record_hold(m2_result, h2));  // waits locally: the name's view runs
     auto w = co_await c.async_watch("ev/w", use_awaitable);
     election_observer obs(c, "ev/elect");
     election el(s, "ev/elect");
-    co_await el.async_campaign("me", use_awaitable);
+    auto lead = co_await el.async_campaign("me", use_awaitable);
     BOOST_TEST(log.has(event_kind::lock_acquired, [](const event& e) {
       return e.name == "ev/lock" && e.revision > 0 && e.detail.empty();
     }), log.dump());
@@ -115,14 +126,15 @@ BOOST_AUTO_TEST_CASE(every_event_kind_comes_from_a_real_scenario) {
     BOOST_TEST(wec == error::compacted);  // the watch could not resume across the compaction
 
     // A local hand-off, then a release.
-    co_await m1.async_unlock(use_awaitable);
+    co_await h1.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await eventually([&] { return m2_result->has_value(); }, 5000ms));
     BOOST_TEST(!**m2_result);
+    BOOST_TEST(bool(*h2));
     // Events reach the hook through the strand: shortly after the handlers they concern.
     BOOST_TEST(co_await eventually([&] {
       return log.has(event_kind::lock_acquired, [](const event& e) { return e.detail == "handed over locally"; });
     }, 2000ms), log.dump());
-    co_await m2.async_unlock(use_awaitable);
+    co_await h2->async_release(use_awaitable);
     BOOST_TEST(co_await eventually([&] {
       return std::count_if(log.all.begin(), log.all.end(), [](const event& e) {
                return e.kind == event_kind::lock_released && e.name == "ev/lock";
@@ -132,7 +144,7 @@ BOOST_AUTO_TEST_CASE(every_event_kind_comes_from_a_real_scenario) {
     // Another client revokes the lease of a session holding a lock.
     auto s3 = co_await session::async_create(c, session_options{.ttl = 10s}, use_awaitable);
     mutex m3(s3, "ev/lock3");
-    co_await m3.async_lock(use_awaitable);
+    auto h3 = co_await m3.async_lock(use_awaitable);
     co_await admin.async_lease_revoke(s3.lease(), use_awaitable);
     BOOST_TEST(co_await eventually([&] {
       return log.has(event_kind::session_lost, [&](const event& e) {
@@ -141,7 +153,8 @@ BOOST_AUTO_TEST_CASE(every_event_kind_comes_from_a_real_scenario) {
              log.has(event_kind::lock_lost, [&](const event& e) { return e.name == "ev/lock3" && e.lease == s3.lease(); });
     }, 5000ms), log.dump());
 
-    co_await el.async_resign(use_awaitable);
+    BOOST_TEST(!h3, "still held after its session's lease was revoked");
+    co_await lead.async_release(use_awaitable);
     co_await s.async_close(use_awaitable);
     for (auto k : {event_kind::endpoint_connected, event_kind::endpoint_failed_over, event_kind::endpoint_unreachable,
                    event_kind::stream_reopened, event_kind::watch_resumed, event_kind::watch_relisted,
@@ -185,16 +198,17 @@ BOOST_AUTO_TEST_CASE(stats_count_what_the_server_counts) {
 
     auto s = co_await session::async_create(c, session_options{.ttl = 10s}, use_awaitable);
     mutex m1(s, "stats/lock"), m2(s, "stats/lock");
-    co_await m1.async_lock(use_awaitable);
-    auto second = std::make_shared<std::optional<error_code>>();
-    m2.async_lock([second](error_code ec) { *second = ec; });
+    auto first = co_await m1.async_lock(use_awaitable);
+    auto second = started();
+    auto second_hold = std::make_shared<mutex::hold>();
+    m2.async_lock(record_hold(second, second_hold));
     BOOST_TEST(co_await eventually([&] {
       auto st = c.stats();
       return st.locks.size() == 1 && st.locks[0].waiting == 1 && st.locks[0].held == 1;
     }, 5000ms));
-    co_await m1.async_unlock(use_awaitable);
+    co_await first.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await eventually([&] { return second->has_value(); }, 5000ms));
-    co_await m2.async_unlock(use_awaitable);
+    co_await second_hold->async_release(use_awaitable);
 
     auto st = c.stats();
     BOOST_TEST_REQUIRE(st.locks.size() == 1u);
@@ -251,9 +265,9 @@ BOOST_AUTO_TEST_CASE(status_of_a_queue_made_by_etcdctl_and_coetcd) {
     auto s2 = co_await session::async_create(c, session_options{.ttl = 20s}, use_awaitable);
     auto s3 = co_await session::async_create(c, session_options{.ttl = 20s}, use_awaitable);
     mutex m1(s1, "st/q"), m2(s2, "st/q"), nested(s3, "st/q/sub");
-    auto r1 = std::make_shared<std::optional<error_code>>();
-    auto r2 = std::make_shared<std::optional<error_code>>();
-    m1.async_lock([r1](error_code ec) { *r1 = ec; });
+    auto r1 = started(), r2 = started();
+    auto h1 = std::make_shared<mutex::hold>(), h2 = std::make_shared<mutex::hold>();
+    m1.async_lock(record_hold(r1, h1));
     auto queue_length = [&c]() -> asio::awaitable<std::int64_t> {
       for (int i = 0; i < 100; ++i) {
         auto n = co_await count_keys(c, "st/q/");
@@ -263,9 +277,9 @@ BOOST_AUTO_TEST_CASE(status_of_a_queue_made_by_etcdctl_and_coetcd) {
       co_return co_await count_keys(c, "st/q/");
     };
     while (co_await count_keys(c, "st/q/") < 2) co_await sleep_for(20ms);  // m1 queued first
-    m2.async_lock([r2](error_code ec) { *r2 = ec; });
+    m2.async_lock(record_hold(r2, h2));
     BOOST_TEST_REQUIRE(co_await queue_length() == 3);
-    co_await nested.async_lock(use_awaitable);  // its own prefix is empty: held at once
+    auto nested_hold = co_await nested.async_lock(use_awaitable);  // its own prefix is empty: held at once
 
     auto st = co_await async_lock_status(c, "st/q", use_awaitable);
     BOOST_TEST(st.name == "st/q");
@@ -273,14 +287,14 @@ BOOST_AUTO_TEST_CASE(status_of_a_queue_made_by_etcdctl_and_coetcd) {
     BOOST_TEST_REQUIRE(st.holder.has_value());
     BOOST_TEST(st.holder->key == etcdctl_key);
     BOOST_TEST(st.holder->lease != 0);
-    BOOST_TEST(st.holder->ttl > 0);
+    BOOST_TEST(st.holder->ttl.count() > 0);
     BOOST_TEST(st.holder->granted_ttl >= st.holder->ttl);
     BOOST_TEST(st.holder->create_revision > 0);
     BOOST_TEST_REQUIRE(st.waiters.size() == 3u);
     BOOST_TEST(st.waiters[0].key == m1.key());
     BOOST_TEST(st.waiters[0].lease == s1.lease());
-    BOOST_TEST(st.waiters[0].granted_ttl == 30);
-    BOOST_TEST((st.waiters[0].ttl > 20 && st.waiters[0].ttl <= 30));
+    BOOST_TEST(st.waiters[0].granted_ttl.count() == 30);
+    BOOST_TEST((st.waiters[0].ttl.count() > 20 && st.waiters[0].ttl.count() <= 30));
     BOOST_TEST(st.waiters[1].key == m2.key());
     BOOST_TEST(st.waiters[1].lease == s2.lease());
     BOOST_TEST(st.waiters[2].key == nested.key());
@@ -297,7 +311,7 @@ BOOST_AUTO_TEST_CASE(status_of_a_queue_made_by_etcdctl_and_coetcd) {
     auto [eec, est] = co_await async_lock_status(c, "", asio::as_tuple(use_awaitable));
     BOOST_TEST(eec == error::empty_key);
 
-    co_await nested.async_unlock(use_awaitable);
+    co_await nested_hold.async_release(use_awaitable);
     holder.signal(SIGKILL);
     co_await s1.async_close(use_awaitable);
     co_await s2.async_close(use_awaitable);
@@ -324,13 +338,14 @@ BOOST_AUTO_TEST_CASE(stats_read_from_another_thread_while_work_runs) {
     auto s = co_await session::async_create(c, session_options{.ttl = 10s}, use_awaitable);
     for (int round = 0; round < 20; ++round) {
       mutex a(s, "stats-thread/" + std::to_string(round % 3)), b(s, "stats-thread/" + std::to_string(round % 3));
-      co_await a.async_lock(use_awaitable);
-      auto second = std::make_shared<std::optional<error_code>>();
-      b.async_lock([second](error_code ec) { *second = ec; });
+      auto first = co_await a.async_lock(use_awaitable);
+      auto second = started();
+      auto second_hold = std::make_shared<mutex::hold>();
+      b.async_lock(record_hold(second, second_hold));
       co_await c.async_put("stats-thread/k", std::to_string(round), use_awaitable);
-      co_await a.async_unlock(use_awaitable);
+      co_await first.async_release(use_awaitable);
       while (!second->has_value()) co_await sleep_for(1ms);
-      co_await b.async_unlock(use_awaitable);
+      co_await second_hold->async_release(use_awaitable);
     }
     co_await s.async_close(use_awaitable);
     // A lock view's first Range may still be on the wire after its mutexes went.

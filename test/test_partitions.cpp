@@ -281,7 +281,7 @@ BOOST_AUTO_TEST_CASE(streams_leave_a_member_cut_off_from_the_quorum) {
     BOOST_TEST(seen == written, "written " << written.size() << ", seen " << seen.size());
     BOOST_TEST(!s.lost());
     auto ttl = co_await w.async_lease_time_to_live(s.lease(), use_awaitable);
-    BOOST_TEST(ttl.ttl > 50, "lease " << ttl.ttl << " s left of 60: keepalives stopped");
+    BOOST_TEST(ttl.ttl.count() > 50, "lease " << ttl.ttl.count() << " s left of 60: keepalives stopped");
     co_await s.async_close(use_awaitable);
     co_await w.async_delete("part-watch/", delete_options{.prefix = true}, use_awaitable);
   }(a, w, f, reopens), 90s);
@@ -301,21 +301,25 @@ BOOST_AUTO_TEST_CASE(a_holder_cut_off_past_its_ttl_is_replaced_and_its_fenced_wr
     constexpr auto ttl = 3s;
     auto hs = co_await session::async_create(h, session_options{.ttl = ttl}, use_awaitable);
     mutex hm(hs, "part-ttl");
-    co_await hm.async_lock(use_awaitable);
-    const auto old_key = hm.key();
-    const auto old_token = hm.fencing_token();
+    auto held = co_await hm.async_lock(use_awaitable);
+    const auto old_key = held.key();
+    const auto old_token = held.fencing_token();
     auto os = co_await session::async_create(o, use_awaitable);
     mutex om(os, "part-ttl");
+    mutex::hold taken;
     std::optional<clock_type::time_point> acquired, lost;
+    error_code lost_ec;
+    loss_reason why;
     auto ex = co_await asio::this_coro::executor;
-    asio::co_spawn(ex, [](mutex& m, std::optional<clock_type::time_point>& t) -> asio::awaitable<void> {
-      co_await m.async_lock(use_awaitable);
+    asio::co_spawn(ex, [](mutex& m, mutex::hold& into, std::optional<clock_type::time_point>& t) -> asio::awaitable<void> {
+      into = co_await m.async_lock(use_awaitable);
       t = clock_type::now();
-    }(om, acquired), asio::detached);
-    asio::co_spawn(ex, [](mutex& m, std::optional<clock_type::time_point>& t) -> asio::awaitable<void> {
-      co_await m.async_wait_lost(asio::as_tuple(use_awaitable));
+    }(om, taken, acquired), asio::detached);
+    asio::co_spawn(ex, [](mutex::hold& h, std::optional<clock_type::time_point>& t, error_code& ec,
+                          loss_reason& r) -> asio::awaitable<void> {
+      std::tie(ec, r) = co_await h.async_wait_lost(asio::as_tuple(use_awaitable));
       t = clock_type::now();
-    }(hm, lost), asio::detached);
+    }(held, lost, lost_ec, why), asio::detached);
     co_await sleep_for(300ms);
     BOOST_TEST_REQUIRE(!acquired);
     const auto cut = clock_type::now();
@@ -329,7 +333,12 @@ BOOST_AUTO_TEST_CASE(a_holder_cut_off_past_its_ttl_is_replaced_and_its_fenced_wr
     BOOST_TEST(took >= 2.0 * ttl.count() / 3 - 0.1);
     BOOST_TEST(took < ttl.count() + 4.0);
     BOOST_TEST(told <= ttl.count() + 1.0);
-    BOOST_TEST(om.fencing_token() > old_token);
+    // The loss wait succeeds, and says the lease could not be renewed before its deadline.
+    BOOST_TEST(!lost_ec, lost_ec.message());
+    BOOST_TEST((why.what == loss_reason::kind::lease_deadline), why.cause.message());
+    BOOST_TEST(why.cause == error::lease_expired, why.cause.message());
+    BOOST_TEST(!held);
+    BOOST_TEST(taken.fencing_token() > old_token);
     // The old holder's fenced write, through its cut-off member: no answer, certainly no success.
     auto fenced = txn().when(compare::create_revision(old_key) == old_token).then(txn_op::put("part-ttl-data", "stale"));
     auto [ec, r] = co_await h.async_txn(fenced, asio::as_tuple(use_awaitable));
@@ -348,13 +357,13 @@ BOOST_AUTO_TEST_CASE(a_holder_cut_off_past_its_ttl_is_replaced_and_its_fenced_wr
       BOOST_TEST(!r2.succeeded);
     }
     BOOST_TEST(answered, "the healed member never answered");
-    auto fresh = co_await o.async_txn(txn().when(om.is_owner()).then(txn_op::put("part-ttl-data", "fresh")),
-                                      use_awaitable);
+    auto guarded = txn().when(taken.fence()).then(txn_op::put("part-ttl-data", "fresh"));
+    auto fresh = co_await o.async_txn(guarded, use_awaitable);
     BOOST_TEST(fresh.succeeded);
     auto data = co_await o.async_get("part-ttl-data", use_awaitable);
     BOOST_TEST_REQUIRE(data.kvs.size() == 1u);
     BOOST_TEST(data.kvs.front().value == "fresh");
-    co_await om.async_unlock(use_awaitable);
+    co_await taken.async_release(use_awaitable);
     co_await os.async_close(use_awaitable);
     co_await o.async_delete("part-ttl-data", use_awaitable);
     BOOST_TEST(co_await count_keys(o, "part-ttl/") == 0);
@@ -386,16 +395,16 @@ BOOST_AUTO_TEST_CASE(an_unlock_copy_applied_late_leaves_the_sessions_newer_key) 
     mutex hm(hs, "part-late-unlock");
     bool caught = false;
     for (int attempt = 0; attempt < 12 && !caught; ++attempt) {
-      co_await hm.async_lock(use_awaitable);
+      auto held = co_await hm.async_lock(use_awaitable);
       // A lock and an unlock are two picks of round robin: a read on every other try moves the
       // unlock to the other member.
       if (attempt % 2) co_await h.async_get("part-late-unlock-probe", use_awaitable);
-      const auto key = hm.key();
+      const auto key = held.key();
       const auto start = clock_type::now();
       cluster().peer_proxy(f).hold_from({l});  // what F sends to the leader waits
       bool unlocked = false;
       asio::co_spawn(co_await asio::this_coro::executor, [&]() -> asio::awaitable<void> {
-        co_await hm.async_unlock(use_awaitable);
+        co_await held.async_release(use_awaitable);
         unlocked = true;
       }, asio::detached);
       co_await eventually([&] { return unlocked; }, 3s);
@@ -457,14 +466,15 @@ BOOST_AUTO_TEST_CASE(a_lock_put_applied_late_after_its_release_is_swept) {
       cluster().peer_proxy(f).hold_from({l});  // what F sends to the leader waits
       bool locked = false;
       error_code lock_ec;
+      mutex::hold held;
       asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
-        std::tie(lock_ec) = co_await hm.async_lock(asio::as_tuple(use_awaitable));
+        std::tie(lock_ec, held) = co_await hm.async_lock(asio::as_tuple(use_awaitable));
         locked = true;
       }, asio::detached);
       co_await sleep_for(300ms);
       if (locked) {  // through G at once: not this case
         cluster().heal();
-        if (!lock_ec) co_await hm.async_unlock(use_awaitable);
+        if (!lock_ec) co_await held.async_release(use_awaitable);
         continue;
       }
       const auto start = clock_type::now();
@@ -472,8 +482,8 @@ BOOST_AUTO_TEST_CASE(a_lock_put_applied_late_after_its_release_is_swept) {
       co_await eventually([&] { return locked; }, 4s);
       BOOST_TEST_REQUIRE(locked, "the resent put did not complete");
       BOOST_TEST_REQUIRE(!lock_ec, lock_ec.message());
-      const auto key = hm.key();
-      co_await hm.async_unlock(use_awaitable);
+      const auto key = held.key();
+      co_await held.async_release(use_awaitable);
       cluster().heal();  // the held copy goes on to the leader
       bool came_back = false;
       for (int i = 0; i < 200 && !came_back; ++i) {
@@ -597,7 +607,7 @@ BOOST_AUTO_TEST_CASE(a_session_renewed_through_a_follower_survives_the_leader_cu
     if (elected >= 0 && elected <= 3.0) {
       BOOST_TEST(!s.lost(), "the session was lost on the majority side");
       auto ttl = co_await w.async_lease_time_to_live(s.lease(), use_awaitable);
-      BOOST_TEST(ttl.ttl > 0);
+      BOOST_TEST(ttl.ttl.count() > 0);
     } else {
       BOOST_TEST_MESSAGE("the majority elected too late for any 5 s session to survive: not judged");
     }

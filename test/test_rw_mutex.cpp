@@ -41,9 +41,20 @@ struct checker {
   void leave(bool write) { --(write ? writers : readers); }
 };
 
+/// record(o) for an operation that hands over a value with its code (a hold, a loss_reason): the
+/// value is kept in `*v`, so a hold outlives the handler (a dropped one would be released at once).
+template <class T>
+auto record_with(outcome o, std::shared_ptr<T> v) {
+  return [o, v](error_code ec, T got) {
+    *v = std::move(got);
+    *o = ec;
+  };
+}
+
 }  // namespace
 
-// Keys as Go's recipe.RWMutex lays them out, under the session's lease; none left after unlock.
+// Keys as Go's recipe.RWMutex lays them out, under the session's lease; none left after release.
+// A hold released twice says not_locked; an empty one, bad_descriptor.
 BOOST_AUTO_TEST_CASE(keys_are_laid_out_as_gos_recipe) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
@@ -52,31 +63,40 @@ BOOST_AUTO_TEST_CASE(keys_are_laid_out_as_gos_recipe) {
     rw_mutex m(s, "rw-layout");
     BOOST_TEST(m.write_key() == "rw-layout/write/" + hex(s.lease()));
     BOOST_TEST(m.read_key() == "rw-layout/read/" + hex(s.lease()));
-    co_await m.async_lock_shared(use_awaitable);
-    BOOST_TEST(m.shared_holds() == 1);
-    BOOST_TEST(!m.held());
+    auto shared = co_await m.async_lock_shared(use_awaitable);
+    BOOST_TEST(bool(shared));
+    BOOST_TEST(shared.key() == m.read_key());
+    BOOST_TEST(co_await count_keys(c, "rw-layout/write/") == 0);  // a reader makes no write key
     auto r = co_await c.async_get(m.read_key(), use_awaitable);
     BOOST_TEST_REQUIRE(r.kvs.size() == 1u);
     BOOST_TEST(r.kvs[0].lease == s.lease());
-    BOOST_TEST(m.fencing_token() == r.kvs[0].create_revision);
-    auto fenced = co_await c.async_txn(txn().when(m.is_owner()).then(txn_op::put("rw-layout-data", "r")), use_awaitable);
+    BOOST_TEST(shared.fencing_token() == r.kvs[0].create_revision);
+    auto fenced = co_await c.async_txn(txn().when(shared.fence()).then(txn_op::put("rw-layout-data", "r")), use_awaitable);
     BOOST_TEST(fenced.succeeded);
-    co_await m.async_unlock_shared(use_awaitable);
-    BOOST_TEST(m.shared_holds() == 0);
-    BOOST_TEST(m.fencing_token() == 0);
+    co_await shared.async_release(use_awaitable);
+    BOOST_TEST(!shared);
+    BOOST_TEST(shared.fencing_token() == 0);
     BOOST_TEST(co_await count_keys(c, "rw-layout/") == 0);
-    co_await m.async_lock(use_awaitable);
-    BOOST_TEST(m.held());
+    auto excl = co_await m.async_lock(use_awaitable);
+    BOOST_TEST(bool(excl));
+    BOOST_TEST(excl.key() == m.write_key());
     auto w = co_await c.async_get(m.write_key(), use_awaitable);
     BOOST_TEST_REQUIRE(w.kvs.size() == 1u);
-    BOOST_TEST(m.fencing_token() == w.kvs[0].create_revision);
-    auto [e] = co_await m.async_unlock_shared(asio::as_tuple(use_awaitable));
-    BOOST_TEST(e == error::not_locked);
-    co_await m.async_unlock(use_awaitable);
-    auto stale = co_await c.async_txn(txn().when(m.is_owner()).then(txn_op::put("rw-layout-data", "w")), use_awaitable);
+    BOOST_TEST(excl.fencing_token() == w.kvs[0].create_revision);
+    // The shared hold, released already, cannot let the writer's key go.
+    auto [e] = co_await shared.async_release(asio::as_tuple(use_awaitable));
+    BOOST_TEST(e == error::not_locked, e.message());
+    BOOST_TEST(co_await count_keys(c, "rw-layout/write/") == 1);
+    co_await excl.async_release(use_awaitable);
+    BOOST_TEST(!excl);
+    auto stale = co_await c.async_txn(txn().when(excl.fence()).then(txn_op::put("rw-layout-data", "w")), use_awaitable);
     BOOST_TEST(!stale.succeeded);
-    auto [e2] = co_await m.async_unlock(asio::as_tuple(use_awaitable));
-    BOOST_TEST(e2 == error::not_locked);
+    auto [e2] = co_await excl.async_release(asio::as_tuple(use_awaitable));
+    BOOST_TEST(e2 == error::not_locked, e2.message());
+    rw_mutex::shared_hold none;
+    BOOST_TEST(!none);
+    auto [e3] = co_await none.async_release(asio::as_tuple(use_awaitable));
+    BOOST_TEST(e3 == asio::error::bad_descriptor, e3.message());
     co_await c.async_delete("rw-layout-data", use_awaitable);
     co_await expect_no_keys(c, "rw-layout");
     BOOST_CHECK_THROW(rw_mutex(s, ""), boost::system::system_error);
@@ -94,7 +114,11 @@ BOOST_AUTO_TEST_CASE(writers_exclude_everyone_and_readers_share) {
     auto s = co_await session::async_create(c, use_awaitable);
     rw_mutex m(s, "rw-check");
     for (int i = 0; i < rounds; ++i) {
-      auto [ec] = co_await take(m, write, asio::as_tuple(use_awaitable));
+      error_code ec;
+      rw_mutex::hold excl;
+      rw_mutex::shared_hold shared;
+      if (write) std::tie(ec, excl) = co_await m.async_lock(asio::as_tuple(use_awaitable));
+      else std::tie(ec, shared) = co_await m.async_lock_shared(asio::as_tuple(use_awaitable));
       if (ec) {
         ++st->errors;
         continue;
@@ -104,15 +128,15 @@ BOOST_AUTO_TEST_CASE(writers_exclude_everyone_and_readers_share) {
         auto r = co_await c.async_get("rw-check-counter", use_awaitable);
         int n = r.kvs.empty() ? 0 : std::stoi(r.kvs[0].value);
         auto w = co_await c.async_txn(
-            txn().when(m.is_owner()).then(txn_op::put("rw-check-counter", std::to_string(n + 1))), use_awaitable);
+            txn().when(excl.fence()).then(txn_op::put("rw-check-counter", std::to_string(n + 1))), use_awaitable);
         if (w.succeeded) ++st->writes;
       } else {
         ++st->reads;
         co_await sleep_for(3ms);
       }
       st->leave(write);
-      if (write) co_await m.async_unlock(use_awaitable);
-      else co_await m.async_unlock_shared(use_awaitable);
+      if (write) co_await excl.async_release(use_awaitable);
+      else co_await shared.async_release(use_awaitable);
     }
     co_await s.async_close(use_awaitable);
     ++st->finished;
@@ -136,7 +160,7 @@ BOOST_AUTO_TEST_CASE(writers_exclude_everyone_and_readers_share) {
 }
 
 // Twenty readers of one session, an object each: they hold together on the session's one read
-// key, and the ones that come while it is held join without an RPC.
+// key (one token), and the ones that come while it is held join without an RPC.
 BOOST_AUTO_TEST_CASE(readers_of_one_session_share_one_key) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
@@ -144,19 +168,66 @@ BOOST_AUTO_TEST_CASE(readers_of_one_session_share_one_key) {
     auto s = co_await session::async_create(c, use_awaitable);
     std::vector<std::unique_ptr<rw_mutex>> readers;
     for (int i = 0; i < 20; ++i) readers.push_back(std::make_unique<rw_mutex>(s, "rw-local"));
-    co_await readers[0]->async_lock_shared(use_awaitable);
+    std::vector<rw_mutex::shared_hold> holds;
+    auto h0 = co_await readers[0]->async_lock_shared(use_awaitable);
+    holds.push_back(std::move(h0));
     const auto txns = server().grpc_handled("Txn");
-    for (int i = 1; i < 20; ++i) co_await readers[i]->async_lock_shared(use_awaitable);
+    for (int i = 1; i < 20; ++i) {
+      auto h = co_await readers[i]->async_lock_shared(use_awaitable);
+      holds.push_back(std::move(h));
+    }
     BOOST_TEST(server().grpc_handled("Txn") == txns);  // joined locally
-    for (auto& r : readers) BOOST_TEST(r->shared_holds() == 1);
+    for (auto& h : holds) {
+      BOOST_TEST(bool(h));
+      BOOST_TEST(h.key() == readers[0]->read_key());
+      BOOST_TEST(h.fencing_token() == holds[0].fencing_token());
+    }
     BOOST_TEST(co_await count_keys(c, "rw-local/") == 1);
     // One object may hold it shared more than once.
-    co_await readers[0]->async_lock_shared(use_awaitable);
-    BOOST_TEST(readers[0]->shared_holds() == 2);
-    for (auto& r : readers) co_await r->async_unlock_shared(use_awaitable);
-    BOOST_TEST(co_await count_keys(c, "rw-local/") == 1);  // readers[0] still holds once
-    co_await readers[0]->async_unlock_shared(use_awaitable);
+    auto again = co_await readers[0]->async_lock_shared(use_awaitable);
+    BOOST_TEST(bool(again));
+    for (auto& h : holds) co_await h.async_release(use_awaitable);
+    BOOST_TEST(co_await count_keys(c, "rw-local/") == 1);  // `again` still holds
+    BOOST_TEST(bool(again));
+    co_await again.async_release(use_awaitable);
     co_await expect_no_keys(c, "rw-local");
+  }(c));
+}
+
+// Two shared holds of one session (through two objects) share its read key: releasing one keeps
+// the key, and the other's fence still passes and still keeps a writer out; releasing both deletes
+// it. (The count lived on the object before; now each hold is counted by the session's queue.)
+BOOST_AUTO_TEST_CASE(a_sessions_read_key_lives_while_any_of_its_shared_holds_does) {
+  asio::io_context ioc;
+  client c(ioc, options_for(server()));
+  run_for(ioc, [](client& c) -> asio::awaitable<void> {
+    auto s = co_await session::async_create(c, use_awaitable);
+    auto so = co_await session::async_create(c, use_awaitable);
+    rw_mutex a(s, "rw-two"), b(s, "rw-two"), writer(so, "rw-two");
+    auto first = co_await a.async_lock_shared(use_awaitable);
+    auto second = co_await b.async_lock_shared(use_awaitable);
+    BOOST_TEST(co_await count_keys(c, "rw-two/") == 1);
+    const auto fence = second.fence();
+    co_await first.async_release(use_awaitable);
+    BOOST_TEST(!first);
+    BOOST_TEST(bool(second));
+    BOOST_TEST(co_await count_keys(c, "rw-two/read/") == 1, "releasing one of two shared holds deleted the read key");
+    auto still = co_await c.async_txn(txn().when(fence).then(txn_op::put("rw-two-data", "1")), use_awaitable);
+    BOOST_TEST(still.succeeded);
+    auto [busy, refused] = co_await writer.async_try_lock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(busy == error::locked, busy.message());
+    BOOST_TEST(!refused);
+    co_await second.async_release(use_awaitable);
+    BOOST_TEST(!second);
+    BOOST_TEST(co_await count_keys(c, "rw-two/") == 0, "releasing both shared holds left the read key");
+    auto late = co_await c.async_txn(txn().when(fence).then(txn_op::put("rw-two-data", "2")), use_awaitable);
+    BOOST_TEST(!late.succeeded);
+    auto [later, w] = co_await writer.async_try_lock(asio::as_tuple(use_awaitable));
+    BOOST_TEST(!later, later.message());
+    BOOST_TEST(bool(w));
+    if (!later) co_await w.async_release(use_awaitable);
+    co_await c.async_delete("rw-two-data", use_awaitable);
+    co_await expect_no_keys(c, "rw-two");
   }(c));
 }
 
@@ -171,12 +242,24 @@ BOOST_AUTO_TEST_CASE(read_keys_may_share_a_revision_write_keys_never) {
     std::vector<std::unique_ptr<rw_mutex>> locks;
     for (auto& s : sessions) locks.push_back(std::make_unique<rw_mutex>(s, "rw-revs"));
     // A writer holds first, so everyone else queues behind it and is in etcd at once.
-    co_await locks[0]->async_lock(use_awaitable);
-    int granted = 0;
+    auto first = co_await locks[0]->async_lock(use_awaitable);
+    struct grants {
+      int granted = 0;
+      std::vector<rw_mutex::hold> writers = std::vector<rw_mutex::hold>(24);
+      std::vector<rw_mutex::shared_hold> readers = std::vector<rw_mutex::shared_hold>(24);
+    };
+    auto g = std::make_shared<grants>();
     for (int i = 1; i < 24; ++i) {
-      auto count = [&granted](error_code ec) { granted += !ec; };
-      if (i % 6 == 0) locks[i]->async_lock(count);
-      else locks[i]->async_lock_shared(count);
+      if (i % 6 == 0)
+        locks[i]->async_lock([g, i](error_code ec, rw_mutex::hold h) {
+          g->granted += !ec;
+          g->writers[i] = std::move(h);
+        });
+      else
+        locks[i]->async_lock_shared([g, i](error_code ec, rw_mutex::shared_hold h) {
+          g->granted += !ec;
+          g->readers[i] = std::move(h);
+        });
     }
     for (int i = 0; i < 500 && co_await count_keys(c, "rw-revs/") < 24; ++i) co_await sleep_for(5ms);
     auto r = co_await c.async_get("rw-revs/", get_options{.prefix = true}, use_awaitable);
@@ -190,18 +273,19 @@ BOOST_AUTO_TEST_CASE(read_keys_may_share_a_revision_write_keys_never) {
         BOOST_TEST((keys.size() == 1 || k.starts_with("rw-revs/read/")), k << " shares revision " << rev);
     }
     BOOST_TEST(shared_one);  // batching did put read keys together
-    co_await locks[0]->async_unlock(use_awaitable);
-    while (granted < 23) {
+    co_await first.async_release(use_awaitable);
+    // Each hold is released once granted, so the writers behind the readers get their turns.
+    auto release_granted = [](grants& g) -> asio::awaitable<void> {
+      for (auto& h : g.writers)
+        if (h) co_await h.async_release(use_awaitable);
+      for (auto& h : g.readers)
+        if (h) co_await h.async_release(use_awaitable);
+    };
+    while (g->granted < 23) {
       co_await sleep_for(5ms);
-      for (auto& l : locks) {
-        if (l->held()) co_await l->async_unlock(use_awaitable);
-        while (l->shared_holds() > 0) co_await l->async_unlock_shared(use_awaitable);
-      }
+      co_await release_granted(*g);
     }
-    for (auto& l : locks) {
-      if (l->held()) co_await l->async_unlock(use_awaitable);
-      while (l->shared_holds() > 0) co_await l->async_unlock_shared(use_awaitable);
-    }
+    co_await release_granted(*g);
     co_await expect_no_keys(c, "rw-revs");
   }(c));
 }
@@ -216,35 +300,37 @@ BOOST_AUTO_TEST_CASE(a_waiting_writer_holds_back_later_readers) {
     auto sb = co_await session::async_create(c, use_awaitable);
     auto sc = co_await session::async_create(c, use_awaitable);
     rw_mutex first(sa, "rw-fifo"), same_session(sa, "rw-fifo"), writer(sb, "rw-fifo"), other(sc, "rw-fifo");
-    co_await first.async_lock_shared(use_awaitable);
+    auto held = co_await first.async_lock_shared(use_awaitable);
     auto w = started();
-    writer.async_lock(record(w));
+    auto wh = std::make_shared<rw_mutex::hold>();
+    writer.async_lock(record_with(w, wh));
     // The writer's key is in the queue when the later readers come.
     for (int i = 0; i < 200 && co_await count_keys(c, "rw-fifo/write/") == 0; ++i) co_await sleep_for(5ms);
     co_await sleep_for(100ms);  // the view has seen it
     auto r1 = started(), r2 = started();
-    same_session.async_lock_shared(record(r1));
-    other.async_lock_shared(record(r2));
+    auto r1h = std::make_shared<rw_mutex::shared_hold>(), r2h = std::make_shared<rw_mutex::shared_hold>();
+    same_session.async_lock_shared(record_with(r1, r1h));
+    other.async_lock_shared(record_with(r2, r2h));
     co_await sleep_for(300ms);
     BOOST_TEST(!w->has_value());
     BOOST_TEST(!r1->has_value());  // not joined: the writer came first
     BOOST_TEST(!r2->has_value());
-    co_await first.async_unlock_shared(use_awaitable);
+    co_await held.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(w));
     BOOST_TEST(!**w);
-    BOOST_TEST(writer.held());
+    BOOST_TEST(bool(*wh));
     co_await sleep_for(100ms);
     BOOST_TEST(!r1->has_value());
     BOOST_TEST(!r2->has_value());
-    co_await writer.async_unlock(use_awaitable);
+    co_await wh->async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(r1));
     BOOST_TEST_REQUIRE(co_await settled(r2));
     BOOST_TEST(!**r1);
     BOOST_TEST(!**r2);
-    BOOST_TEST(same_session.shared_holds() == 1);
-    BOOST_TEST(other.shared_holds() == 1);
-    co_await same_session.async_unlock_shared(use_awaitable);
-    co_await other.async_unlock_shared(use_awaitable);
+    BOOST_TEST(bool(*r1h));
+    BOOST_TEST(bool(*r2h));
+    co_await r1h->async_release(use_awaitable);
+    co_await r2h->async_release(use_awaitable);
     co_await expect_no_keys(c, "rw-fifo");
   }(c));
 }
@@ -259,29 +345,32 @@ BOOST_AUTO_TEST_CASE(a_sessions_readers_and_writers_take_turns_in_the_order_they
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
     auto s = co_await session::async_create(c, use_awaitable);
     rw_mutex w1(s, "rw-turns"), reader(s, "rw-turns"), w2(s, "rw-turns"), w3(s, "rw-turns");
-    co_await w1.async_lock(use_awaitable);
+    auto h1 = co_await w1.async_lock(use_awaitable);
     auto r = started(), second = started();
-    reader.async_lock_shared(record(r));
+    auto rh = std::make_shared<rw_mutex::shared_hold>();
+    auto h2 = std::make_shared<rw_mutex::hold>();
+    reader.async_lock_shared(record_with(r, rh));
     for (int i = 0; i < 200 && co_await count_keys(c, "rw-turns/read/") == 0; ++i) co_await sleep_for(5ms);
-    w2.async_lock(record(second));
+    w2.async_lock(record_with(second, h2));
     co_await sleep_for(50ms);
     BOOST_TEST(!r->has_value());
     BOOST_TEST(!second->has_value());
-    co_await w1.async_unlock(use_awaitable);
+    co_await h1.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(r));
     BOOST_TEST(!**r);
-    BOOST_TEST(reader.shared_holds() == 1);
+    BOOST_TEST(bool(*rh));
     BOOST_TEST(!second->has_value());  // the reader asked first
     // A writer asking while the reader holds queues behind w2, not beside the reader.
     auto third = started();
-    w3.async_lock(record(third));
+    auto h3 = std::make_shared<rw_mutex::hold>();
+    w3.async_lock(record_with(third, h3));
     co_await sleep_for(50ms);
     BOOST_TEST(!second->has_value());
     BOOST_TEST(!third->has_value());
-    co_await reader.async_unlock_shared(use_awaitable);
+    co_await rh->async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(second));
     BOOST_TEST(!**second);
-    BOOST_TEST(w2.held());
+    BOOST_TEST(bool(*h2));
     BOOST_TEST(!third->has_value());
     auto handoffs_of = [&c] {
       for (const auto& l : c.stats().locks)
@@ -289,11 +378,12 @@ BOOST_AUTO_TEST_CASE(a_sessions_readers_and_writers_take_turns_in_the_order_they
       return std::uint64_t(0);
     };
     const auto handoffs = handoffs_of();
-    co_await w2.async_unlock(use_awaitable);  // no reader waits: a local hand-off
+    co_await h2->async_release(use_awaitable);  // no reader waits: a local hand-off
     BOOST_TEST_REQUIRE(co_await settled(third));
     BOOST_TEST(!**third);
+    BOOST_TEST(bool(*h3));
     BOOST_TEST(handoffs_of() == handoffs + 1);
-    co_await w3.async_unlock(use_awaitable);
+    co_await h3->async_release(use_awaitable);
     co_await expect_no_keys(c, "rw-turns");
   }(c));
 }
@@ -307,26 +397,27 @@ BOOST_AUTO_TEST_CASE(a_writers_fence_fails_under_the_next_writer_of_its_session)
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
     auto s = co_await session::async_create(c, use_awaitable);
     rw_mutex a(s, "rw-fence"), b(s, "rw-fence");
-    co_await a.async_lock(use_awaitable);
-    const auto stale = txn().when(a.is_owner()).then(txn_op::put("rw-fence-data", "from a"));
-    const auto token_a = a.fencing_token();
+    auto ha = co_await a.async_lock(use_awaitable);
+    const auto stale = txn().when(ha.fence()).then(txn_op::put("rw-fence-data", "from a"));
+    const auto token_a = ha.fencing_token();
     auto next = started();
-    b.async_lock(record(next));
+    auto hb = std::make_shared<rw_mutex::hold>();
+    b.async_lock(record_with(next, hb));
     std::function<bool()> queued = [&c] {
       for (const auto& l : c.stats().locks)
         if (l.name == "rw-fence") return l.waiting == 1;
       return false;
     };
     BOOST_TEST_REQUIRE(co_await eventually(std::move(queued), 5s));
-    co_await a.async_unlock(use_awaitable);
+    co_await ha.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(next));
     BOOST_TEST_REQUIRE(!**next);
     auto late = co_await c.async_txn(stale, use_awaitable);
     BOOST_TEST(!late.succeeded, "the previous writer's fenced write passed under the next writer");
-    BOOST_TEST(b.fencing_token() > token_a);
-    auto own = co_await c.async_txn(txn().when(b.is_owner()).then(txn_op::put("rw-fence-data", "from b")), use_awaitable);
+    BOOST_TEST(hb->fencing_token() > token_a);
+    auto own = co_await c.async_txn(txn().when(hb->fence()).then(txn_op::put("rw-fence-data", "from b")), use_awaitable);
     BOOST_TEST(own.succeeded);
-    co_await b.async_unlock(use_awaitable);
+    co_await hb->async_release(use_awaitable);
     co_await expect_no_keys(c, "rw-fence");
     co_await c.async_delete("rw-fence-data", {}, use_awaitable);
   }(c));
@@ -341,31 +432,35 @@ BOOST_AUTO_TEST_CASE(readers_held_back_by_a_writer_join_when_it_gives_up) {
     auto s = co_await session::async_create(c, use_awaitable);
     auto ws = co_await session::async_create(c, use_awaitable);
     rw_mutex r1(s, "rw-parked"), r2(s, "rw-parked"), w(ws, "rw-parked");
-    co_await r1.async_lock_shared(use_awaitable);
+    auto h1 = co_await r1.async_lock_shared(use_awaitable);
     asio::cancellation_signal sig;
     auto wo = started();
-    w.async_lock(asio::bind_cancellation_slot(sig.slot(), record(wo)));
+    auto wh = std::make_shared<rw_mutex::hold>();
+    w.async_lock(asio::bind_cancellation_slot(sig.slot(), record_with(wo, wh)));
     // Until the view shows the writer, a reader would still join: try until it is refused.
     bool held_back = false;
     for (int i = 0; i < 200 && !held_back; ++i) {
-      auto [ec] = co_await r2.async_try_lock_shared(asio::as_tuple(use_awaitable));
+      auto [ec, tried] = co_await r2.async_try_lock_shared(asio::as_tuple(use_awaitable));
       if (ec == error::locked) held_back = true;
-      else if (!ec) co_await r2.async_unlock_shared(use_awaitable);
+      else if (!ec) co_await tried.async_release(use_awaitable);
       if (!held_back) co_await sleep_for(5ms);
     }
     BOOST_TEST_REQUIRE(held_back);
     auto r2o = started();
-    r2.async_lock_shared(record(r2o));
+    auto h2 = std::make_shared<rw_mutex::shared_hold>();
+    r2.async_lock_shared(record_with(r2o, h2));
     co_await sleep_for(50ms);
     BOOST_TEST(!r2o->has_value());  // parked behind the writer
     sig.emit(asio::cancellation_type::terminal);
     BOOST_TEST_REQUIRE(co_await settled(wo));
     BOOST_TEST(**wo == asio::error::operation_aborted);
+    BOOST_TEST(!*wh);
     BOOST_TEST_REQUIRE(co_await settled(r2o, 2s), "the parked reader waited for the read hold to end");
     BOOST_TEST(!**r2o);
-    BOOST_TEST(r1.shared_holds() == 1);
-    co_await r1.async_unlock_shared(use_awaitable);
-    co_await r2.async_unlock_shared(use_awaitable);
+    BOOST_TEST(bool(h1));
+    BOOST_TEST(bool(*h2));
+    co_await h1.async_release(use_awaitable);
+    co_await h2->async_release(use_awaitable);
     co_await expect_no_keys(c, "rw-parked");
   }(c));
 }
@@ -380,30 +475,33 @@ BOOST_AUTO_TEST_CASE(a_reader_asking_after_a_queued_writer_holds_after_it) {
     auto s = co_await session::async_create(c, use_awaitable);
     auto ws = co_await session::async_create(c, use_awaitable);
     rw_mutex first(hs, "rw-late"), r1(s, "rw-late"), r2(s, "rw-late"), w2(ws, "rw-late");
-    co_await first.async_lock(use_awaitable);
+    auto hf = co_await first.async_lock(use_awaitable);
     auto o1 = started(), o2 = started(), o3 = started();
-    r1.async_lock_shared(record(o1));
+    auto h1 = std::make_shared<rw_mutex::shared_hold>(), h3 = std::make_shared<rw_mutex::shared_hold>();
+    auto h2 = std::make_shared<rw_mutex::hold>();
+    r1.async_lock_shared(record_with(o1, h1));
     for (int i = 0; i < 200 && co_await count_keys(c, "rw-late/read/") == 0; ++i) co_await sleep_for(5ms);
-    w2.async_lock(record(o2));
+    w2.async_lock(record_with(o2, h2));
     for (int i = 0; i < 200 && co_await count_keys(c, "rw-late/write/") < 2; ++i) co_await sleep_for(5ms);
     BOOST_TEST_REQUIRE(co_await count_keys(c, "rw-late/write/") == 2);
     co_await sleep_for(100ms);  // the view's watch shows w2's key (if not, r2 joins and this fails)
-    r2.async_lock_shared(record(o3));
-    co_await first.async_unlock(use_awaitable);
+    r2.async_lock_shared(record_with(o3, h3));
+    co_await hf.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(o1));
     BOOST_TEST(!**o1);
     co_await sleep_for(50ms);
     BOOST_TEST(!o3->has_value(), "a reader that asked after the writer went before it");
     BOOST_TEST(!o2->has_value());
-    co_await r1.async_unlock_shared(use_awaitable);
+    co_await h1->async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(o2));
     BOOST_TEST(!**o2);
     co_await sleep_for(50ms);
     BOOST_TEST(!o3->has_value());
-    co_await w2.async_unlock(use_awaitable);
+    co_await h2->async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(o3));
     BOOST_TEST(!**o3);
-    co_await r2.async_unlock_shared(use_awaitable);
+    BOOST_TEST(bool(*h3));
+    co_await h3->async_release(use_awaitable);
     co_await expect_no_keys(c, "rw-late");
   }(c));
 }

@@ -41,7 +41,7 @@ BOOST_AUTO_TEST_CASE(go_recipe_rwmutex_and_coetcd_share_and_wait_both_ways) {
     rw_mutex m(s, "rw-go");
     const std::string marker = "rw-go-check/reader/c-hold";
     // coetcd reads: a Go reader gets in at once (and sees our marker); a Go writer waits.
-    co_await m.async_lock_shared(use_awaitable);
+    auto ours = co_await m.async_lock_shared(use_awaitable);
     co_await c.async_put(marker, "c-hold", use_awaitable);
     auto reader = go_rwlock("read", "go-a", 2, "1ms");
     auto code = reader->wait(15s);
@@ -52,7 +52,7 @@ BOOST_AUTO_TEST_CASE(go_recipe_rwmutex_and_coetcd_share_and_wait_both_ways) {
     co_await sleep_for(700ms);
     BOOST_TEST(writer->running(), "a Go writer did not wait for a coetcd reader: " << writer->output());
     co_await c.async_delete(marker, use_awaitable);
-    co_await m.async_unlock_shared(use_awaitable);
+    co_await ours.async_release(use_awaitable);
     code = writer->wait(15s);
     BOOST_TEST_REQUIRE(code.has_value(), writer->output());
     BOOST_TEST(*code == 0, writer->output());
@@ -64,14 +64,16 @@ BOOST_AUTO_TEST_CASE(go_recipe_rwmutex_and_coetcd_share_and_wait_both_ways) {
     BOOST_TEST_REQUIRE(co_await count_keys(c, "rw-go-check/reader/go-b") == 1, holder->output());
     auto joined = co_await (m.async_lock_shared(asio::as_tuple(use_awaitable)) || sleep_for(1s));
     BOOST_TEST_REQUIRE(joined.index() == 0u, "a coetcd reader waited for a Go reader");
-    BOOST_TEST(!std::get<0>(std::get<0>(joined)));
+    auto& [joined_ec, joined_hold] = std::get<0>(joined);
+    BOOST_TEST(!joined_ec, joined_ec.message());
+    BOOST_TEST(bool(joined_hold));
     BOOST_TEST(co_await count_keys(c, "rw-go-check/reader/go-b") == 1);  // Go's reader still inside
-    co_await m.async_unlock_shared(use_awaitable);
+    if (!joined_ec) co_await joined_hold.async_release(use_awaitable);
     auto blocked = co_await (m.async_lock(asio::as_tuple(use_awaitable)) || sleep_for(300ms));
     BOOST_TEST(blocked.index() == 1u, "a coetcd writer did not wait for a Go reader");
-    co_await m.async_lock(use_awaitable);  // once the Go reader is done
+    auto writing = co_await m.async_lock(use_awaitable);  // once the Go reader is done
     BOOST_TEST(co_await count_keys(c, "rw-go-check/reader/go-b") == 0);
-    co_await m.async_unlock(use_awaitable);
+    co_await writing.async_release(use_awaitable);
     BOOST_TEST(holder->wait(15s).value_or(-1) == 0, holder->output());
     co_await expect_no_keys(c, "rw-go");
     co_await expect_no_keys(c, "rw-go-check");
@@ -99,7 +101,10 @@ BOOST_AUTO_TEST_CASE(go_recipe_rwmutex_and_coetcd_exclude_each_other) {
     rw_mutex m(s, "rw-go");
     const std::string writer = "rw-go-check/writer", readers = "rw-go-check/reader/", mine = readers + id;
     for (int i = 0; i < 25 || !t->go_done; ++i) {
-      co_await take(m, write);
+      rw_mutex::hold excl;
+      rw_mutex::shared_hold shared;
+      if (write) excl = co_await m.async_lock(use_awaitable);
+      else shared = co_await m.async_lock_shared(use_awaitable);
       if (write) {
         auto r = co_await c.async_txn(txn()
                                           .when(compare::version(writer) == 0)
@@ -109,7 +114,7 @@ BOOST_AUTO_TEST_CASE(go_recipe_rwmutex_and_coetcd_exclude_each_other) {
         if (!r.succeeded) ++t->violations;
         co_await sleep_for(10ms);
         if (r.succeeded) co_await c.async_delete(writer, use_awaitable);
-        co_await m.async_unlock(use_awaitable);
+        co_await excl.async_release(use_awaitable);
       } else {
         auto r = co_await c.async_txn(txn()
                                           .when(compare::version(writer) == 0)
@@ -122,7 +127,7 @@ BOOST_AUTO_TEST_CASE(go_recipe_rwmutex_and_coetcd_exclude_each_other) {
             if (kv.value.starts_with("go-")) ++t->overlaps_with_go;
         co_await sleep_for(10ms);
         if (r.succeeded) co_await c.async_delete(mine, use_awaitable);
-        co_await m.async_unlock_shared(use_awaitable);
+        co_await shared.async_release(use_awaitable);
       }
       ++t->holds;
     }

@@ -201,16 +201,18 @@ BOOST_AUTO_TEST_CASE(streams_outlive_an_expired_auth_token) {
 
     auto holder = co_await session::async_create(other, session_options{.ttl = 10s}, use_awaitable);
     mutex mh(holder, "/auth4/lock");
-    co_await mh.async_lock(use_awaitable);
+    auto theirs = co_await mh.async_lock(use_awaitable);
     co_await sleep_for(2500ms);
     mutex m(s, "/auth4/lock");
     asio::steady_timer release(co_await asio::this_coro::executor, 1s);
-    release.async_wait([&mh](error_code) { mh.async_unlock(asio::detached); });
+    release.async_wait([&theirs](error_code) { theirs.async_release(asio::detached); });
     auto l = co_await (m.async_lock(asio::as_tuple(use_awaitable)) || sleep_for(10s));
     BOOST_TEST_REQUIRE(l.index() == 0u, "no lock within 10 s of its release");
-    BOOST_TEST(!std::get<0>(std::get<0>(l)), std::get<0>(std::get<0>(l)).message());
+    auto& [el, ours] = std::get<0>(l);
+    BOOST_TEST(!el, el.message());
+    BOOST_TEST(bool(ours));
     BOOST_TEST(!s.lost(), "the session's renewals stopped with the token");
-    co_await m.async_unlock(use_awaitable);
+    co_await ours.async_release(use_awaitable);
     co_await other.async_delete("/auth4/", delete_options{.prefix = true}, use_awaitable);
   }(c, other), 60s);
   etcdctl(etcd, "--user root:rootpw auth disable");
@@ -258,9 +260,9 @@ BOOST_AUTO_TEST_CASE(a_client_keeps_working_when_auth_is_switched_off_under_it) 
       BOOST_TEST(batch.events.at(0).kv.value == want);
     }
     mutex m(s, "/authoff/lock");
-    auto [el] = co_await m.async_lock(asio::as_tuple(use_awaitable));
+    auto [el, held] = co_await m.async_lock(asio::as_tuple(use_awaitable));
     BOOST_TEST(!el, "a lock after auth was disabled: " << el.message());
-    if (!el) co_await m.async_unlock(use_awaitable);
+    if (!el) co_await held.async_release(use_awaitable);
     co_await sleep_for(6s);  // past the TTL: the renewals went on without auth
     BOOST_TEST(!s.lost(), "the session was lost after auth was disabled");
 
@@ -294,9 +296,9 @@ BOOST_AUTO_TEST_CASE(a_client_keeps_working_when_auth_is_switched_off_under_it) 
       }
     }
     late.close();
-    auto [el2] = co_await m.async_lock(asio::as_tuple(use_awaitable));
+    auto [el2, held2] = co_await m.async_lock(asio::as_tuple(use_awaitable));
     BOOST_TEST(!el2, "a lock after auth was enabled again: " << el2.message());
-    if (!el2) co_await m.async_unlock(use_awaitable);
+    if (!el2) co_await held2.async_release(use_awaitable);
     BOOST_TEST(!s.lost(), "the session was lost after auth was enabled again");
     co_await s.async_close(asio::as_tuple(use_awaitable));
     co_await c.async_delete("/authoff/", delete_options{.prefix = true}, use_awaitable);

@@ -1,6 +1,7 @@
 // The counting semaphore against a real etcd: never more permits held than it has, FIFO (a big
 // request is not overtaken), try, bad input and disagreeing processes, cancellation, session loss,
-// with_permits, and a SIGKILLed holder whose permits come back after its TTL and not before.
+// with_permits, holds that outlive their object and give their permits back when dropped, and a
+// SIGKILLed holder whose permits come back after its TTL and not before.
 #define BOOST_TEST_MODULE coetcd_semaphore
 #include "support/child_process.hpp"
 #include "support/fixture.hpp"
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -22,8 +24,23 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
+namespace {
+
+/// record(o) for an operation that hands over a value with its code (a hold, a loss_reason): the
+/// value is kept in `*v`, so a hold outlives the handler (a dropped one would be released at once).
+template <class T>
+auto record_with(outcome o, std::shared_ptr<T> v) {
+  return [o, v](error_code ec, T got) {
+    *v = std::move(got);
+    *o = ec;
+  };
+}
+
+}  // namespace
+
 // One key per acquisition under the session's lease, "<lease hex>_<n hex>" holding
-// "<n>/<permits>"; bad arguments fail before any key is made.
+// "<n>/<permits>"; bad arguments fail before any key is made. A hold released twice says
+// not_locked; an empty one, bad_descriptor.
 BOOST_AUTO_TEST_CASE(keys_values_and_bad_arguments) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
@@ -38,9 +55,11 @@ BOOST_AUTO_TEST_CASE(keys_values_and_bad_arguments) {
     }
     semaphore sem(s, "sem-layout", 3);
     BOOST_TEST(sem.permits() == 3);
-    co_await sem.async_acquire(2, use_awaitable);
-    co_await sem.async_acquire(1, use_awaitable);
-    BOOST_TEST(sem.held() == 3);
+    auto two = co_await sem.async_acquire(2, use_awaitable);
+    auto one = co_await sem.async_acquire(1, use_awaitable);
+    BOOST_TEST((two && one));
+    BOOST_TEST(two.permits() == 2);
+    BOOST_TEST(one.permits() == 1);
     auto r = co_await c.async_get("sem-layout/", get_options{.prefix = true, .order = sort_order::ascend,
                                                              .target = sort_target::create_revision},
                                   use_awaitable);
@@ -56,19 +75,28 @@ BOOST_AUTO_TEST_CASE(keys_values_and_bad_arguments) {
     BOOST_TEST(r.kvs[0].value == "2/3");
     BOOST_TEST(r.kvs[1].value == "1/3");
     BOOST_TEST(r.kvs[0].lease == s.lease());
+    BOOST_TEST(two.key() == r.kvs[0].key);
+    BOOST_TEST(one.key() == r.kvs[1].key);
     for (std::int64_t bad : {0, -1, 4}) {
-      auto [e] = co_await sem.async_acquire(bad, asio::as_tuple(use_awaitable));
+      auto [e, eh] = co_await sem.async_acquire(bad, asio::as_tuple(use_awaitable));
       BOOST_TEST(e == error::invalid_argument, bad << ": " << e.message());
-      auto [t] = co_await sem.async_try_acquire(bad, asio::as_tuple(use_awaitable));
+      BOOST_TEST(!eh);
+      auto [t, th] = co_await sem.async_try_acquire(bad, asio::as_tuple(use_awaitable));
       BOOST_TEST(t == error::invalid_argument, bad << ": " << t.message());
+      BOOST_TEST(!th);
     }
     BOOST_TEST(co_await count_keys(c, "sem-layout/") == 2);
-    auto [e3] = co_await sem.async_release(3, asio::as_tuple(use_awaitable));  // no acquisition of 3
-    BOOST_TEST(e3 == error::not_locked, e3.message());
-    co_await sem.async_release(2, use_awaitable);
-    co_await sem.async_release(1, use_awaitable);
-    BOOST_TEST(sem.held() == 0);
-    auto [e1] = co_await sem.async_release(1, asio::as_tuple(use_awaitable));
+    semaphore::hold none;
+    BOOST_TEST(none.permits() == 0);
+    auto [e3] = co_await none.async_release(asio::as_tuple(use_awaitable));
+    BOOST_TEST(e3 == asio::error::bad_descriptor, e3.message());
+    BOOST_TEST(co_await count_keys(c, "sem-layout/") == 2);
+    co_await two.async_release(use_awaitable);
+    BOOST_TEST(!two);
+    BOOST_TEST(co_await count_keys(c, "sem-layout/") == 1);  // its own key, not the other's
+    co_await one.async_release(use_awaitable);
+    BOOST_TEST(!one);
+    auto [e1] = co_await one.async_release(asio::as_tuple(use_awaitable));
     BOOST_TEST(e1 == error::not_locked, e1.message());
     co_await expect_no_keys(c, "sem-layout");
   }(c));
@@ -91,18 +119,19 @@ BOOST_AUTO_TEST_CASE(never_more_than_its_permits_held) {
     semaphore sem(s, "sem-check", permits);
     std::minstd_rand rng(seed);
     for (int i = 0; i < rounds; ++i) {
-      auto [ec] = co_await sem.async_acquire(n, asio::as_tuple(use_awaitable));
+      auto [ec, held] = co_await sem.async_acquire(n, asio::as_tuple(use_awaitable));
       if (ec) {
         if (st->errors++ == 0) st->first_error = ec.message();
         break;
       }
+      if (held.permits() != n) ++st->violations;
       ++st->acquisitions;
       st->in_use += n;
       st->most = std::max(st->most, st->in_use);
       if (st->in_use > permits) ++st->violations;
       co_await sleep_for(std::chrono::milliseconds(2 + rng() % 8));
       st->in_use -= n;
-      co_await sem.async_release(n, use_awaitable);
+      co_await held.async_release(use_awaitable);
     }
     co_await s.async_close(use_awaitable);
     ++st->done;
@@ -136,7 +165,7 @@ BOOST_AUTO_TEST_CASE(acquisitions_sharing_a_revision_never_over_admit) {
     auto s = co_await session::async_create(c, use_awaitable);
     for (int i = 0; i < rounds; ++i) {
       semaphore sem(s, "sem-ties", permits);
-      auto [ec] = co_await sem.async_try_acquire(1, asio::as_tuple(use_awaitable));
+      auto [ec, held] = co_await sem.async_try_acquire(1, asio::as_tuple(use_awaitable));
       if (ec == error::locked) {
         co_await sleep_for(1ms);
         continue;
@@ -150,7 +179,7 @@ BOOST_AUTO_TEST_CASE(acquisitions_sharing_a_revision_never_over_admit) {
       st->most = std::max(st->most, st->in_use);
       co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
       --st->in_use;
-      co_await sem.async_release(1, use_awaitable);
+      co_await held.async_release(use_awaitable);
     }
     co_await s.async_close(use_awaitable);
     ++st->done;
@@ -196,12 +225,15 @@ BOOST_AUTO_TEST_CASE(a_batch_started_in_reverse_key_order_admits_one) {
       // the strand and leave as one batch beside it.
       semaphore lead(ss.front(), name + "-lead", 1);
       auto led = started();
-      lead.async_try_acquire(1, record(led));
+      auto lead_hold = std::make_shared<semaphore::hold>();
+      lead.async_try_acquire(1, record_with(led, lead_hold));
       for (int k = 0; k < 40; ++k) co_await asio::post(ex, use_awaitable);
       for (auto& sem : sems)
         asio::co_spawn(ex, [](semaphore& sem, std::shared_ptr<tally> st, bool try_only) -> asio::awaitable<void> {
-          auto [ec] = try_only ? co_await sem.async_try_acquire(1, asio::as_tuple(use_awaitable))
-                               : co_await sem.async_acquire(1, asio::as_tuple(use_awaitable));
+          error_code ec;
+          semaphore::hold held;
+          if (try_only) std::tie(ec, held) = co_await sem.async_try_acquire(1, asio::as_tuple(use_awaitable));
+          else std::tie(ec, held) = co_await sem.async_acquire(1, asio::as_tuple(use_awaitable));
           if (ec == error::locked) {
             ++st->refused;
           } else if (ec) {
@@ -211,7 +243,7 @@ BOOST_AUTO_TEST_CASE(a_batch_started_in_reverse_key_order_admits_one) {
             st->most = std::max(st->most, ++st->in_use);
             co_await sleep_for(2ms);
             --st->in_use;
-            co_await sem.async_release(1, use_awaitable);
+            co_await held.async_release(use_awaitable);
           }
           ++st->done;
         }(*sem, st, try_only), asio::detached);
@@ -219,7 +251,7 @@ BOOST_AUTO_TEST_CASE(a_batch_started_in_reverse_key_order_admits_one) {
       BOOST_TEST_REQUIRE(co_await eventually(std::move(all_done), 10s));
       BOOST_TEST_REQUIRE(co_await settled(led));
       BOOST_TEST(!led->value());
-      co_await lead.async_release(1, use_awaitable);
+      co_await lead_hold->async_release(use_awaitable);
       BOOST_TEST(st->most == 1, "round " << round << ": " << st->most << " held at once");
       BOOST_TEST(st->errors == 0, st->first_error);
       BOOST_TEST(st->granted == (try_only ? 1 : sessions), "round " << round);
@@ -239,31 +271,34 @@ BOOST_AUTO_TEST_CASE(a_big_request_is_not_overtaken) {
     auto sa = co_await session::async_create(c, use_awaitable);
     auto sb = co_await session::async_create(c, use_awaitable);
     semaphore h(sh, "sem-fifo", 3), a(sa, "sem-fifo", 3), b(sb, "sem-fifo", 3);
-    co_await h.async_acquire(2, use_awaitable);
-    co_await h.async_acquire(1, use_awaitable);
-    auto big = started();
-    a.async_acquire(2, record(big));
+    auto held2 = co_await h.async_acquire(2, use_awaitable);
+    auto held1 = co_await h.async_acquire(1, use_awaitable);
+    auto big = started(), small = started();
+    auto big_hold = std::make_shared<semaphore::hold>(), small_hold = std::make_shared<semaphore::hold>();
+    a.async_acquire(2, record_with(big, big_hold));
     co_await sleep_for(100ms);
-    auto small = started();
-    b.async_acquire(1, record(small));
+    b.async_acquire(1, record_with(small, small_hold));
     co_await sleep_for(100ms);
     BOOST_TEST(!big->has_value());
     BOOST_TEST(!small->has_value());
-    co_await h.async_release(1, use_awaitable);  // 1 free: the 2 ahead still waits, so does the 1
+    co_await held1.async_release(use_awaitable);  // 1 free: the 2 ahead still waits, so does the 1
     co_await sleep_for(300ms);
     BOOST_TEST(!big->has_value());
     BOOST_TEST(!small->has_value(), "the later request for 1 overtook the request for 2");
-    auto [t] = co_await b.async_try_acquire(1, asio::as_tuple(use_awaitable));  // nor does a try
+    auto [t, none] = co_await b.async_try_acquire(1, asio::as_tuple(use_awaitable));  // nor does a try
     BOOST_TEST(t == error::locked, t.message());
-    co_await h.async_release(2, use_awaitable);
+    BOOST_TEST(!none);
+    co_await held2.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(big));
     BOOST_TEST_REQUIRE(co_await settled(small));
     BOOST_TEST(!**big, (*big)->message());
     BOOST_TEST(!**small, (*small)->message());
-    BOOST_TEST(a.held() == 2);
-    BOOST_TEST(b.held() == 1);
-    co_await a.async_release(2, use_awaitable);
-    co_await b.async_release(1, use_awaitable);
+    BOOST_TEST(bool(*big_hold));
+    BOOST_TEST(bool(*small_hold));
+    BOOST_TEST(big_hold->permits() == 2);
+    BOOST_TEST(small_hold->permits() == 1);
+    co_await big_hold->async_release(use_awaitable);
+    co_await small_hold->async_release(use_awaitable);
     co_await expect_no_keys(c, "sem-fifo");
   }(c));
 }
@@ -276,20 +311,23 @@ BOOST_AUTO_TEST_CASE(try_acquire_never_waits_and_leaves_no_key) {
     auto sa = co_await session::async_create(c, use_awaitable);
     auto sb = co_await session::async_create(c, use_awaitable);
     semaphore a(sa, "sem-try", 2), b(sb, "sem-try", 2);
-    co_await a.async_try_acquire(1, use_awaitable);
-    co_await b.async_try_acquire(1, use_awaitable);
-    auto [e] = co_await b.async_try_acquire(1, asio::as_tuple(use_awaitable));
+    auto ha = co_await a.async_try_acquire(1, use_awaitable);
+    auto hb = co_await b.async_try_acquire(1, use_awaitable);
+    auto [e, none] = co_await b.async_try_acquire(1, asio::as_tuple(use_awaitable));
     BOOST_TEST(e == error::locked, e.message());
-    BOOST_TEST(b.held() == 1);
+    BOOST_TEST(!none);
+    BOOST_TEST(bool(hb));  // the refused try left b's first hold alone
     BOOST_TEST(co_await settled_keys(c, "sem-try/", 2) == 2);
-    co_await a.async_release(1, use_awaitable);
-    auto [e2] = co_await a.async_try_acquire(2, asio::as_tuple(use_awaitable));
+    co_await ha.async_release(use_awaitable);
+    auto [e2, none2] = co_await a.async_try_acquire(2, asio::as_tuple(use_awaitable));
     BOOST_TEST(e2 == error::locked, e2.message());
-    co_await a.async_try_acquire(1, use_awaitable);
-    co_await a.async_release(1, use_awaitable);
-    co_await b.async_release(1, use_awaitable);
-    co_await a.async_try_acquire(2, use_awaitable);
-    co_await a.async_release(2, use_awaitable);
+    BOOST_TEST(!none2);
+    auto ha2 = co_await a.async_try_acquire(1, use_awaitable);
+    co_await ha2.async_release(use_awaitable);
+    co_await hb.async_release(use_awaitable);
+    auto both = co_await a.async_try_acquire(2, use_awaitable);
+    BOOST_TEST(both.permits() == 2);
+    co_await both.async_release(use_awaitable);
     co_await expect_no_keys(c, "sem-try");
   }(c));
 }
@@ -306,54 +344,58 @@ BOOST_AUTO_TEST_CASE(disagreeing_permits_and_foreign_keys_fail_clearly) {
     auto sb = co_await session::async_create(c, use_awaitable);
     auto so = co_await session::async_create(other, use_awaitable);
     semaphore two(sa, "sem-bad", 2), three(sb, "sem-bad", 3);
-    co_await two.async_acquire(1, use_awaitable);
+    auto first = co_await two.async_acquire(1, use_awaitable);
     // The first look (the txn's read) sees "1/2" before our "1/3".
-    auto [e1] = co_await three.async_acquire(1, asio::as_tuple(use_awaitable));
+    auto [e1, h1] = co_await three.async_acquire(1, asio::as_tuple(use_awaitable));
     BOOST_TEST(e1 == error::permits_mismatch, e1.message());
-    auto [e2] = co_await three.async_try_acquire(1, asio::as_tuple(use_awaitable));
+    auto [e2, h2] = co_await three.async_try_acquire(1, asio::as_tuple(use_awaitable));
     BOOST_TEST(e2 == error::permits_mismatch, e2.message());
-    BOOST_TEST(three.held() == 0);
+    BOOST_TEST((!h1 && !h2));
     BOOST_TEST(co_await settled_keys(c, "sem-bad/", 1) == 1);
     // While the client's view of the name runs (a waiter of its own), a new acquisition goes
     // through the view, which sees the mismatch.
     semaphore full(so, "sem-bad", 2);
-    co_await two.async_acquire(1, use_awaitable);
+    auto second = co_await two.async_acquire(1, use_awaitable);
     auto waiting = started();
+    auto waiting_hold = std::make_shared<semaphore::hold>();
     semaphore queued(sa, "sem-bad", 2);
-    queued.async_acquire(1, record(waiting));
+    queued.async_acquire(1, record_with(waiting, waiting_hold));
     co_await sleep_for(200ms);
     BOOST_TEST(!waiting->has_value());
-    auto [e3] = co_await three.async_acquire(1, asio::as_tuple(use_awaitable));
+    auto [e3, h3] = co_await three.async_acquire(1, asio::as_tuple(use_awaitable));
     BOOST_TEST(e3 == error::permits_mismatch, e3.message());
+    BOOST_TEST(!h3);
     BOOST_TEST(!waiting->has_value());
-    co_await two.async_release(1, use_awaitable);
+    co_await first.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(waiting));
     BOOST_TEST(!**waiting, (*waiting)->message());
-    co_await queued.async_release(1, use_awaitable);
-    co_await two.async_release(1, use_awaitable);
+    co_await waiting_hold->async_release(use_awaitable);
+    co_await second.async_release(use_awaitable);
     co_await expect_no_keys(c, "sem-bad");
     // A name below this one ("sem-nest/inner") has its keys under ours, older than ours: the
     // try's second read and the view (for the txn's read they fill its places) leave them out.
     semaphore inner(so, "sem-nest/inner", 1), outer(sb, "sem-nest", 1);
-    co_await inner.async_acquire(1, use_awaitable);
-    auto [e4] = co_await outer.async_try_acquire(1, asio::as_tuple(use_awaitable));
+    auto inner_hold = co_await inner.async_acquire(1, use_awaitable);
+    auto [e4, tried] = co_await outer.async_try_acquire(1, asio::as_tuple(use_awaitable));
     BOOST_TEST(!e4, e4.message());
-    if (!e4) co_await outer.async_release(1, use_awaitable);
+    if (!e4) co_await tried.async_release(use_awaitable);
     auto e4w = co_await (outer.async_acquire(1, asio::as_tuple(use_awaitable)) || sleep_for(5s));
     BOOST_TEST_REQUIRE(e4w.index() == 0u, "a semaphore waited for a longer name's acquisition");
-    BOOST_TEST(!std::get<0>(std::get<0>(e4w)), std::get<0>(std::get<0>(e4w)).message());
-    BOOST_TEST(outer.held() == 1);
-    co_await outer.async_release(1, use_awaitable);
-    co_await inner.async_release(1, use_awaitable);
+    auto& [waited, outer_hold] = std::get<0>(e4w);
+    BOOST_TEST(!waited, waited.message());
+    BOOST_TEST(outer_hold.permits() == 1);
+    if (!waited) co_await outer_hold.async_release(use_awaitable);
+    co_await inner_hold.async_release(use_awaitable);
     co_await expect_no_keys(c, "sem-nest");
     // A mutex of the same name.
     mutex m(so, "sem-mutex");
     semaphore same(sb, "sem-mutex", 1);
-    co_await m.async_lock(use_awaitable);
-    auto [e5] = co_await same.async_acquire(1, asio::as_tuple(use_awaitable));
+    auto locked = co_await m.async_lock(use_awaitable);
+    auto [e5, h5] = co_await same.async_acquire(1, asio::as_tuple(use_awaitable));
     BOOST_TEST(e5 == error::foreign_key, e5.message());
     BOOST_TEST(e5.message().find("same name") != std::string::npos, e5.message());
-    co_await m.async_unlock(use_awaitable);
+    BOOST_TEST(!h5);
+    co_await locked.async_release(use_awaitable);
     co_await expect_no_keys(c, "sem-mutex");
   }(c, other));
 }
@@ -367,22 +409,24 @@ BOOST_AUTO_TEST_CASE(cancelled_at_every_delay_leaves_no_key) {
     auto sh = co_await session::async_create(c, use_awaitable);
     auto sw = co_await session::async_create(c, use_awaitable);
     semaphore holder(sh, "sem-cancel", 2), waiter(sw, "sem-cancel", 2);
-    co_await holder.async_acquire(2, use_awaitable);
+    auto held = co_await holder.async_acquire(2, use_awaitable);
     for (int d = 0; d <= 6; ++d) {
       auto r = co_await (waiter.async_acquire(1, use_awaitable) || sleep_for(std::chrono::milliseconds(d)));
       BOOST_TEST(r.index() == 1u);
-      BOOST_TEST(waiter.held() == 0);
       BOOST_TEST(co_await settled_keys(c, "sem-cancel/", 1) == 1, "delay " << d << " ms");
     }
-    co_await holder.async_release(2, use_awaitable);
-    co_await waiter.async_acquire(2, use_awaitable);  // still usable
-    co_await waiter.async_release(2, use_awaitable);
+    BOOST_TEST(bool(held));
+    co_await held.async_release(use_awaitable);
+    auto after = co_await waiter.async_acquire(2, use_awaitable);  // still usable
+    BOOST_TEST(after.permits() == 2);
+    co_await after.async_release(use_awaitable);
     co_await expect_no_keys(c, "sem-cancel");
   }(c));
 }
 
-// A holder whose lease is revoked is told and its permits pass to the waiter; a waiter whose
-// session is closed fails with session_lost.
+// A holder whose lease is revoked is told (its hold's loss wait succeeds with the revoke's
+// reason) and its permits pass to the waiter; a waiter whose session is closed fails with
+// session_lost.
 BOOST_AUTO_TEST_CASE(session_loss_while_holding_and_while_waiting) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
@@ -392,67 +436,110 @@ BOOST_AUTO_TEST_CASE(session_loss_while_holding_and_while_waiting) {
     auto sb = co_await session::async_create(c, use_awaitable);
     auto sc = co_await session::async_create(c, use_awaitable);
     semaphore a(sa, "sem-loss", 2), b(sb, "sem-loss", 2), late(sc, "sem-loss", 2);
-    co_await a.async_acquire(2, use_awaitable);
+    auto ha = co_await a.async_acquire(2, use_awaitable);
     auto w = started();
-    b.async_acquire(1, record(w));
+    auto wh = std::make_shared<semaphore::hold>();
+    b.async_acquire(1, record_with(w, wh));
     co_await sleep_for(200ms);
     BOOST_TEST(!w->has_value());
     auto lost = started();
-    a.async_wait_lost(record(lost));
+    auto why = std::make_shared<loss_reason>();
+    ha.async_wait_lost(record_with(lost, why));
     auto rev = etcdctl(server(), "lease revoke " + hex(sa.lease()));
     BOOST_TEST_REQUIRE(rev.exit_code == 0, rev.output);
     BOOST_TEST_REQUIRE(co_await settled(w));
     BOOST_TEST(!**w, (*w)->message());
+    BOOST_TEST(bool(*wh));
     BOOST_TEST_REQUIRE(co_await settled(lost));
-    BOOST_TEST(**lost == error::lease_not_found, (*lost)->message());
-    auto [ul] = co_await a.async_release(2, asio::as_tuple(use_awaitable));
+    BOOST_TEST(!**lost, (*lost)->message());
+    BOOST_TEST(why->cause == error::lease_not_found, why->cause.message());
+    BOOST_TEST((why->what == loss_reason::kind::lease_gone));
+    BOOST_TEST(!ha);
+    auto [ul] = co_await ha.async_release(asio::as_tuple(use_awaitable));
     BOOST_TEST(ul == error::session_lost, ul.message());
     auto l = started();
-    late.async_acquire(2, record(l));  // 1 held by b: waits
+    auto lh = std::make_shared<semaphore::hold>();
+    late.async_acquire(2, record_with(l, lh));  // 1 held by b: waits
     co_await sleep_for(200ms);
     BOOST_TEST(!l->has_value());
     co_await sc.async_close(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(l));
     BOOST_TEST(**l == error::session_lost, (*l)->message());
-    co_await b.async_release(1, use_awaitable);
+    BOOST_TEST(!*lh);
+    co_await wh->async_release(use_awaitable);
     co_await expect_no_keys(c, "sem-loss");
   }(c));
 }
 
-// with_permits holds n permits for the body, returns what it returns and always releases.
+// with_permits holds n permits for the body (which may take the hold), returns what it returns
+// and always releases: the fences the bodies built fail afterwards, and every permit is free.
 BOOST_AUTO_TEST_CASE(with_permits_holds_and_releases) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
     auto s = co_await session::async_create(c, use_awaitable);
     semaphore sem(s, "sem-with", 3);
-    auto body = [&sem]() -> asio::awaitable<std::int64_t> { co_return sem.held(); };
+    auto fences = std::make_shared<std::vector<compare>>();
+    auto body = [fences](semaphore::hold& h) -> asio::awaitable<std::int64_t> {
+      fences->push_back(h.fence());
+      co_return h ? h.permits() : 0;
+    };
     BOOST_TEST(co_await with_permits(sem, 2, std::move(body)) == 2);
-    auto throwing = []() -> asio::awaitable<void> {
+    auto throwing = [fences](semaphore::hold& h) -> asio::awaitable<void> {
+      fences->push_back(h.fence());
       throw std::runtime_error("body failed");
       co_return;
     };
     BOOST_CHECK_THROW(co_await with_permits(sem, 1, std::move(throwing)), std::runtime_error);
-    BOOST_TEST(sem.held() == 0);
+    BOOST_TEST_REQUIRE(fences->size() == 2u);
+    for (const auto& f : *fences) {
+      auto late = co_await c.async_txn(txn().when(f).then(txn_op::put("sem-with-data", "late")), use_awaitable);
+      BOOST_TEST(!late.succeeded, "a body's permits outlived its with_permits");
+    }
+    auto all = co_await sem.async_try_acquire(3, use_awaitable);
+    co_await all.async_release(use_awaitable);
     co_await expect_no_keys(c, "sem-with");
   }(c));
 }
 
-// An object destroyed while holding gives its permits back at once.
-BOOST_AUTO_TEST_CASE(a_destroyed_object_gives_its_permits_back) {
+// Holds do not point at their object: a semaphore destroyed while its holds last leaves them
+// holding (it gave its permits back before). A hold destroyed without a release gives its
+// permits back, so a waiter of another session gets in; one assigned over does the same.
+BOOST_AUTO_TEST_CASE(a_dropped_hold_gives_its_permits_back_and_the_object_does_not) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
     auto s = co_await session::async_create(c, use_awaitable);
+    auto so = co_await session::async_create(c, use_awaitable);
+    std::optional<semaphore::hold> first;
+    semaphore::hold second;
     {
       semaphore sem(s, "sem-gone", 2);
-      co_await sem.async_acquire(1, use_awaitable);
-      co_await sem.async_acquire(1, use_awaitable);
+      auto h = co_await sem.async_acquire(1, use_awaitable);
+      first.emplace(std::move(h));
+      second = co_await sem.async_acquire(1, use_awaitable);
     }
-    BOOST_TEST(co_await settled_keys(c, "sem-gone/", 0) == 0);
-    semaphore again(s, "sem-gone", 2);
-    co_await again.async_try_acquire(2, use_awaitable);
-    co_await again.async_release(2, use_awaitable);
+    co_await sleep_for(100ms);  // a give-back the object's end started would be done by now
+    BOOST_TEST(bool(*first));
+    BOOST_TEST(bool(second));
+    BOOST_TEST(co_await count_keys(c, "sem-gone/") == 2, "destroying the semaphore gave its holds' permits back");
+    semaphore other(so, "sem-gone", 2);
+    auto w = started();
+    auto wh = std::make_shared<semaphore::hold>();
+    other.async_acquire(1, record_with(w, wh));
+    co_await sleep_for(200ms);
+    BOOST_TEST(!w->has_value());
+    first.reset();  // destroyed, never released
+    BOOST_TEST_REQUIRE(co_await settled(w), "a dropped hold kept its permits");
+    BOOST_TEST(!**w, (*w)->message());
+    BOOST_TEST(bool(*wh));
+    second = semaphore::hold();  // assigned over: given back as the destructor does
+    BOOST_TEST(co_await settled_keys(c, "sem-gone/", 1) == 1);
+    co_await wh->async_release(use_awaitable);
+    auto all = co_await other.async_try_acquire(2, use_awaitable);
+    BOOST_TEST(all.permits() == 2);
+    co_await all.async_release(use_awaitable);
+    co_await expect_no_keys(c, "sem-gone");
   }(c));
 }
 
@@ -468,15 +555,16 @@ BOOST_AUTO_TEST_CASE(a_killed_holders_permits_return_after_its_ttl) {
     BOOST_TEST_REQUIRE(holder.wait_for_output("sem-kill 2/2", 10s), holder.output());
     auto s = co_await session::async_create(c, use_awaitable);
     semaphore sem(s, "sem-kill", 2);
-    auto [busy] = co_await sem.async_try_acquire(1, asio::as_tuple(use_awaitable));
+    auto [busy, none] = co_await sem.async_try_acquire(1, asio::as_tuple(use_awaitable));
     BOOST_TEST(busy == error::locked, busy.message());
+    BOOST_TEST(!none);
     holder.signal(SIGKILL);
     const auto killed = std::chrono::steady_clock::now();
-    co_await sem.async_acquire(1, use_awaitable);
+    auto held = co_await sem.async_acquire(1, use_awaitable);
     const auto after = std::chrono::steady_clock::now() - killed;
     BOOST_TEST(after >= 2500ms, "permits came back " << after / 1ms << " ms after the kill");
     BOOST_TEST(after <= 7000ms, "permits came back " << after / 1ms << " ms after the kill");
-    co_await sem.async_release(1, use_awaitable);
+    co_await held.async_release(use_awaitable);
     co_await expect_no_keys(c, "sem-kill");
   }(c));
 }

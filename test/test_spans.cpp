@@ -128,17 +128,18 @@ BOOST_AUTO_TEST_CASE(a_lock_wait_and_its_rpcs_form_one_trace) {
   run_for(ioc, [&](client& c) -> asio::awaitable<void> {
     auto holder_session = co_await session::async_create(other, use_awaitable);
     mutex held_elsewhere(holder_session, "spans/lock");
-    co_await held_elsewhere.async_lock(use_awaitable);
+    auto elsewhere = co_await held_elsewhere.async_lock(use_awaitable);
     auto s = co_await session::async_create(c, use_awaitable);
     mutex m(s, "spans/lock");
     asio::steady_timer hold(co_await asio::this_coro::executor, 300ms);
     auto release = [&]() -> asio::awaitable<void> {
       co_await hold.async_wait(use_awaitable);
-      co_await held_elsewhere.async_unlock(use_awaitable);
+      co_await elsewhere.async_release(use_awaitable);
     };
     asio::co_spawn(co_await asio::this_coro::executor, release(), asio::detached);
-    co_await m.async_lock(with_span_context(request, use_awaitable));
-    co_await m.async_unlock(use_awaitable);
+    auto held = co_await m.async_lock(with_span_context(request, use_awaitable));
+    BOOST_TEST(bool(held));
+    co_await held.async_release(use_awaitable);
     co_await s.async_close(use_awaitable);
     co_await holder_session.async_close(use_awaitable);
   }(c));
@@ -248,8 +249,8 @@ BOOST_AUTO_TEST_CASE(without_hooks_a_context_is_ignored) {
     co_await c.async_put("spans/none", "v", with_span_context(request, use_awaitable));
     auto s = co_await session::async_create(c, use_awaitable);
     mutex m(s, "spans/none-lock");
-    co_await m.async_lock(with_span_context(request, use_awaitable));
-    co_await m.async_unlock(use_awaitable);
+    auto held = co_await m.async_lock(with_span_context(request, use_awaitable));
+    co_await held.async_release(use_awaitable);
     co_await s.async_close(use_awaitable);
   }(c));
   ioc.poll();  // hooks are posted: the last ends may still be queued

@@ -187,7 +187,7 @@ BOOST_AUTO_TEST_CASE(one_members_error_does_not_fail_its_group) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto lease = co_await c.async_lease_grant(60, use_awaitable);
+    auto lease = co_await c.async_lease_grant(std::chrono::seconds(60), use_awaitable);
     co_await c.async_lease_revoke(lease.id, use_awaitable);
     int done = 0;
     std::vector<error_code> results(4);

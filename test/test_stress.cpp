@@ -173,14 +173,17 @@ struct inside {
   }
 };
 
-/// Runs one operation, cut short as the choice says: not at all, by `|| timer`, or by a
-/// cancellation signal emitted after a delay (of a random cancellation type).
+/// Runs one acquisition, cut short as the choice says: not at all, by `|| timer`, or by a
+/// cancellation signal emitted after a delay (of a random cancellation type). Its error and the
+/// hold it handed over (empty when cut short: a grant that met the cut was given back).
 template <class Start>
-asio::awaitable<error_code> cancellable(Start& start, const choice& c) {
+auto cancellable(Start& start, const choice& c) -> decltype(start(asio::as_tuple(use_awaitable))) {
+  using result = typename decltype(start(asio::as_tuple(use_awaitable)))::value_type;
+  using hold_type = std::tuple_element_t<1, result>;
   if (c.cut == 1) {
     auto r = co_await (start(asio::as_tuple(use_awaitable)) || sleep_for(ms(c.cut_ms)));
-    if (r.index() == 1) co_return error_code(asio::error::operation_aborted);
-    co_return std::get<0>(std::get<0>(r));
+    if (r.index() == 1) co_return result(error_code(asio::error::operation_aborted), hold_type());
+    co_return std::move(std::get<0>(r));
   }
   if (c.cut == 2) {
     // The signal outlives the operation: the timer's handler owns it too.
@@ -189,12 +192,11 @@ asio::awaitable<error_code> cancellable(Start& start, const choice& c) {
     t.async_wait([sig, type = c.ctype](error_code e) {
       if (!e) sig->emit(type);
     });
-    auto [ec] = co_await start(asio::bind_cancellation_slot(sig->slot(), asio::as_tuple(use_awaitable)));
+    auto r = co_await start(asio::bind_cancellation_slot(sig->slot(), asio::as_tuple(use_awaitable)));
     t.cancel();
-    co_return ec;
+    co_return std::move(r);
   }
-  auto [ec] = co_await start(asio::as_tuple(use_awaitable));
-  co_return ec;
+  co_return co_await start(asio::as_tuple(use_awaitable));
 }
 
 /// After a fenced write was rejected or a loss was reported: the holder's session should be doomed
@@ -256,11 +258,30 @@ void tally(world& w, int kind, const char* step, error_code ec, const sess_ptr& 
 }
 
 /// After a cut-short operation (and 2 ms, for a grant already posted when the cut came to be
-/// given back on the strand): it must not hold.
-template <class Held>
-asio::awaitable<void> expect_not_held(world& w, int k, const choice& c, Held held) {
+/// given back on the strand): it must not have handed over a hold. (The lock objects no longer
+/// keep a hold to look at; a grant that was not given back leaves a key of a live session, which
+/// the check at the end of the run finds.)
+template <class Hold>
+asio::awaitable<void> expect_not_held(world& w, int k, const choice& c, const Hold& got) {
   co_await sleep_for(2ms);
-  if (held()) w.note(std::string(kind_names[c.kind]) + " cancelled but held, caller " + std::to_string(k));
+  if (!got.key().empty()) w.note(std::string(kind_names[c.kind]) + " cancelled but held, caller " + std::to_string(k));
+}
+
+/// An exclusive section under `held` (a mutex's or an rw_mutex writer's hold): the fenced
+/// increment, the hold's time, the release, and the probe of its fence once released.
+template <class Hold>
+asio::awaitable<void> exclusive_section(world& w, int k, sess_ptr s, const choice& c, std::string name,
+                                        std::string stamp, Hold& held) {
+  auto& cl = *w.clients[s->client];
+  auto fence = held.fence();  // named: a temporary across co_await trips g++ 12
+  {
+    inside in(w, name, inside::exclusive, k, s, 1);
+    co_await fenced_increment(w, cl, fence, name, s, stamp);
+    co_await sleep_for(ms(c.hold_ms));
+  }
+  auto [ue] = co_await held.async_release(asio::as_tuple(use_awaitable));
+  tally(w, c.kind, "unlock", ue, s, stamp);
+  if (!ue && c.probe) co_await probe_stale(w, cl, fence, name, stamp);
 }
 
 asio::awaitable<void> one_op(world& w, int k, sess_ptr s, const choice& c, std::string stamp) {
@@ -270,63 +291,56 @@ asio::awaitable<void> one_op(world& w, int k, sess_ptr s, const choice& c, std::
   if (c.kind == mutex_lock || c.kind == mutex_try) {
     mutex m(s->s, name);
     auto start = [&](auto tok) { return c.kind == mutex_try ? m.async_try_lock(std::move(tok)) : m.async_lock(std::move(tok)); };
-    auto ec = co_await cancellable(start, c);
+    auto [ec, held] = co_await cancellable(start, c);
     tally(w, c.kind, "lock", ec, s, stamp);
-    // Not held(), which is false once the session counts as lost: the hold itself.
-    if (ec == aborted) co_await expect_not_held(w, k, c, [&] { return m.local_sequence() != 0; });
+    if (ec == aborted) co_await expect_not_held(w, k, c, held);
     if (ec) co_return;
-    auto fence = m.is_owner();  // named: a temporary across co_await trips g++ 12
-    {
-      inside in(w, name, inside::exclusive, k, s, 1);
-      co_await fenced_increment(w, cl, fence, name, s, stamp);
-      co_await sleep_for(ms(c.hold_ms));
-    }
-    auto [ue] = co_await m.async_unlock(asio::as_tuple(use_awaitable));
-    tally(w, c.kind, "unlock", ue, s, stamp);
-    if (!ue && c.probe) co_await probe_stale(w, cl, fence, name, stamp);
-  } else if (c.kind >= rw_write && c.kind <= rw_try_read) {
+    co_await exclusive_section(w, k, s, c, name, stamp, held);
+  } else if (c.kind == rw_write || c.kind == rw_try_write) {
     rw_mutex rw(s->s, name);
-    bool write = c.kind == rw_write || c.kind == rw_try_write, try_only = c.kind == rw_try_write || c.kind == rw_try_read;
     auto start = [&](auto tok) {
-      return write ? (try_only ? rw.async_try_lock(std::move(tok)) : rw.async_lock(std::move(tok)))
-                   : (try_only ? rw.async_try_lock_shared(std::move(tok)) : rw.async_lock_shared(std::move(tok)));
+      return c.kind == rw_try_write ? rw.async_try_lock(std::move(tok)) : rw.async_lock(std::move(tok));
     };
-    auto ec = co_await cancellable(start, c);
+    auto [ec, held] = co_await cancellable(start, c);
     tally(w, c.kind, "lock", ec, s, stamp);
-    if (ec == aborted) co_await expect_not_held(w, k, c, [&] { return rw.fencing_token() != 0 || rw.shared_holds() > 0; });
+    if (ec == aborted) co_await expect_not_held(w, k, c, held);
     if (ec) co_return;
-    std::optional<compare> fence;  // a writer's only
-    if (write) fence = rw.is_owner();
+    co_await exclusive_section(w, k, s, c, name, stamp, held);
+  } else if (c.kind == rw_read || c.kind == rw_try_read) {
+    rw_mutex rw(s->s, name);
+    auto start = [&](auto tok) {
+      return c.kind == rw_try_read ? rw.async_try_lock_shared(std::move(tok)) : rw.async_lock_shared(std::move(tok));
+    };
+    auto [ec, held] = co_await cancellable(start, c);
+    tally(w, c.kind, "lock", ec, s, stamp);
+    if (ec == aborted) co_await expect_not_held(w, k, c, held);
+    if (ec) co_return;
     {
-      inside in(w, name, write ? inside::exclusive : inside::reader, k, s, 1);
-      if (write) co_await fenced_increment(w, cl, *fence, name, s, stamp);
+      inside in(w, name, inside::reader, k, s, 1);
       co_await sleep_for(ms(c.hold_ms));
     }
-    // No `co_await (write ? x : y)`: with g++ 12.2 it frees an awaitable frame twice (glibc's
-    // "double free detected in tcache 2" within seconds, seed 1).
-    std::tuple<error_code> unlocked;
-    if (write) unlocked = co_await rw.async_unlock(asio::as_tuple(use_awaitable));
-    else unlocked = co_await rw.async_unlock_shared(asio::as_tuple(use_awaitable));
-    tally(w, c.kind, "unlock", std::get<0>(unlocked), s, stamp);
-    if (write && !std::get<0>(unlocked) && c.probe) co_await probe_stale(w, cl, *fence, name, stamp);
+    auto [ue] = co_await held.async_release(asio::as_tuple(use_awaitable));
+    tally(w, c.kind, "unlock", ue, s, stamp);
   } else if (c.kind == sem_acquire || c.kind == sem_try) {
     semaphore sem(s->s, name, kPermits);
     auto start = [&](auto tok) {
       return c.kind == sem_try ? sem.async_try_acquire(c.n, std::move(tok)) : sem.async_acquire(c.n, std::move(tok));
     };
-    auto ec = co_await cancellable(start, c);
+    auto [ec, held] = co_await cancellable(start, c);
     tally(w, c.kind, "acquire", ec, s, stamp);
-    if (ec == aborted) co_await expect_not_held(w, k, c, [&] { return sem.held() > 0; });
+    if (ec == aborted) co_await expect_not_held(w, k, c, held);
     if (ec) co_return;
+    if (held.permits() != c.n) w.note(name + ": a hold of " + std::to_string(held.permits()) + " permits for " + std::to_string(c.n));
     {
       inside in(w, name, inside::permits, k, s, c.n);
       co_await sleep_for(ms(c.hold_ms));
     }
-    auto [re] = co_await sem.async_release(c.n, asio::as_tuple(use_awaitable));
+    auto [re] = co_await held.async_release(asio::as_tuple(use_awaitable));
     tally(w, c.kind, "release", re, s, stamp);
   } else {
-    // Two elections of one session on one name share its key and both lead (as in Go): keep
-    // one per session and name, so that leaders are sessions.
+    // A second campaign of one session on one name (its key) fails with already_started while
+    // the first is pending or leads: keep one per session and name, so that leaders are sessions
+    // and every campaign is a real one.
     auto busy = std::pair(s.get(), name);
     if (w.campaigning.count(busy)) {
       ++w.busy_skipped;
@@ -337,23 +351,23 @@ asio::awaitable<void> one_op(world& w, int k, sess_ptr s, const choice& c, std::
     auto value = "v-" + stamp;
     w.election_values.insert(value);
     auto start = [&](auto tok) { return e.async_campaign(value, std::move(tok)); };
-    auto ec = co_await cancellable(start, c);
+    auto [ec, lead] = co_await cancellable(start, c);
     tally(w, c.kind, "campaign", ec, s, stamp);
-    if (ec == aborted) co_await expect_not_held(w, k, c, [&] { return e.is_leader(); });
+    if (ec == aborted) co_await expect_not_held(w, k, c, lead);
     if (!ec) {
-      auto fence = compare::create_revision(e.key()) == e.revision();
+      auto fence = lead.fence();
       {
         inside in(w, name, inside::exclusive, k, s, 1);
         co_await fenced_increment(w, cl, fence, name, s, stamp);
         if (c.proclaim) {
           auto again = value + "-p";
           w.election_values.insert(again);
-          auto [pe] = co_await e.async_proclaim(again, asio::as_tuple(use_awaitable));
+          auto [pe] = co_await lead.async_proclaim(again, asio::as_tuple(use_awaitable));
           tally(w, c.kind, "proclaim", pe, s, stamp);
         }
         co_await sleep_for(ms(c.hold_ms));
       }
-      auto [re] = co_await e.async_resign(asio::as_tuple(use_awaitable));
+      auto [re] = co_await lead.async_release(asio::as_tuple(use_awaitable));
       tally(w, c.kind, "resign", re, s, stamp);
       if (!re && c.probe) co_await probe_stale(w, cl, fence, name, stamp);
     }

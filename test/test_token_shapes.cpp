@@ -10,6 +10,7 @@
 #include <coetcd/counter.hpp>
 #include <coetcd/double_barrier.hpp>
 #include <coetcd/election_observer.hpp>
+#include <coetcd/hold.hpp>
 #include <coetcd/leader.hpp>
 #include <coetcd/lease_keepalive.hpp>
 #include <coetcd/lock_status.hpp>
@@ -99,13 +100,33 @@ template <class T>
 using result = void(error_code, T);
 template <class T>
 using spawned = void(std::exception_ptr, T);
+using lost = void(error_code, loss_reason);
+
+// Every hold meets coetcd::hold (what with_lock and generic code need), and has one owner: none
+// can be copied, so no two objects can release, fence with or read the token of one hold.
+template <class H>
+constexpr bool one_owner = !std::is_copy_constructible_v<H> && !std::is_copy_assignable_v<H> &&
+                           std::is_nothrow_move_constructible_v<H> && std::is_nothrow_move_assignable_v<H>;
+static_assert(coetcd::hold<mutex::hold> && one_owner<mutex::hold>);
+static_assert(coetcd::hold<rw_mutex::hold> && one_owner<rw_mutex::hold>);
+static_assert(coetcd::hold<rw_mutex::shared_hold> && one_owner<rw_mutex::shared_hold>);
+static_assert(coetcd::hold<semaphore::hold> && one_owner<semaphore::hold>);
+static_assert(coetcd::hold<multi_lock::hold> && one_owner<multi_lock::hold>);
+static_assert(coetcd::hold<election::hold> && one_owner<election::hold>);
+// A hold of one kind is not another's: the three mutex-family holds share a base, not a type.
+static_assert(!std::is_convertible_v<mutex::hold, rw_mutex::hold> && !std::is_convertible_v<rw_mutex::hold, mutex::hold>);
+static_assert(!std::is_convertible_v<rw_mutex::shared_hold, rw_mutex::hold>);
+// The lock objects themselves are no holds.
+static_assert(!coetcd::hold<mutex> && !coetcd::hold<semaphore> && !coetcd::hold<election>);
 
 /// Every initiating function of the public API with every token shape, the forms that take only
 /// a token (their other parameters defaulted) included. Compiled, never called.
 [[maybe_unused]] void every_function(client& c, session& s, mutex& m, rw_mutex& rw, semaphore& sem, multi_lock& ml,
                                      election& el, election_observer& obs, leader& ld, registration& reg, cache& ca,
                                      cache_reader& cr, counter& ctr, barrier& b, double_barrier& db, queue& q,
-                                     priority_queue& pq, watcher& w, lease_keepalive& ka) {
+                                     priority_queue& pq, watcher& w, lease_keepalive& ka, mutex::hold& mh,
+                                     rw_mutex::hold& wh, rw_mutex::shared_hold& rh, semaphore::hold& ph,
+                                     multi_lock::hold& mlh, election::hold& eh) {
   // client
   token_shapes<signal>::check(WITH_TOKEN(c.async_sync_endpoints(TOKEN)));
   token_shapes<result<get_result>>::check(WITH_TOKEN(c.async_get("k", TOKEN)));
@@ -117,8 +138,8 @@ using spawned = void(std::exception_ptr, T);
   token_shapes<result<txn_result>>::check(WITH_TOKEN(c.async_txn(txn(), TOKEN)));
   token_shapes<result<response_header>>::check(WITH_TOKEN(c.async_compact(7, TOKEN)));
   token_shapes<result<response_header>>::check(WITH_TOKEN(c.async_compact(7, true, TOKEN)));
-  token_shapes<result<lease_grant_result>>::check(WITH_TOKEN(c.async_lease_grant(10, TOKEN)));
-  token_shapes<result<lease_grant_result>>::check(WITH_TOKEN(c.async_lease_grant(10, 0x1234, TOKEN)));
+  token_shapes<result<lease_grant_result>>::check(WITH_TOKEN(c.async_lease_grant(std::chrono::seconds(10), TOKEN)));
+  token_shapes<result<lease_grant_result>>::check(WITH_TOKEN(c.async_lease_grant(std::chrono::seconds(10), 0x1234, TOKEN)));
   token_shapes<result<response_header>>::check(WITH_TOKEN(c.async_lease_revoke(0x1234, TOKEN)));
   token_shapes<result<lease_ttl_result>>::check(WITH_TOKEN(c.async_lease_time_to_live(0x1234, TOKEN)));
   token_shapes<result<lease_ttl_result>>::check(WITH_TOKEN(c.async_lease_time_to_live(0x1234, true, TOKEN)));
@@ -126,7 +147,7 @@ using spawned = void(std::exception_ptr, T);
   token_shapes<result<watcher>>::check(WITH_TOKEN(c.async_watch("k", TOKEN)));
   token_shapes<result<watcher>>::check(WITH_TOKEN(c.async_watch("k", {.prefix = true}, TOKEN)));
   token_shapes<result<watch_batch>>::check(WITH_TOKEN(w.async_next(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(ka.async_wait_lost(TOKEN)));
+  token_shapes<lost>::check(WITH_TOKEN(ka.async_wait_lost(TOKEN)));
 
   // cluster and maintenance
   cluster members(c);
@@ -154,46 +175,60 @@ using spawned = void(std::exception_ptr, T);
   // sessions and the lock family
   token_shapes<result<session>>::check(WITH_TOKEN(session::async_create(c, TOKEN)));
   token_shapes<result<session>>::check(WITH_TOKEN(session::async_create(c, {.ttl = 10s}, TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(s.async_wait_lost(TOKEN)));
+  token_shapes<lost>::check(WITH_TOKEN(s.async_wait_lost(TOKEN)));
   token_shapes<signal>::check(WITH_TOKEN(s.async_close(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(m.async_lock(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(m.async_try_lock(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(m.async_unlock(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(m.async_wait_lost(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(rw.async_lock(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(rw.async_try_lock(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(rw.async_unlock(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(rw.async_lock_shared(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(rw.async_try_lock_shared(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(rw.async_unlock_shared(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(rw.async_wait_lost(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(sem.async_acquire(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(sem.async_acquire(2, TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(sem.async_try_acquire(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(sem.async_try_acquire(2, TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(sem.async_release(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(sem.async_release(2, TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(sem.async_wait_lost(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(ml.async_lock(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(ml.async_try_lock(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(ml.async_unlock(TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(ml.async_wait_lost(TOKEN)));
+  token_shapes<result<mutex::hold>>::check(WITH_TOKEN(m.async_lock(TOKEN)));
+  token_shapes<result<mutex::hold>>::check(WITH_TOKEN(m.async_try_lock(TOKEN)));
+  token_shapes<signal>::check(WITH_TOKEN(mh.async_release(TOKEN)));
+  token_shapes<lost>::check(WITH_TOKEN(mh.async_wait_lost(TOKEN)));
+  token_shapes<result<rw_mutex::hold>>::check(WITH_TOKEN(rw.async_lock(TOKEN)));
+  token_shapes<result<rw_mutex::hold>>::check(WITH_TOKEN(rw.async_try_lock(TOKEN)));
+  token_shapes<signal>::check(WITH_TOKEN(wh.async_release(TOKEN)));
+  token_shapes<lost>::check(WITH_TOKEN(wh.async_wait_lost(TOKEN)));
+  token_shapes<result<rw_mutex::shared_hold>>::check(WITH_TOKEN(rw.async_lock_shared(TOKEN)));
+  token_shapes<result<rw_mutex::shared_hold>>::check(WITH_TOKEN(rw.async_try_lock_shared(TOKEN)));
+  token_shapes<signal>::check(WITH_TOKEN(rh.async_release(TOKEN)));
+  token_shapes<lost>::check(WITH_TOKEN(rh.async_wait_lost(TOKEN)));
+  token_shapes<result<semaphore::hold>>::check(WITH_TOKEN(sem.async_acquire(TOKEN)));
+  token_shapes<result<semaphore::hold>>::check(WITH_TOKEN(sem.async_acquire(2, TOKEN)));
+  token_shapes<result<semaphore::hold>>::check(WITH_TOKEN(sem.async_try_acquire(TOKEN)));
+  token_shapes<result<semaphore::hold>>::check(WITH_TOKEN(sem.async_try_acquire(2, TOKEN)));
+  token_shapes<signal>::check(WITH_TOKEN(ph.async_release(TOKEN)));
+  token_shapes<lost>::check(WITH_TOKEN(ph.async_wait_lost(TOKEN)));
+  token_shapes<result<multi_lock::hold>>::check(WITH_TOKEN(ml.async_lock(TOKEN)));
+  token_shapes<result<multi_lock::hold>>::check(WITH_TOKEN(ml.async_try_lock(TOKEN)));
+  token_shapes<signal>::check(WITH_TOKEN(mlh.async_release(TOKEN)));
+  token_shapes<lost>::check(WITH_TOKEN(mlh.async_wait_lost(TOKEN)));
   token_shapes<result<lock_status>>::check(WITH_TOKEN(async_lock_status(c, "jobs", TOKEN)));
 
-  // with_lock and stm: the token after the options, or alone
+  // with_lock and stm: the token after the options, or alone; bodies that take the hold or not
   auto body = []() -> asio::awaitable<int> { co_return 1; };
   auto nothing = []() -> asio::awaitable<void> { co_return; };
+  auto fenced = [](mutex::hold& h) -> asio::awaitable<int> { co_return h.fencing_token() > 0 ? 1 : 0; };
+  auto fenced_writer = [](rw_mutex::hold& h) -> asio::awaitable<int> { co_return h.fencing_token() > 0 ? 1 : 0; };
+  auto fenced_reader = [](rw_mutex::shared_hold& h) -> asio::awaitable<int> { co_return h.fencing_token() > 0 ? 1 : 0; };
+  auto fenced_permits = [](semaphore::hold& h) -> asio::awaitable<int> { co_return static_cast<int>(h.permits()); };
+  auto fenced_parts = [](multi_lock::hold& h) -> asio::awaitable<void> {
+    (void)h.fence();
+    co_return;
+  };
   token_shapes<spawned<int>>::check(WITH_TOKEN(with_lock(m, body, TOKEN)));
   token_shapes<spawned<int>>::check(WITH_TOKEN(with_lock(m, body, {.max_hold = 1s}, TOKEN)));
   token_shapes<void(std::exception_ptr)>::check(WITH_TOKEN(with_lock(m, nothing, {}, TOKEN)));
+  token_shapes<spawned<int>>::check(WITH_TOKEN(with_lock(m, fenced, TOKEN)));
+  token_shapes<spawned<int>>::check(WITH_TOKEN(with_lock(m, fenced, {}, TOKEN)));
   token_shapes<spawned<int>>::check(WITH_TOKEN(with_lock(rw, body, TOKEN)));
   token_shapes<spawned<int>>::check(WITH_TOKEN(with_lock(rw, body, {}, TOKEN)));
+  token_shapes<spawned<int>>::check(WITH_TOKEN(with_lock(rw, fenced_writer, TOKEN)));
   token_shapes<spawned<int>>::check(WITH_TOKEN(with_lock(ml, body, TOKEN)));
   token_shapes<spawned<int>>::check(WITH_TOKEN(with_lock(ml, body, {}, TOKEN)));
+  token_shapes<void(std::exception_ptr)>::check(WITH_TOKEN(with_lock(ml, fenced_parts, TOKEN)));
   token_shapes<spawned<int>>::check(WITH_TOKEN(with_shared_lock(rw, body, TOKEN)));
   token_shapes<spawned<int>>::check(WITH_TOKEN(with_shared_lock(rw, body, {}, TOKEN)));
+  token_shapes<spawned<int>>::check(WITH_TOKEN(with_shared_lock(rw, fenced_reader, TOKEN)));
   token_shapes<spawned<int>>::check(WITH_TOKEN(with_permits(sem, 2, body, TOKEN)));
   token_shapes<spawned<int>>::check(WITH_TOKEN(with_permits(sem, 2, body, {}, TOKEN)));
+  token_shapes<spawned<int>>::check(WITH_TOKEN(with_permits(sem, 2, fenced_permits, TOKEN)));
   auto tx_body = [](stm_tx& tx) -> asio::awaitable<int> {
     auto v = co_await tx.get("k");
     co_return v ? 1 : 0;
@@ -202,12 +237,13 @@ using spawned = void(std::exception_ptr, T);
   token_shapes<spawned<int>>::check(WITH_TOKEN(stm(c, tx_body, {.max_attempts = 3}, TOKEN)));
 
   // elections and leaders
-  token_shapes<signal>::check(WITH_TOKEN(el.async_campaign("me", TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(el.async_proclaim("me again", TOKEN)));
-  token_shapes<signal>::check(WITH_TOKEN(el.async_resign(TOKEN)));
+  token_shapes<result<election::hold>>::check(WITH_TOKEN(el.async_campaign("me", TOKEN)));
+  token_shapes<signal>::check(WITH_TOKEN(eh.async_proclaim("me again", TOKEN)));
+  token_shapes<signal>::check(WITH_TOKEN(eh.async_release(TOKEN)));
+  token_shapes<lost>::check(WITH_TOKEN(eh.async_wait_lost(TOKEN)));
   token_shapes<result<key_value>>::check(WITH_TOKEN(el.async_leader(TOKEN)));
   token_shapes<result<std::optional<key_value>>>::check(WITH_TOKEN(obs.async_next(TOKEN)));
-  auto term_body = [](leader_term) -> asio::awaitable<void> { co_return; };
+  auto term_body = [](election::hold&) -> asio::awaitable<void> { co_return; };
   token_shapes<void(std::exception_ptr)>::check(WITH_TOKEN(ld.async_run(term_body, TOKEN)));
   token_shapes<result<leader_event>>::check(WITH_TOKEN(ld.async_next_event(TOKEN)));
   token_shapes<signal>::check(WITH_TOKEN(reg.async_run(TOKEN)));
@@ -233,7 +269,8 @@ using spawned = void(std::exception_ptr, T);
 }
 
 /// The calls as README.md and docs/*.md write them (snippets and inline forms, with the names
-/// they assume given here). Compiled, never run.
+/// they assume given here), in the hold API's spelling (docs/api-vocabulary.md, section 4: the
+/// docs' snippets follow it). Compiled, never run.
 [[maybe_unused]] asio::awaitable<void> as_the_docs_write_them(client& etcd, session& session, mutex& m,
                                                                 rw_mutex& rw, semaphore& pool, std::int64_t id,
                                                                 std::string endpoint, std::string path) {
@@ -263,8 +300,8 @@ using spawned = void(std::exception_ptr, T);
 
   // docs/coordination.md
   coetcd::leader scheduler(client, "services/scheduler", {.value = "10.0.0.1:9000", .ttl = 10s});
-  auto body = [&](coetcd::leader_term term) -> asio::awaitable<void> {
-    auto write = coetcd::txn().when(term.is_current()).then(coetcd::txn_op::put("jobs/next", "..."));
+  auto body = [&](coetcd::election::hold& term) -> asio::awaitable<void> {
+    auto write = coetcd::txn().when(term.fence()).then(coetcd::txn_op::put("jobs/next", "..."));
     co_await client.async_txn(write, use_awaitable);
     co_await timer.async_wait(use_awaitable);
   };
@@ -280,32 +317,58 @@ using spawned = void(std::exception_ptr, T);
 
   // docs/lock-family.md
   auto s = co_await coetcd::session::async_create(etcd, {.ttl = std::chrono::seconds(10)}, use_awaitable);
-  co_await m.async_lock(use_awaitable);
-  co_await etcd.async_txn(coetcd::txn().when(m.is_owner()).then(coetcd::txn_op::put("/jobs/state", "running")),
-                          use_awaitable);
-  co_await m.async_unlock(use_awaitable);
-  auto work = []() -> asio::awaitable<void> { co_return; };
-  co_await coetcd::with_lock(m, work, {.max_hold = std::chrono::minutes(5)});
-  co_await coetcd::with_lock(m, work);
-  co_await coetcd::with_lock(m, work, {}, use_awaitable);
-  co_await rw.async_lock_shared(use_awaitable);
+  auto held = co_await m.async_lock(use_awaitable);
+  auto guarded = coetcd::txn().when(held.fence()).then(coetcd::txn_op::put("/jobs/state", "running"));
+  co_await etcd.async_txn(guarded, use_awaitable);
+  co_await held.async_release(use_awaitable);
+  auto run_job = []() -> asio::awaitable<void> { co_return; };
+  coetcd::with_lock_options limits{.max_hold = std::chrono::minutes(5)};
+  co_await coetcd::with_lock(m, run_job, limits);
+  auto [lock_ec, maybe] = co_await m.async_lock(asio::as_tuple(use_awaitable));
+  auto why = co_await maybe.async_wait_lost(use_awaitable);
+  auto counted = [&](coetcd::mutex::hold& h) -> asio::awaitable<std::int64_t> {
+    auto write = coetcd::txn().when(h.fence()).then(coetcd::txn_op::put("/http_counter/value", "1"));
+    auto r = co_await etcd.async_txn(write, use_awaitable);
+    co_return r.succeeded ? 1 : 0;
+  };
+  auto value = co_await coetcd::with_lock(m, std::move(counted));
+  co_await coetcd::with_lock(m, run_job);
+  co_await coetcd::with_lock(m, run_job, {}, use_awaitable);
+  boost::system::error_code release_error;
+  coetcd::with_lock_options report{.release_error = &release_error};
+  co_await coetcd::with_lock(m, run_job, report);
+  auto reading = co_await rw.async_lock_shared(use_awaitable);
   auto cfg = co_await etcd.async_get("/config/value", use_awaitable);
-  co_await rw.async_unlock_shared(use_awaitable);
-  co_await coetcd::with_lock(rw, work);
-  co_await coetcd::with_shared_lock(rw, work);
-  co_await pool.async_acquire(1, use_awaitable);
-  co_await pool.async_release(1, use_awaitable);
-  co_await coetcd::with_permits(pool, 2, work);
+  co_await reading.async_release(use_awaitable);
+  auto update_config = [](coetcd::rw_mutex::hold& writing) -> asio::awaitable<void> {
+    (void)writing.fence();
+    co_return;
+  };
+  co_await coetcd::with_lock(rw, std::move(update_config));
+  co_await coetcd::with_shared_lock(rw, run_job);
+  auto slot = co_await pool.async_acquire(1, use_awaitable);
+  co_await slot.async_release(use_awaitable);
+  co_await coetcd::with_permits(pool, 2, run_job);
   coetcd::mutex a(session, "bank-lock/alice"), b(session, "bank-lock/bob");
   coetcd::multi_lock both({a, b});
-  co_await both.async_lock(use_awaitable);
-  co_await both.async_unlock(use_awaitable);
+  auto all = co_await both.async_lock(use_awaitable);
+  auto transfer_txn = coetcd::txn().when(all.fence()).then(coetcd::txn_op::put("/bank/alice", "0"));
+  co_await etcd.async_txn(transfer_txn, use_awaitable);
+  co_await all.async_release(use_awaitable);
+  coetcd::election e(session, "services/scheduler");
+  auto lead = co_await e.async_campaign("10.0.0.1:9000", use_awaitable);
+  auto tick = coetcd::txn().when(lead.fence()).then(coetcd::txn_op::put("scheduler/last-tick", "a"));
+  co_await etcd.async_txn(tick, use_awaitable);
+  co_await lead.async_proclaim("10.0.0.1:9000 (draining)", use_awaitable);
+  co_await lead.async_release(use_awaitable);
+  auto session_why = co_await session.async_wait_lost(use_awaitable);
 
   // docs/observability.md
   auto request = std::make_shared<const int>(1);
-  co_await m.async_lock(coetcd::with_span_context(request, asio::use_awaitable));
+  auto traced = co_await m.async_lock(coetcd::with_span_context(request, asio::use_awaitable));
   co_await etcd.async_get("k", coetcd::with_span_context(request, asio::use_awaitable));
-  auto held = co_await coetcd::async_lock_status(client, "jobs", use_awaitable);
+  co_await traced.async_release(asio::use_awaitable);
+  auto status = co_await coetcd::async_lock_status(client, "jobs", use_awaitable);
 
   // docs/transactions.md
   auto transfer = [&](coetcd::stm_tx& tx) -> asio::awaitable<void> {

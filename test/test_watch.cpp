@@ -147,7 +147,7 @@ BOOST_AUTO_TEST_CASE(cancel_ends_the_watch_on_client_and_server) {
     }  // destroyed: cancelled on the server
     auto pending = std::make_shared<error_code>();
     w.async_next([pending](error_code ec, watch_batch) { *pending = ec; });
-    w.cancel();
+    w.close();
     co_await sleep_for(300ms);
     BOOST_TEST(*pending == error::watch_canceled, pending->message());
     BOOST_TEST(count() == base);

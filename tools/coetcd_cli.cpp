@@ -70,61 +70,60 @@ struct app {
     co_return std::move(s);
   }
 
-  // One side of a read-write lock, as the lock commands drive a coetcd::mutex.
+  // What the lock commands take: a mutex, one side of a read-write lock, or a semaphore's
+  // --count permits. Each hands back its own hold.
+  struct mutex_side {
+    coetcd::mutex& m;
+    using hold_type = coetcd::mutex::hold;
+    template <class T>
+    auto lock(T&& t) { return m.async_lock(std::forward<T>(t)); }
+    template <class T>
+    auto try_lock(T&& t) { return m.async_try_lock(std::forward<T>(t)); }
+    const std::string& key() const { return m.key(); }
+    static std::int64_t token(hold_type& h) { return h.fencing_token(); }
+  };
   template <bool Shared>
   struct rw_side {
     coetcd::rw_mutex& m;
+    using hold_type = std::conditional_t<Shared, coetcd::rw_mutex::shared_hold, coetcd::rw_mutex::hold>;
     template <class T>
-    auto async_lock(T&& t) {
+    auto lock(T&& t) {
       if constexpr (Shared) return m.async_lock_shared(std::forward<T>(t));
       else return m.async_lock(std::forward<T>(t));
     }
     template <class T>
-    auto async_try_lock(T&& t) {
+    auto try_lock(T&& t) {
       if constexpr (Shared) return m.async_try_lock_shared(std::forward<T>(t));
       else return m.async_try_lock(std::forward<T>(t));
     }
-    template <class T>
-    auto async_unlock(T&& t) {
-      if constexpr (Shared) return m.async_unlock_shared(std::forward<T>(t));
-      else return m.async_unlock(std::forward<T>(t));
-    }
-    template <class T>
-    auto async_wait_lost(T&& t) {
-      return m.async_wait_lost(std::forward<T>(t));
-    }
     const std::string& key() const { return Shared ? m.read_key() : m.write_key(); }
-    std::int64_t fencing_token() const { return m.fencing_token(); }
+    static std::int64_t token(hold_type& h) { return h.fencing_token(); }
   };
-
-  // A semaphore's --count permits, driven as a lock. It has no single key or fencing token.
+  // It has no single key or fencing token.
   struct sem_side {
     coetcd::semaphore& m;
     std::int64_t n;
     std::string shown = m.name() + " " + std::to_string(n) + "/" + std::to_string(m.permits());
+    using hold_type = coetcd::semaphore::hold;
     template <class T>
-    auto async_lock(T&& t) { return m.async_acquire(n, std::forward<T>(t)); }
+    auto lock(T&& t) { return m.async_acquire(n, std::forward<T>(t)); }
     template <class T>
-    auto async_try_lock(T&& t) { return m.async_try_acquire(n, std::forward<T>(t)); }
-    template <class T>
-    auto async_unlock(T&& t) { return m.async_release(n, std::forward<T>(t)); }
-    template <class T>
-    auto async_wait_lost(T&& t) { return m.async_wait_lost(std::forward<T>(t)); }
+    auto try_lock(T&& t) { return m.async_try_acquire(n, std::forward<T>(t)); }
     const std::string& key() const { return shown; }
-    std::int64_t fencing_token() const { return 0; }
+    static std::int64_t token(hold_type&) { return 0; }
   };
 
   // Waits for the lock, honouring --try, --timeout and SIGINT/SIGTERM (which abandon the wait;
   // our waiting key is deleted before we exit).
   template <class Lock>
-  asio::awaitable<void> acquire(Lock& m) {
+  asio::awaitable<typename Lock::hold_type> acquire(Lock& m) {
     const auto& name = args.args[0];
     const auto& cmd = args.command;
     // Every exit closes the session first: a key of ours whose clean-up is still on its way (a
     // semaphore that found the permits differ, say) goes with the lease instead of staying until
     // the lease expires and blocking the name meanwhile.
     if (args.try_only) {
-      auto [ec] = co_await m.async_try_lock(as_result);
+      auto [ec, h] = co_await m.try_lock(as_result);
       if (ec == coetcd::error::locked) {
         auto msg = cmd + ": '" + name + "' is held by another session" + (cmd == "sem" ? " (no permits free)" : "");
         co_await give_up(held, std::move(msg));
@@ -133,19 +132,21 @@ struct app {
         auto what = "cannot lock '" + name + "'";
         co_await fail_closing(failed, what, ec);
       }
-      co_return;
+      co_return std::move(h);
     }
     asio::steady_timer limit(ioc);
     if (args.timeout > 0) limit.expires_after(std::chrono::milliseconds(static_cast<long>(args.timeout * 1000)));
     else limit.expires_at(asio::steady_timer::time_point::max());
-    auto r = co_await (m.async_lock(as_result) || limit.async_wait(as_result) || wait_stop_signal());
+    auto r = co_await (m.lock(as_result) || limit.async_wait(as_result) || wait_stop_signal());
     if (r.index() == 1)
       co_await give_up(timed_out, cmd + ": gave up waiting for '" + name + "' after " + std::to_string(args.timeout) + " s");
     if (r.index() == 2) co_await give_up(130, cmd + ": interrupted while waiting for '" + name + "'");
-    if (auto [ec] = std::get<0>(r); ec) {
+    auto [ec, h] = std::get<0>(std::move(r));
+    if (ec) {
       auto what = "cannot lock '" + name + "'";
       co_await fail_closing(failed, what, ec);
     }
+    co_return std::move(h);
   }
 
   static std::string json_string(const std::string& v) {
@@ -167,14 +168,14 @@ struct app {
   }
   static std::string entry_json(const coetcd::lock_entry& e) {
     return "{\"key\":" + json_string(e.key) + ",\"value\":" + json_string(e.value) + ",\"lease\":" +
-           json_string(lease_hex(e.lease)) + ",\"ttl\":" + std::to_string(e.ttl) + ",\"granted_ttl\":" +
-           std::to_string(e.granted_ttl) + ",\"create_revision\":" + std::to_string(e.create_revision) +
+           json_string(lease_hex(e.lease)) + ",\"ttl\":" + std::to_string(e.ttl.count()) + ",\"granted_ttl\":" +
+           std::to_string(e.granted_ttl.count()) + ",\"create_revision\":" + std::to_string(e.create_revision) +
            (e.other_name.empty() ? "" : ",\"other_name\":" + json_string(e.other_name)) + "}";
   }
   static std::string entry_text(const coetcd::lock_entry& e) {
     std::string t = e.key + "  lease " + lease_hex(e.lease) + "  ttl " +
-                    (e.lease == 0 ? std::string("none") : e.ttl < 0 ? std::string("expired")
-                                                        : std::to_string(e.ttl) + "/" + std::to_string(e.granted_ttl) + " s") +
+                    (e.lease == 0 ? std::string("none") : e.ttl.count() < 0 ? std::string("expired")
+                                                        : std::to_string(e.ttl.count()) + "/" + std::to_string(e.granted_ttl.count()) + " s") +
                     "  revision " + std::to_string(e.create_revision);
     if (!e.value.empty()) t += "  value " + json_string(e.value);
     if (!e.other_name.empty()) t += "  (lock " + json_string(e.other_name) + ")";
@@ -229,7 +230,8 @@ struct app {
     open = &s;
     if (args.command == "lock") {
       coetcd::mutex m(s, args.args[0]);
-      co_await hold(m);
+      mutex_side side{m};
+      co_await hold(side);
     } else if (args.command == "sem") {
       coetcd::semaphore sem(s, args.args[0], args.permits);
       sem_side side{sem, args.count};
@@ -250,17 +252,17 @@ struct app {
   // Takes the lock, then holds it until a signal or runs the command under it, and releases it.
   template <class Lock>
   asio::awaitable<void> hold(Lock& m) {
-    co_await acquire(m);
+    auto h = co_await acquire(m);
     std::printf("%s\n", m.key().c_str());
     std::fflush(stdout);
     if (args.exec.empty()) {
-      auto r = co_await (wait_stop_signal() || m.async_wait_lost(as_result));
-      if (r.index() == 1) die(lost, args.command + ": lost '" + m.key() + "': " + std::get<0>(std::get<1>(r)).message());
+      auto r = co_await (wait_stop_signal() || h.async_wait_lost(as_result));
+      if (r.index() == 1) die(lost, args.command + ": lost '" + m.key() + "': " + loss_text(std::get<1>(r)));
     } else {
-      exit = co_await run_locked(m);
+      exit = co_await run_locked(m, h);
       if (exit == lost) co_return;  // the lease is gone; nothing to release
     }
-    auto [uec] = co_await m.async_unlock(as_result);
+    auto [uec] = co_await h.async_release(as_result);
     if (uec && exit == ok) {
       auto what = "cannot release '" + m.key() + "'";
       co_await fail_closing(failed, what, uec);
@@ -269,13 +271,19 @@ struct app {
 
   // Runs the command with the lock's key and fencing token in its environment and waits for it,
   // forwarding SIGINT/SIGTERM; if the lock is lost first, stops it and reports the loss.
+  // A loss wait's outcome: why the hold was lost, or why the wait ended.
+  static std::string loss_text(const std::tuple<error_code, coetcd::loss_reason>& r) {
+    const auto& [ec, why] = r;
+    return (ec ? ec : why.cause).message();
+  }
+
   template <class Lock>
-  asio::awaitable<int> run_locked(Lock& m) {
+  asio::awaitable<int> run_locked(Lock& m, typename Lock::hold_type& h) {
     asio::signal_set child_exit(ioc, SIGCHLD);  // before fork, so the exit cannot be missed
     std::vector<char*> argv;
     for (auto& a : args.exec) argv.push_back(a.data());
     argv.push_back(nullptr);
-    auto rev = std::to_string(m.fencing_token());
+    auto rev = std::to_string(Lock::token(h));
     pid_t pid = ::fork();
     if (pid < 0) die(failed, args.command + ": cannot start '" + args.exec[0] + "': fork failed");
     if (pid == 0) {
@@ -299,7 +307,7 @@ struct app {
       }
     };
     for (;;) {
-      auto r = co_await (reap() || m.async_wait_lost(as_result) || wait_stop_signal());
+      auto r = co_await (reap() || h.async_wait_lost(as_result) || wait_stop_signal());
       if (r.index() == 0) co_return std::get<0>(r);
       if (exit_code) co_return *exit_code;
       if (r.index() == 2) {
@@ -307,7 +315,7 @@ struct app {
         continue;
       }
       std::fprintf(stderr, "coetcd: %s: lost '%s' (%s) while '%s' ran; sending it SIGTERM\n", args.command.c_str(),
-                   m.key().c_str(), std::get<0>(std::get<1>(r)).message().c_str(), args.exec[0].c_str());
+                   m.key().c_str(), loss_text(std::get<1>(r)).c_str(), args.exec[0].c_str());
       ::kill(pid, SIGTERM);
       co_await reap();
       co_return lost;
@@ -332,12 +340,13 @@ struct app {
     coetcd::election e(s, name);
     auto r = co_await (e.async_campaign(args.args[1], as_result) || wait_stop_signal());
     if (r.index() == 1) co_await give_up(130, "elect: interrupted while campaigning for '" + name + "'");
-    if (auto [ec] = std::get<0>(r); ec) fail(failed, "cannot campaign for '" + name + "'", ec);
-    std::printf("%s\n%s\n", e.key().c_str(), args.args[1].c_str());
+    auto [ec, lead] = std::get<0>(std::move(r));
+    if (ec) fail(failed, "cannot campaign for '" + name + "'", ec);
+    std::printf("%s\n%s\n", lead.key().c_str(), args.args[1].c_str());
     std::fflush(stdout);
-    auto lost_or_stop = co_await (wait_stop_signal() || s.async_wait_lost(as_result));
+    auto lost_or_stop = co_await (wait_stop_signal() || lead.async_wait_lost(as_result));
     if (lost_or_stop.index() == 1) die(lost, "elect: lost leadership of '" + name + "'");
-    auto [rec] = co_await e.async_resign(as_result);
+    auto [rec] = co_await lead.async_release(as_result);
     if (rec) fail(failed, "cannot resign '" + name + "'", rec);
     co_await s.async_close(as_result);
   }

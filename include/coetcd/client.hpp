@@ -309,7 +309,7 @@ class client {
 
   // ---- Leases ----
 
-  /// Grants a lease of `ttl` seconds (id 0: the server picks one).
+  /// Grants a lease of `ttl` (whole seconds; id 0: the server picks one).
   ///
   /// @par Handler signature
   /// `void(error_code, lease_grant_result)`
@@ -327,15 +327,15 @@ class client {
   /// The client may be closed or destroyed meanwhile: the operation then completes with
   /// error::client_closed.
   template <class CompletionToken = detail::default_token>
-  auto async_lease_grant(std::int64_t ttl, std::int64_t id = 0, CompletionToken&& token = {}) {
+  auto async_lease_grant(std::chrono::seconds ttl, std::int64_t id = 0, CompletionToken&& token = {}) {
     return detail::initiate<void(error_code, lease_grant_result)>(
         std::forward<CompletionToken>(token), [i = impl_](detail::handler<lease_grant_result> h, std::int64_t t, std::int64_t id) {
           detail::start_lease_grant(i, t, id, std::move(h));
-        }, ttl, id);
+        }, static_cast<std::int64_t>(ttl.count()), id);
   }
   /// async_lease_grant(ttl, 0, token).
   template <asio::completion_token_for<void(error_code, lease_grant_result)> CompletionToken>
-  auto async_lease_grant(std::int64_t ttl, CompletionToken&& token) {
+  auto async_lease_grant(std::chrono::seconds ttl, CompletionToken&& token) {
     return async_lease_grant(ttl, 0, std::forward<CompletionToken>(token));
   }
 

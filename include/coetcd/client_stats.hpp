@@ -44,7 +44,7 @@ struct lock_stats {
   std::int64_t waiting = 0;     ///< local callers waiting now
   std::uint64_t acquired = 0;   ///< successful locks
   std::uint64_t handoffs = 0;   ///< acquisitions handed over locally, without a round trip
-  /// Of those, the ones after a holder that asked for a fence (mutex::is_owner() or
+  /// Of those, the ones after a holder that asked for a fence (mutex::hold::fence() or
   /// fencing_token()): each put the key again first, one write.
   std::uint64_t fenced_handoffs = 0;
   std::uint64_t lost = 0;       ///< holds that ended by losing the key

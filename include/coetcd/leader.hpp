@@ -1,6 +1,7 @@
 // coetcd::leader: be leader whenever possible, campaigning again on a fresh session after each loss.
 #pragma once
 
+#include <coetcd/election.hpp>
 #include <coetcd/session.hpp>
 #include <coetcd/txn.hpp>
 
@@ -27,8 +28,10 @@ struct leader_options {
   /// show (an address, say).
   std::string value;
   /// TTL of each term's session: how long a leader that stopped answering (crashed, paused, cut
-  /// off) keeps the name before the next candidate leads.
-  std::chrono::seconds ttl{10};
+  /// off) keeps the name before the next candidate leads. 60 s, as a session's (Go's default):
+  /// a shorter TTL loses terms to a paused process more often; set 10 s, say, for a faster
+  /// fail-over.
+  std::chrono::seconds ttl{60};
   /// Pause after the first failed attempt (a session that could not be made, a campaign that
   /// failed); it doubles on each further failure up to retry_max, each drawn from 0.5x to 1.5x.
   /// A term whose body returned is followed by a new campaign at once; a term lost, after a
@@ -45,30 +48,19 @@ struct leader_options {
 struct leader_event {
   /// What happened.
   enum class kind {
-    elected,  ///< a term began: `revision` is its fencing token
-    lost,     ///< the term of `revision` ended, for the reason in `why` (empty: the body returned)
+    elected,  ///< a term began: `fencing_token` names it
+    lost,     ///< the term of `fencing_token` ended, for the reason in `why` (empty: the body returned)
     failed,   ///< an attempt failed (`why`); the next one follows after a pause
     stopped   ///< async_run completed (`why`: its error, empty when the body returned with requeue false)
   };
   kind what = kind::failed;  ///< what happened
-  std::int64_t revision = 0;  ///< the term's create revision (elected, lost)
+  std::int64_t fencing_token = 0;  ///< the term's fencing token, its key's create revision (elected, lost)
   error_code why;             ///< why a term ended or an attempt failed
-};
-
-/// One term of leadership, given to the body. Copyable; it names the term, it does not hold it.
-struct leader_term {
-  std::string key;            ///< our proposal key: name + "/" + hex(lease)
-  std::int64_t revision = 0;  ///< the key's create revision: a fencing token, rising with each term
-  std::int64_t lease = 0;     ///< the term's lease
-  session* term_session = nullptr;  ///< the term's session (valid while the body runs): keys put under its lease go with the term
-  /// A compare that holds only while this term lasts: guard writes with it
-  /// (`txn().when(term.is_current())`), and a write of an ended term is refused by etcd.
-  compare is_current() const { return compare::create_revision(key) == revision; }
 };
 
 namespace detail {
 struct leader_state;
-using leader_body = std::function<asio::awaitable<void>(leader_term)>;
+using leader_body = std::function<asio::awaitable<void>(election::hold&)>;
 asio::any_io_executor leader_executor(const std::shared_ptr<leader_state>&);
 asio::awaitable<void> run_leader(std::shared_ptr<leader_state>, leader_body);
 void start_leader_next(const std::shared_ptr<leader_state>&, handler<leader_event>);
@@ -100,9 +92,16 @@ class leader {
   ~leader();
 
   /// Campaigns, leads and campaigns again, until cancelled, stopped, or a failure no retry can
-  /// mend. `body(leader_term)` returns asio::awaitable<void> and runs once per term on the
-  /// leader's strand; it must end when cancelled (as a with_lock body): until it does, the term's
-  /// session is kept (is_leader() is false and `lost` is told at once, but the key stays).
+  /// mend. `body(election::hold& term)` returns asio::awaitable<void> and runs once per term on
+  /// the leader's strand; it must end when cancelled (as a with_lock body): until it does, the
+  /// term's session is kept (is_leader() is false and `lost` is told at once, but the key stays).
+  /// The term is the leader's: the body may proclaim, read `term.fencing_token()`, guard writes
+  /// with `txn().when(term.fence())` (a write of an ended term is refused by etcd) and put keys
+  /// under `term.lease()` (they go with the term), but not move the hold away. Releasing it ends
+  /// the term: the body is then cancelled, as when the key is deleted.
+  ///
+  /// Like with_lock and stm, async_run runs a body of the user's, so it completes as
+  /// asio::co_spawn does: the body's own exception reaches the handler unchanged.
   ///
   /// @par Handler signature
   /// `void(std::exception_ptr)`, as asio::co_spawn's. Null: the body returned with
@@ -124,9 +123,7 @@ class leader {
   template <class Body, class CompletionToken = detail::default_token>
   auto async_run(Body body, CompletionToken&& token = {}) {
     auto shared = std::make_shared<Body>(std::move(body));  // std::function copies; the body need not
-    // A coroutine of its own that owns the term: a body taking `const leader_term&` reads it
-    // for as long as it runs.
-    detail::leader_body fn = [shared](leader_term t) -> asio::awaitable<void> { co_await (*shared)(t); };
+    detail::leader_body fn = [shared](election::hold& t) -> asio::awaitable<void> { co_await (*shared)(t); };
     return asio::async_initiate<CompletionToken, void(std::exception_ptr)>(
         [s = state_](auto handler, detail::leader_body fn) {
           if (!s) {
@@ -173,8 +170,8 @@ class leader {
   /// counts as lost, its lease's local deadline included (see session::lost()), even before the
   /// term's end is delivered.
   bool is_leader() const noexcept;
-  /// The current term's revision while leading, else 0.
-  std::int64_t revision() const noexcept;
+  /// The current term's fencing token while leading, else 0.
+  std::int64_t fencing_token() const noexcept;
   /// Terms begun so far.
   std::uint64_t terms() const noexcept;
 

@@ -3,6 +3,7 @@
 
 #include <coetcd/kv.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,15 +14,15 @@ namespace coetcd {
 struct lease_grant_result {
   response_header header;  ///< the response's header
   std::int64_t id = 0;     ///< the lease's ID
-  std::int64_t ttl = 0;  ///< seconds granted (the server raises TTLs below its minimum, 2 s on 3.4)
+  std::chrono::seconds ttl{0};  ///< the TTL granted (the server raises TTLs below its minimum, 2 s on 3.4)
 };
 
 /// The answer to client::async_lease_time_to_live.
 struct lease_ttl_result {
   response_header header;         ///< the response's header
   std::int64_t id = 0;            ///< the lease asked about
-  std::int64_t ttl = -1;          ///< remaining seconds; -1 when the lease does not exist
-  std::int64_t granted_ttl = 0;   ///< TTL the lease was granted with
+  std::chrono::seconds ttl{-1};         ///< the time left; -1 s when the lease does not exist
+  std::chrono::seconds granted_ttl{0};  ///< the TTL the lease was granted with
   std::vector<std::string> keys;  ///< attached keys, when asked for
 };
 

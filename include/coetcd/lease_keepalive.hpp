@@ -2,6 +2,7 @@
 #pragma once
 
 #include <coetcd/detail/config.hpp>
+#include <coetcd/loss_reason.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -26,22 +27,24 @@ class lease_keepalive {
   lease_keepalive() = default;
   /// Takes over the other object's lease; `other` is left empty.
   lease_keepalive(lease_keepalive&&) noexcept = default;
-  /// Stops renewing this object's lease (see stop()), then takes over `other`'s.
+  /// Stops renewing this object's lease (see close()), then takes over `other`'s.
   lease_keepalive& operator=(lease_keepalive&& other) noexcept;
-  /// Stops renewing (see stop()).
+  /// Stops renewing (see close()).
   ~lease_keepalive();
 
-  /// Completes when the lease is lost; at once (posted) if it is already. Any number of waits
-  /// may be pending.
+  /// Completes with success when the lease is lost, and says why; at once (posted) if it is
+  /// already. Any number of waits may be pending.
   ///
   /// @par Handler signature
-  /// `void(error_code why)`
+  /// `void(error_code, loss_reason)`
+  /// @par Reasons
+  /// loss_reason::kind::lease_gone (error::lease_not_found: revoked or expired on the server),
+  /// lease_deadline (error::lease_expired: could not be renewed in time), client_closed, refused
+  /// (the stream's refusals: error::auth_failed, error::auth_required, error::auth_not_enabled,
+  /// error::permission_denied).
   /// @par Errors
-  /// error::lease_not_found (revoked or expired on the server), error::lease_expired (could not
-  /// be renewed in time), error::client_closed, the stream's refusals (error::auth_failed,
-  /// error::auth_required, error::auth_not_enabled, error::permission_denied);
-  /// asio::error::operation_aborted once stop() was called (also for waits started after it).
-  /// An empty object: error::lease_not_found.
+  /// asio::error::operation_aborted when cancelled, or once close() was called (also for waits
+  /// started after it); asio::error::bad_descriptor for an empty object.
   /// @par Cancellation
   /// Terminal, partial, total abandon the wait (asio::error::operation_aborted); the keepalive
   /// goes on.
@@ -53,13 +56,16 @@ class lease_keepalive {
   /// with asio::error::operation_aborted.
   template <class CompletionToken = detail::default_token>
   auto async_wait_lost(CompletionToken&& token = {}) {
-    return detail::initiate<void(error_code)>(
-        std::forward<CompletionToken>(token), [s = state_](asio::any_completion_handler<void(error_code)> h) { start_wait(s, std::move(h)); });
+    return detail::initiate<void(error_code, loss_reason)>(
+        std::forward<CompletionToken>(token),
+        [s = state_](asio::any_completion_handler<void(error_code, loss_reason)> h) { start_wait(s, std::move(h)); });
   }
 
   /// Stops renewing; pending waits complete with asio::error::operation_aborted. The lease is
   /// not revoked: it expires after its TTL.
-  void stop();
+  void close();
+  /// The name close() had before.
+  [[deprecated("use close()")]] void stop() { close(); }
 
   /// The lease's ID (0 for an empty object).
   std::int64_t id() const noexcept { return id_; }
@@ -78,7 +84,7 @@ class lease_keepalive {
   executor_type get_executor() const noexcept;
 
  private:
-  static void start_wait(const std::shared_ptr<detail::kept_lease>&, asio::any_completion_handler<void(error_code)>);
+  static void start_wait(const std::shared_ptr<detail::kept_lease>&, asio::any_completion_handler<void(error_code, loss_reason)>);
   std::shared_ptr<detail::kept_lease> state_;
   std::int64_t id_ = 0;
 };

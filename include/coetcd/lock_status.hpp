@@ -3,6 +3,7 @@
 
 #include <coetcd/client.hpp>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,8 +15,8 @@ struct lock_entry {
   std::string key;              ///< the key
   std::string value;            ///< an election's proposal (empty for locks)
   std::int64_t lease = 0;       ///< 0: the key has no lease (made by hand)
-  std::int64_t ttl = 0;         ///< seconds the lease has left; -1: the lease is gone
-  std::int64_t granted_ttl = 0;      ///< the TTL the lease was granted with
+  std::chrono::seconds ttl{0};          ///< the time the lease has left; -1 s: the lease is gone
+  std::chrono::seconds granted_ttl{0};  ///< the TTL the lease was granted with
   std::int64_t create_revision = 0;  ///< the holder's is its fencing token
   /// Set when the key belongs to a longer name under this one (`a/b/<lease>` seen from `a`). It
   /// is listed among the waiters in queue order and never holds: coetcd's locks of `a` do not

@@ -13,8 +13,9 @@ namespace coetcd {
 
 /// Options of a registration.
 struct registration_options {
-  /// TTL of each session: how long the key outlives a process that stopped answering.
-  std::chrono::seconds ttl{10};
+  /// TTL of each session: how long the key outlives a process that stopped answering. 60 s, as a
+  /// session's; set 10 s, say, for a registry that must forget a dead process sooner.
+  std::chrono::seconds ttl{60};
   /// Pause after the first failed attempt; doubles per further failure up to retry_max, each
   /// drawn from 0.5x to 1.5x.
   std::chrono::milliseconds retry_min{100};

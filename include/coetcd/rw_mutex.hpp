@@ -27,28 +27,63 @@ namespace coetcd {
 /// (or the reverse) waits for ever, as with Go's recipe and std::shared_mutex.
 ///
 /// Like coetcd::mutex: any number of operations may be pending on one object; the session
-/// must outlive it; initiating functions, the destructor and the accessors may be called from
-/// any thread. An object may hold the lock shared several times
-/// (each async_lock_shared needs its async_unlock_shared).
+/// must outlive it and its holds; initiating functions, the destructor and the holds' accessors
+/// may be called from any thread. Each acquisition hands its caller a hold of its own: a
+/// rw_mutex::hold (exclusive) or a rw_mutex::shared_hold.
 class rw_mutex {
  public:
+  /// An exclusive hold, handed over by async_lock and async_try_lock: as mutex::hold, except for
+  /// its fence. fence() holds while our write key is still the one that gave us the lock (its
+  /// create revision). A writer that reads its token or builds its fence hands the write lock to
+  /// the next writer of its session through etcd: its key is deleted and made again (Go's recipe
+  /// orders writers by mod revision, so the key cannot be put again in place), so the compare
+  /// fails under the next writer.
+  class [[nodiscard]] hold : public detail::lock_hold {
+   public:
+    /// Empty: holds nothing; its operations complete with asio::error::bad_descriptor.
+    hold() noexcept = default;
+    /// @cond INTERNAL
+    explicit hold(detail::lock_hold&& h) noexcept : detail::lock_hold(std::move(h)) {}
+    /// @endcond
+    /// Takes over `other`'s hold; `other` is left empty.
+    hold(hold&&) noexcept = default;
+    /// Releases this hold as the destructor does, then takes over `other`'s.
+    hold& operator=(hold&&) noexcept = default;
+  };
+  /// A shared hold, handed over by async_lock_shared and async_try_lock_shared: as mutex::hold,
+  /// except that readers holding together share their fencing token, and fence() holds while any
+  /// reader of the session holds the read key: it proves that no writer holds, which is all a
+  /// shared hold promises. Releasing the session's last shared hold deletes the read key.
+  class [[nodiscard]] shared_hold : public detail::lock_hold {
+   public:
+    /// Empty: holds nothing; its operations complete with asio::error::bad_descriptor.
+    shared_hold() noexcept = default;
+    /// @cond INTERNAL
+    explicit shared_hold(detail::lock_hold&& h) noexcept : detail::lock_hold(std::move(h)) {}
+    /// @endcond
+    /// Takes over `other`'s hold; `other` is left empty.
+    shared_hold(shared_hold&&) noexcept = default;
+    /// Releases this hold as the destructor does, then takes over `other`'s.
+    shared_hold& operator=(shared_hold&&) noexcept = default;
+  };
+
   /// An rw_mutex named `name` under session `s`. Throws boost::system::system_error:
   /// error::empty_key for an empty name, error::session_lost for an empty session.
   rw_mutex(session& s, std::string_view name, mutex_options options = {});
   /// Takes over the other object; `other` is left empty: its accessors return empty values and
-  /// its operations complete with asio::error::bad_descriptor (is_owner() throws it).
+  /// its operations complete with asio::error::bad_descriptor. Holds are not affected.
   rw_mutex(rw_mutex&&) noexcept = default;
-  /// Gives up what this object holds and aborts its pending operations, as the destructor does,
-  /// then takes over `other`, which is left empty.
+  /// Aborts this object's pending operations, as the destructor does, then takes over `other`,
+  /// which is left empty.
   rw_mutex& operator=(rw_mutex&& other) noexcept;
-  /// Releases the holds of this object (exclusive and shared) in the background. Pending locks
-  /// complete at once with asio::error::operation_aborted, as for ~mutex().
+  /// Pending locks complete at once with asio::error::operation_aborted, as for ~mutex(). Holds
+  /// are not affected.
   ~rw_mutex();
 
   /// Waits until this caller holds the lock exclusively.
   ///
   /// @par Handler signature
-  /// `void(error_code)`
+  /// `void(error_code, rw_mutex::hold)`: the hold is empty on error.
   /// @par Errors
   /// As mutex::async_lock.
   /// @par Cancellation
@@ -56,15 +91,17 @@ class rw_mutex {
   /// @par Executor
   /// The handler's associated executor (default: the client's); never inside this call.
   /// @par Lifetimes
-  /// The session must outlive the rw_mutex. On destruction of the rw_mutex, see ~rw_mutex().
+  /// The session must outlive the rw_mutex and its holds. On destruction of the rw_mutex, see
+  /// ~rw_mutex().
   template <class CompletionToken = detail::default_token>
   auto async_lock(CompletionToken&& token = {}) {
-    return start(std::forward<CompletionToken>(token), write_, op::lock);
+    return detail::initiate_hold<hold>(std::forward<CompletionToken>(token),
+                                       [s = write_](detail::lock_handler h) { start(s, false, std::move(h)); });
   }
   /// Takes the lock exclusively if nobody holds or waits for it, without waiting.
   ///
   /// @par Handler signature
-  /// `void(error_code)`
+  /// `void(error_code, rw_mutex::hold)`: the hold is empty on error.
   /// @par Errors
   /// error::locked otherwise; a key the try made is deleted again, as for mutex::async_try_lock
   /// (the handler waits for that delete when the try was the session's only caller on its key).
@@ -77,29 +114,14 @@ class rw_mutex {
   /// As async_lock.
   template <class CompletionToken = detail::default_token>
   auto async_try_lock(CompletionToken&& token = {}) {
-    return start(std::forward<CompletionToken>(token), write_, op::try_lock);
-  }
-  /// Releases an exclusive hold.
-  ///
-  /// @par Handler signature
-  /// `void(error_code)`
-  /// @par Errors
-  /// As mutex::async_unlock.
-  /// @par Cancellation
-  /// None: the release always runs to its outcome.
-  /// @par Executor
-  /// The handler's associated executor (default: the client's); never inside this call.
-  /// @par Lifetimes
-  /// The rw_mutex may be destroyed meanwhile; the release goes on.
-  template <class CompletionToken = detail::default_token>
-  auto async_unlock(CompletionToken&& token = {}) {
-    return start(std::forward<CompletionToken>(token), write_, op::unlock);
+    return detail::initiate_hold<hold>(std::forward<CompletionToken>(token),
+                                       [s = write_](detail::lock_handler h) { start(s, true, std::move(h)); });
   }
 
   /// Waits until this caller holds the lock shared: no writer holds it or queued before it.
   ///
   /// @par Handler signature
-  /// `void(error_code)`
+  /// `void(error_code, rw_mutex::shared_hold)`: the hold is empty on error.
   /// @par Errors
   /// As mutex::async_lock.
   /// @par Cancellation
@@ -110,12 +132,13 @@ class rw_mutex {
   /// As async_lock.
   template <class CompletionToken = detail::default_token>
   auto async_lock_shared(CompletionToken&& token = {}) {
-    return start(std::forward<CompletionToken>(token), read_, op::lock);
+    return detail::initiate_hold<shared_hold>(std::forward<CompletionToken>(token),
+                                              [s = read_](detail::lock_handler h) { start(s, false, std::move(h)); });
   }
   /// Takes the lock shared if no writer holds it or waits for it, without waiting.
   ///
   /// @par Handler signature
-  /// `void(error_code)`
+  /// `void(error_code, rw_mutex::shared_hold)`: the hold is empty on error.
   /// @par Errors
   /// error::locked otherwise; a key the try made is deleted again, as for async_try_lock.
   /// Other errors as mutex::async_lock.
@@ -127,43 +150,8 @@ class rw_mutex {
   /// As async_lock.
   template <class CompletionToken = detail::default_token>
   auto async_try_lock_shared(CompletionToken&& token = {}) {
-    return start(std::forward<CompletionToken>(token), read_, op::try_lock);
-  }
-  /// Releases one shared hold of this object. When it was the session's last reader, the read
-  /// key is deleted and the handler runs after the delete's outcome.
-  ///
-  /// @par Handler signature
-  /// `void(error_code)`
-  /// @par Errors
-  /// error::not_locked (this object holds it shared no more), error::session_lost,
-  /// error::client_closed, the @ref request_errors "request errors" of the delete (which is
-  /// then retried in the background, as mutex::async_unlock's).
-  /// @par Cancellation
-  /// None: the release always runs to its outcome.
-  /// @par Executor
-  /// The handler's associated executor (default: the client's); never inside this call.
-  /// @par Lifetimes
-  /// The rw_mutex may be destroyed meanwhile; the release goes on.
-  template <class CompletionToken = detail::default_token>
-  auto async_unlock_shared(CompletionToken&& token = {}) {
-    return start(std::forward<CompletionToken>(token), read_, op::unlock);
-  }
-
-  /// Completes when the session is lost (or closed): holds cannot be trusted from then on.
-  ///
-  /// @par Handler signature
-  /// `void(error_code why)`
-  /// @par Errors
-  /// As session::async_wait_lost.
-  /// @par Cancellation
-  /// Terminal, partial, total abandon the wait (asio::error::operation_aborted).
-  /// @par Executor
-  /// The handler's associated executor (default: the client's); never inside this call.
-  /// @par Lifetimes
-  /// The rw_mutex may be destroyed meanwhile; the wait goes on, as session::async_wait_lost's.
-  template <class CompletionToken = detail::default_token>
-  auto async_wait_lost(CompletionToken&& token = {}) {
-    return start(std::forward<CompletionToken>(token), write_, op::wait_lost);
+    return detail::initiate_hold<shared_hold>(std::forward<CompletionToken>(token),
+                                              [s = read_](detail::lock_handler h) { start(s, true, std::move(h)); });
   }
 
   /// The type of get_executor().
@@ -176,35 +164,10 @@ class rw_mutex {
   const std::string& write_key() const noexcept;
   /// Our read key: name + "/read/" + hex(lease).
   const std::string& read_key() const noexcept;
-  /// Held exclusively through this object: false once the session counts as lost, its lease's
-  /// local deadline included (see session::lost()), even before the loss is delivered. The hold
-  /// still ends with async_unlock(), as mutex::held() says.
-  bool held() const noexcept;
-  /// Shared holds of this object not yet unlocked.
-  int shared_holds() const noexcept;
-  /// While held (exclusively, else shared): the etcd revision at which the hold began, as
-  /// mutex::fencing_token(); else 0. Strictly increasing across writers that read it or build
-  /// is_owner(), so storage can reject writes with an older token. Readers holding together
-  /// share theirs.
-  std::int64_t fencing_token() const noexcept;
-  /// A compare that holds only while our key (the write key when held exclusively, else the read
-  /// key) is still the one that gave us the lock; never holds when not held. A writer that reads
-  /// its token or builds this compare hands the write lock to the next writer of its session
-  /// through etcd: its key is deleted and made again (Go's recipe orders writers by mod revision,
-  /// so the key cannot be put again in place), so the compare fails under the next writer. A
-  /// reader's compare holds while any reader of the session holds the read key: it proves that
-  /// no writer holds, which is all a shared hold promises.
-  compare is_owner() const;
 
  private:
   friend class multi_lock;
-  enum class op { lock, try_lock, unlock, wait_lost };
-  template <class CompletionToken>
-  auto start(CompletionToken&& token, const std::shared_ptr<detail::mutex_state>& side, op o) {
-    return detail::initiate<void(error_code)>(
-        std::forward<CompletionToken>(token), [side, o](asio::any_completion_handler<void(error_code)> h) { run(side, o, std::move(h)); });
-  }
-  static void run(const std::shared_ptr<detail::mutex_state>&, op, asio::any_completion_handler<void(error_code)>);
+  static void start(const std::shared_ptr<detail::mutex_state>&, bool try_only, detail::lock_handler);
   std::shared_ptr<detail::mutex_state> write_, read_;
 };
 

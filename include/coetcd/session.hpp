@@ -2,6 +2,7 @@
 #pragma once
 
 #include <coetcd/client.hpp>
+#include <coetcd/loss_reason.hpp>
 
 #include <boost/asio/cancellation_signal.hpp>
 
@@ -98,17 +99,19 @@ class session {
   /// async_wait_lost completes (whose timer a busy event loop may run late).
   bool lost() const noexcept;
 
-  /// Completes when the session is lost; at once (posted) when it is already. Any number may be
-  /// pending.
+  /// Completes with success when the session is lost, and says why; at once (posted) when it is
+  /// already. Any number may be pending.
   ///
   /// @par Handler signature
-  /// `void(error_code why)`
+  /// `void(error_code, loss_reason)`
+  /// @par Reasons
+  /// loss_reason::kind::lease_gone (error::lease_not_found: revoked or expired on the server),
+  /// lease_deadline (error::lease_expired: not renewed before its deadline), client_closed,
+  /// refused (the keepalive stream's refusals: error::auth_failed, error::auth_required,
+  /// error::auth_not_enabled, error::permission_denied).
   /// @par Errors
-  /// error::lease_not_found (revoked or expired on the server), error::lease_expired (not renewed
-  /// before its deadline), error::client_closed, the keepalive stream's refusals
-  /// (error::auth_failed, error::auth_required, error::auth_not_enabled,
-  /// error::permission_denied); asio::error::operation_aborted after async_close(), orphan() or
-  /// the destructor. An empty session: error::session_lost.
+  /// asio::error::operation_aborted when cancelled, or when the session is ended by its owner
+  /// (async_close(), orphan(), the destructor); asio::error::bad_descriptor for an empty session.
   /// @par Cancellation
   /// Terminal, partial, total abandon the wait (asio::error::operation_aborted).
   /// @par Executor
@@ -119,8 +122,9 @@ class session {
   /// asio::error::operation_aborted.
   template <class CompletionToken = detail::default_token>
   auto async_wait_lost(CompletionToken&& token = {}) {
-    return detail::initiate<void(error_code)>(
-        std::forward<CompletionToken>(token), [s = state_](asio::any_completion_handler<void(error_code)> h) { start_wait_lost(s, std::move(h)); });
+    return detail::initiate<void(error_code, loss_reason)>(
+        std::forward<CompletionToken>(token),
+        [s = state_](asio::any_completion_handler<void(error_code, loss_reason)> h) { start_wait_lost(s, std::move(h)); });
   }
 
   /// Stops the keepalive and revokes the lease (its keys are deleted). A lease that was already
@@ -130,7 +134,7 @@ class session {
   /// `void(error_code)`
   /// @par Errors
   /// The @ref request_errors "request errors" of the LeaseRevoke (the lease then expires after
-  /// its TTL). An empty session: error::session_lost.
+  /// its TTL). An empty session: asio::error::bad_descriptor.
   /// @par Cancellation
   /// Terminal only (partial and total are ignored), with asio::error::operation_aborted. Before
   /// the close has started on the client's strand, nothing is done; after, the session is ended
@@ -167,7 +171,7 @@ class session {
  private:
   static void start_create(client&, session_options, asio::any_completion_handler<void(error_code, session)>);
   static void start_wait_lost(const std::shared_ptr<detail::session_state>&,
-                              asio::any_completion_handler<void(error_code)>);
+                              asio::any_completion_handler<void(error_code, loss_reason)>);
   static void start_close(const std::shared_ptr<detail::session_state>&, asio::any_completion_handler<void(error_code)>);
   std::shared_ptr<detail::session_state> state_;
 };

@@ -235,6 +235,11 @@ class txn {
  public:
   /// Adds a condition: the `then` branch runs only if every condition holds.
   txn& when(compare c) { compares_.push_back(std::move(c)); return *this; }
+  /// Adds several conditions: a multi_lock::hold's fence(), say.
+  txn& when(std::vector<compare> cs) {
+    for (auto& c : cs) compares_.push_back(std::move(c));
+    return *this;
+  }
   /// Adds an operation to the branch that runs when every condition holds.
   txn& then(txn_op op) { success_.push_back(std::move(op)); return *this; }
   /// Adds an operation to the branch that runs otherwise.

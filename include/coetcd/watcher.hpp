@@ -22,9 +22,9 @@ class watcher {
   watcher() = default;
   /// Takes over the other object's watch; `other` is left empty.
   watcher(watcher&&) noexcept = default;
-  /// Cancels this object's watch (see cancel()), then takes over `other`'s.
+  /// Cancels this object's watch (see close()), then takes over `other`'s.
   watcher& operator=(watcher&& other) noexcept;
-  /// Cancels the watch (see cancel()).
+  /// Cancels the watch (see close()).
   ~watcher();
 
   /// Waits for the next batch of events. Batches that arrived before the call are delivered
@@ -35,7 +35,7 @@ class watcher {
   /// `void(error_code, watch_batch)`
   /// @par Errors
   /// error::compacted (the start revision is gone; batch.compact_revision says from where to
-  /// resume; the watch is over), error::watch_canceled (cancel(), destruction, or the server
+  /// resume; the watch is over), error::watch_canceled (close(), destruction, or the server
   /// cancelled it; also for an empty watcher), error::client_closed, the stream's refusals
   /// (error::permission_denied, error::auth_failed, error::auth_required,
   /// error::auth_not_enabled, error::invalid_auth_token); asio::error::already_started when
@@ -55,8 +55,12 @@ class watcher {
         std::forward<CompletionToken>(token), [s = state_](detail::handler<watch_batch> h) { start_next(s, std::move(h)); });
   }
 
-  /// Stops the watch on the server. A pending async_next completes with error::watch_canceled.
-  void cancel();
+  /// Ends the watch: stops it on the server; a pending async_next completes with
+  /// error::watch_canceled. (Asio's cancel() aborts operations and leaves the object working; this
+  /// ends the object, as Asio's close() does.)
+  void close();
+  /// The name close() had before: it ended the watch, not only its operations.
+  [[deprecated("use close()")]] void cancel() { close(); }
 
   /// The type of get_executor().
   using executor_type = asio::any_io_executor;

@@ -30,13 +30,19 @@ struct with_lock_options {
   std::chrono::steady_clock::duration max_hold{};
   /// When set, receives the release's outcome (cleared when it succeeded), whatever the body did.
   /// A failed release is not thrown: the body's work is done and its result stands, and a caller
-  /// that saw an exception might run it again. The lock's own release documents what follows a
-  /// failure (mutex::async_unlock retries the delete in the background; any key goes with its
-  /// session at the latest). Must stay valid until with_lock completes.
-  boost::system::error_code* unlock_error = nullptr;
+  /// that saw an exception might run it again. The hold's own release documents what follows a
+  /// failure (mutex::hold::async_release retries the delete in the background; any key goes with
+  /// its session at the latest). Must stay valid until with_lock completes.
+  boost::system::error_code* release_error = nullptr;
 };
 
 namespace detail {
+/// T of the asio::awaitable<T> a with_lock body returns: `body(hold)` when it takes the hold,
+/// else `body()`.
+template <class Body, class Hold>
+using lock_body_value_t = typename std::conditional_t<std::is_invocable_v<Body&, Hold&>, std::invoke_result<Body&, Hold&>,
+                                                      std::invoke_result<Body&>>::type::value_type;
+
 template <class T>
 struct body_outcome {
   std::exception_ptr error;
@@ -45,75 +51,82 @@ struct body_outcome {
 
 // Asio's || waits for the first operation that succeeds, so a body that throws must not be an
 // operation that fails: its exception travels as a value.
-template <class Body, class T = typename std::invoke_result_t<Body&>::value_type>
-asio::awaitable<body_outcome<T>> capture_outcome(Body& body) {
+template <class Body, class Hold, class T = lock_body_value_t<Body, Hold>>
+asio::awaitable<body_outcome<T>> capture_outcome(Body& body, Hold& hold) {
   body_outcome<T> out;
   try {
+    // Called in here: a body that throws before its first await is caught too.
+    auto run = [&] {
+      if constexpr (std::is_invocable_v<Body&, Hold&>) return body(hold);
+      else return body();
+    };
     if constexpr (std::is_void_v<T>) {
-      co_await body();  // called in here: a body that throws before its first await is caught too
+      co_await run();
       out.value.emplace();
     } else {
-      out.value.emplace(co_await body());
+      out.value.emplace(co_await run());
     }
   } catch (...) {
     out.error = std::current_exception();
   }
   co_return out;
 }
-}  // namespace detail
 
-namespace detail {
 // The release runs to its end whatever is cancelled meanwhile: its handler has no slot.
 inline auto release_token() { return asio::bind_cancellation_slot(asio::cancellation_slot(), asio::as_tuple(asio::use_awaitable)); }
 
-// The three operations with_lock needs, on one side of a lock (held by reference).
+// How with_lock takes each kind of hold (the lock object held by reference).
 template <class M>
-struct exclusive_hold {
+struct exclusive_lock {
   M& m;
+  using hold_type = typename M::hold;
   static constexpr const char* what = "coetcd::with_lock";
   auto lock() { return m.async_lock(asio::use_awaitable); }
-  auto unlock() { return m.async_unlock(release_token()); }
-  auto lost() { return m.async_wait_lost(asio::as_tuple(asio::use_awaitable)); }
 };
-struct shared_hold {
+struct shared_lock {
   rw_mutex& m;
+  using hold_type = rw_mutex::shared_hold;
   static constexpr const char* what = "coetcd::with_shared_lock";
   auto lock() { return m.async_lock_shared(asio::use_awaitable); }
-  auto unlock() { return m.async_unlock_shared(release_token()); }
-  auto lost() { return m.async_wait_lost(asio::as_tuple(asio::use_awaitable)); }
 };
-struct permits_hold {
+struct permits_lock {
   semaphore& m;
   std::int64_t n;
+  using hold_type = semaphore::hold;
   static constexpr const char* what = "coetcd::with_permits";
   auto lock() { return m.async_acquire(n, asio::use_awaitable); }
-  auto unlock() { return m.async_release(n, release_token()); }
-  auto lost() { return m.async_wait_lost(asio::as_tuple(asio::use_awaitable)); }
 };
 
-template <class Hold, class Body>
-auto with_hold(Hold m, Body body, with_lock_options options) -> std::invoke_result_t<Body&> {
+inline void set_release_error(const with_lock_options& options, error_code ec) {
+  if (options.release_error) *options.release_error = ec;
+}
+
+template <class Lockable, class Body>
+auto with_hold(Lockable l, Body body, with_lock_options options)
+    -> asio::awaitable<lock_body_value_t<Body, typename Lockable::hold_type>> {
   using namespace asio::experimental::awaitable_operators;
-  using value_type = typename std::invoke_result_t<Body&>::value_type;
-  if (options.unlock_error) *options.unlock_error = {};
-  co_await m.lock();
+  using value_type = lock_body_value_t<Body, typename Lockable::hold_type>;
+  set_release_error(options, {});
+  auto hold = co_await l.lock();
   asio::steady_timer limit(co_await asio::this_coro::executor);
   if (options.max_hold.count() > 0) limit.expires_after(options.max_hold);
   else limit.expires_at(asio::steady_timer::time_point::max());
 
-  auto raced = co_await (detail::capture_outcome(body) || m.lost() ||
+  // The loss wait succeeds when the hold is lost, and the timer when max_hold passes: whichever
+  // of the three comes first cancels the other two.
+  auto raced = co_await (detail::capture_outcome(body, hold) || hold.async_wait_lost(asio::as_tuple(asio::use_awaitable)) ||
                          limit.async_wait(asio::as_tuple(asio::use_awaitable)));
 
   // Release even if with_lock itself was cancelled (and whatever is cancelled next).
   co_await asio::this_coro::reset_cancellation_state();
   co_await asio::this_coro::throw_if_cancelled(false);
-  auto [unlock_error] = co_await m.unlock();
-  if (options.unlock_error) *options.unlock_error = unlock_error;
+  auto [release_error] = co_await hold.async_release(release_token());
+  set_release_error(options, release_error);
   co_await asio::this_coro::throw_if_cancelled(true);
 
-  if (raced.index() == 1) throw boost::system::system_error(make_error_code(error::session_lost), m.what);
+  if (raced.index() == 1) throw boost::system::system_error(make_error_code(error::session_lost), l.what);
   if (raced.index() == 2)
-    throw boost::system::system_error(make_error_code(error::max_hold_exceeded), m.what);
+    throw boost::system::system_error(make_error_code(error::max_hold_exceeded), l.what);
   auto& outcome = std::get<0>(raced);
   if (outcome.error) std::rethrow_exception(outcome.error);
   if constexpr (!std::is_void_v<value_type>) co_return std::move(*outcome.value);
@@ -123,22 +136,23 @@ template <class Token>
 concept not_options = !std::is_same_v<std::decay_t<Token>, with_lock_options>;
 
 // The token form: with_hold as a coroutine of its own.
-template <class Hold, class Body, class Token>
-auto with_hold_async(Hold hold, asio::any_io_executor ex, Body body, with_lock_options options,
-                     Token&& token) {
-  return spawn_on_strand<body_value_t<Body>>(
+template <class Lockable, class Body, class Token>
+auto with_hold_async(Lockable l, asio::any_io_executor ex, Body body, with_lock_options options, Token&& token) {
+  return spawn_on_strand<lock_body_value_t<Body, typename Lockable::hold_type>>(
       std::forward<Token>(token), std::move(ex),
-      [hold, body = std::move(body), options]() mutable { return with_hold(hold, std::move(body), options); });
+      [l, body = std::move(body), options]() mutable { return with_hold(l, std::move(body), options); });
 }
 }  // namespace detail
 
-/// Runs `body()` (which returns asio::awaitable<T>) while holding `m`, and returns what it returns.
+/// Runs `body(h)` or `body()` (either returning asio::awaitable<T>) while holding `m`, and returns
+/// what it returns. `h` is the hold (a mutex::hold&, say): a body that takes it can build
+/// `h.fence()` into its txns or read `h.fencing_token()`; it must not release it or move it away.
 ///
-/// The body is cancelled (terminal cancellation on its awaits) if the session is lost or
+/// The body is cancelled (terminal cancellation on its awaits) if the hold is lost or
 /// options.max_hold passes; with_lock then throws boost::system::system_error with
-/// error::session_lost or error::max_hold_exceeded. The lock is released on every way out —
+/// error::session_lost or error::max_hold_exceeded. The hold is released on every way out —
 /// normal return, exception from the body, cancellation of with_lock itself — before with_lock
-/// completes; the release's outcome goes to options.unlock_error. Errors of the lock are thrown
+/// completes; the release's outcome goes to options.release_error. Errors of the lock are thrown
 /// as system_error.
 ///
 /// Two forms. Without a token, with_lock returns an asio::awaitable<T> to co_await; the body
@@ -164,13 +178,13 @@ auto with_hold_async(Hold hold, asio::any_io_executor ex, Body body, with_lock_o
 /// is destroyed twice by the compiler; name it first and pass it with std::move (see docs/how-it-works.md).
 template <class Body>
 auto with_lock(mutex& m, Body body, with_lock_options options = {}) {
-  return detail::with_hold(detail::exclusive_hold<mutex>{m}, std::move(body), options);
+  return detail::with_hold(detail::exclusive_lock<mutex>{m}, std::move(body), options);
 }
 
 /// with_lock with a completion token (see above).
 template <class Body, detail::not_options CompletionToken>
 auto with_lock(mutex& m, Body body, with_lock_options options, CompletionToken&& token) {
-  return detail::with_hold_async(detail::exclusive_hold<mutex>{m}, m.get_executor(), std::move(body), options,
+  return detail::with_hold_async(detail::exclusive_lock<mutex>{m}, m.get_executor(), std::move(body), options,
                                  std::forward<CompletionToken>(token));
 }
 /// with_lock(m, body, {}, token).
@@ -182,13 +196,13 @@ auto with_lock(mutex& m, Body body, CompletionToken&& token) {
 /// with_lock on an rw_mutex held exclusively.
 template <class Body>
 auto with_lock(rw_mutex& m, Body body, with_lock_options options = {}) {
-  return detail::with_hold(detail::exclusive_hold<rw_mutex>{m}, std::move(body), options);
+  return detail::with_hold(detail::exclusive_lock<rw_mutex>{m}, std::move(body), options);
 }
 
 /// with_lock on an rw_mutex held exclusively, with a completion token.
 template <class Body, detail::not_options CompletionToken>
 auto with_lock(rw_mutex& m, Body body, with_lock_options options, CompletionToken&& token) {
-  return detail::with_hold_async(detail::exclusive_hold<rw_mutex>{m}, m.get_executor(), std::move(body), options,
+  return detail::with_hold_async(detail::exclusive_lock<rw_mutex>{m}, m.get_executor(), std::move(body), options,
                                  std::forward<CompletionToken>(token));
 }
 /// with_lock(m, body, {}, token).
@@ -201,13 +215,13 @@ auto with_lock(rw_mutex& m, Body body, CompletionToken&& token) {
 /// when the session of any part is lost.
 template <class Body>
 auto with_lock(multi_lock& m, Body body, with_lock_options options = {}) {
-  return detail::with_hold(detail::exclusive_hold<multi_lock>{m}, std::move(body), options);
+  return detail::with_hold(detail::exclusive_lock<multi_lock>{m}, std::move(body), options);
 }
 
 /// with_lock on every part of a multi_lock, with a completion token.
 template <class Body, detail::not_options CompletionToken>
 auto with_lock(multi_lock& m, Body body, with_lock_options options, CompletionToken&& token) {
-  return detail::with_hold_async(detail::exclusive_hold<multi_lock>{m}, m.get_executor(), std::move(body), options,
+  return detail::with_hold_async(detail::exclusive_lock<multi_lock>{m}, m.get_executor(), std::move(body), options,
                                  std::forward<CompletionToken>(token));
 }
 /// with_lock(m, body, {}, token).
@@ -216,17 +230,17 @@ auto with_lock(multi_lock& m, Body body, CompletionToken&& token) {
   return with_lock(m, std::move(body), with_lock_options{}, std::forward<CompletionToken>(token));
 }
 
-/// with_lock on an rw_mutex held shared (async_lock_shared / async_unlock_shared); errors and
+/// with_lock on an rw_mutex held shared (async_lock_shared, a rw_mutex::shared_hold); errors and
 /// release as with_lock.
 template <class Body>
 auto with_shared_lock(rw_mutex& m, Body body, with_lock_options options = {}) {
-  return detail::with_hold(detail::shared_hold{m}, std::move(body), options);
+  return detail::with_hold(detail::shared_lock{m}, std::move(body), options);
 }
 
 /// with_shared_lock with a completion token (as with_lock's).
 template <class Body, detail::not_options CompletionToken>
 auto with_shared_lock(rw_mutex& m, Body body, with_lock_options options, CompletionToken&& token) {
-  return detail::with_hold_async(detail::shared_hold{m}, m.get_executor(), std::move(body), options,
+  return detail::with_hold_async(detail::shared_lock{m}, m.get_executor(), std::move(body), options,
                                  std::forward<CompletionToken>(token));
 }
 /// with_shared_lock(m, body, {}, token).
@@ -235,17 +249,17 @@ auto with_shared_lock(rw_mutex& m, Body body, CompletionToken&& token) {
   return with_shared_lock(m, std::move(body), with_lock_options{}, std::forward<CompletionToken>(token));
 }
 
-/// Runs `body()` while holding `n` permits of `sem` (async_acquire(n) / async_release(n)); errors
+/// Runs `body()` (or `body(p)`, `p` the semaphore::hold) while holding `n` permits of `sem`; errors
 /// and release as with_lock.
 template <class Body>
 auto with_permits(semaphore& sem, std::int64_t n, Body body, with_lock_options options = {}) {
-  return detail::with_hold(detail::permits_hold{sem, n}, std::move(body), options);
+  return detail::with_hold(detail::permits_lock{sem, n}, std::move(body), options);
 }
 
 /// with_permits with a completion token (as with_lock's).
 template <class Body, detail::not_options CompletionToken>
 auto with_permits(semaphore& sem, std::int64_t n, Body body, with_lock_options options, CompletionToken&& token) {
-  return detail::with_hold_async(detail::permits_hold{sem, n}, sem.get_executor(), std::move(body), options,
+  return detail::with_hold_async(detail::permits_lock{sem, n}, sem.get_executor(), std::move(body), options,
                                  std::forward<CompletionToken>(token));
 }
 /// with_permits(sem, n, body, {}, token).

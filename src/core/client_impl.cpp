@@ -344,7 +344,7 @@ void client_impl::close_now() {
   // alive for good. Ending them drops every waiter; its handler is posted, so it runs after a
   // close() and is destroyed with the context at shutdown.
   for (auto& w : std::exchange(sessions_, {}))
-    if (auto s = w.lock()) s->finish(error::client_closed, error::client_closed);
+    if (auto s = w.lock()) s->finish(error::client_closed);
   for (auto& send : std::exchange(unary_queue_, {})) send();  // each finds us closed
   // A parked client thread goes back to the queue to drain it (completion_mode::poll).
   if (options_.completions != completion_mode::thread) resume_cq_thread();

@@ -195,6 +195,41 @@ inline void spawn_grant_op(const std::shared_ptr<client_impl>& c, asio::awaitabl
   });
 }
 
+/// spawn_grant_op for an operation that hands its caller a hold (a move-only object that gives
+/// back what it holds when destroyed): a hold whose caller has moved on, or whose object was
+/// destroyed, before the handler runs is dropped there, which gives it back, and the handler gets
+/// operation_aborted and an empty hold.
+template <class Hold>
+void spawn_hold_op(const std::shared_ptr<client_impl>& c, asio::awaitable<std::tuple<error_code, Hold>> body,
+                   asio::any_completion_handler<void(error_code, Hold)> h, std::shared_ptr<pending_ops> owner = nullptr) {
+  auto cancel = early_cancel::take(asio::get_associated_cancellation_slot(h), c->strand_);
+  auto to_body = std::make_shared<asio::cancellation_signal>();
+  auto done = [c, cancel, to_body, owner, h = std::move(h)](std::exception_ptr e, std::tuple<error_code, Hold> r) mutable {
+    auto ec = std::get<0>(r);
+    auto hold = std::move(std::get<1>(r));
+    if (e) {
+      ec = exception_to_error(e);
+      hold = Hold{};
+    }
+    auto ex = asio::get_associated_executor(h, c->completion_ex_);
+    auto deliver = [cancel, ec, owner = std::move(owner), hold = std::move(hold), h = std::move(h)]() mutable {
+      asio::get_associated_cancellation_slot(h).clear();
+      if (!ec && (cancel->emitted() || (owner && owner->gone()))) {
+        hold = Hold{};  // gives it back
+        ec = asio::error::operation_aborted;
+      }
+      asio::dispatch(asio::append(std::move(h), ec, std::move(hold)));
+    };
+    asio::post(c->io_ex_, asio::bind_executor(ex, std::move(deliver)));
+  };
+  asio::co_spawn(op_executor(*c), std::move(body), asio::bind_cancellation_slot(to_body->slot(), std::move(done)));
+  asio::dispatch(c->strand_, [cancel, to_body, owner = std::move(owner)] {
+    if (owner) owner->add(to_body);
+    if (cancel->registered([to_body] { to_body->emit(asio::cancellation_type::terminal); }))
+      to_body->emit(asio::cancellation_type::terminal);
+  });
+}
+
 /// Lets the body see terminal, partial and total cancellation and handle it itself (cleanup
 /// before completing) instead of throwing at the next co_await.
 inline asio::awaitable<void> handle_cancellation_manually() {

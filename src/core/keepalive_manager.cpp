@@ -1,6 +1,8 @@
 // The client's one LeaseKeepAlive stream (see keepalive_manager.hpp) and the public lease_keepalive.
 #include "keepalive_manager.hpp"
 
+#include "coro.hpp"
+
 namespace coetcd::detail {
 
 using namespace std::chrono_literals;
@@ -23,9 +25,18 @@ void keepalive_manager::add(const std::shared_ptr<kept_lease>& l, std::chrono::s
   tick();
 }
 
-void keepalive_manager::wait(const std::shared_ptr<kept_lease>& l, asio::any_completion_handler<void(error_code)> h,
+namespace {
+// A wait's outcome for a keepalive ended by `why`: stop() is the wait's own end, anything else
+// the loss it waited for.
+void tell_loss(client_impl& c, handler<loss_reason> h, error_code why) {
+  if (why == asio::error::operation_aborted) return c.complete(std::move(h), why, loss_reason{});
+  c.complete(std::move(h), error_code{}, loss_reason{loss_kind_of(why), why});
+}
+}  // namespace
+
+void keepalive_manager::wait(const std::shared_ptr<kept_lease>& l, handler<loss_reason> h,
                              std::shared_ptr<early_cancel> cancel) {
-  if (l->done) return client_->complete(std::move(h), l->lost);
+  if (l->done) return tell_loss(*client_, std::move(h), l->lost);
   auto key = l->next_waiter++;
   bool cancelled = cancel->registered([weak = std::weak_ptr<kept_lease>(l), key] {
     auto l = weak.lock();
@@ -34,9 +45,9 @@ void keepalive_manager::wait(const std::shared_ptr<kept_lease>& l, asio::any_com
     if (it == l->waiters.end()) return;
     auto h = std::move(it->second.handler);
     l->waiters.erase(it);
-    l->client->complete(std::move(h), asio::error::operation_aborted);
+    l->client->complete(std::move(h), make_error_code(asio::error::operation_aborted), loss_reason{});
   });
-  if (cancelled) return client_->complete(std::move(h), asio::error::operation_aborted);
+  if (cancelled) return client_->complete(std::move(h), make_error_code(asio::error::operation_aborted), loss_reason{});
   l->waiters.emplace(key, kept_lease::waiter{std::move(h),
                                              asio::prefer(client_->io_ex_, asio::execution::outstanding_work.tracked)});
 }
@@ -67,7 +78,7 @@ void keepalive_manager::lose(const std::shared_ptr<kept_lease>& l, error_code wh
     }
   }
   auto waiters = std::exchange(l->waiters, {});
-  for (auto& [key, w] : waiters) client_->complete(std::move(w.handler), why);
+  for (auto& [key, w] : waiters) tell_loss(*client_, std::move(w.handler), why);
   if (leases_.empty()) timer_.cancel();  // nothing to renew: let io_context::run() return
 }
 
@@ -263,7 +274,7 @@ lease_keepalive::executor_type lease_keepalive::get_executor() const noexcept {
   return state_ ? state_->client->io_ex_ : executor_type();
 }
 
-void lease_keepalive::stop() {
+void lease_keepalive::close() {
   if (!state_) return;
   auto s = state_;
   asio::dispatch(s->client->strand_, [s] {
@@ -272,16 +283,12 @@ void lease_keepalive::stop() {
 }
 
 void lease_keepalive::start_wait(const std::shared_ptr<detail::kept_lease>& s,
-                                 asio::any_completion_handler<void(error_code)> h) {
-  if (!s) {
-    // An empty handle has no executor of its own: post to the handler's (never inline).
-    asio::post(asio::system_executor(), asio::append(std::move(h), make_error_code(error::lease_not_found)));
-    return;
-  }
+                                 asio::any_completion_handler<void(error_code, loss_reason)> h) {
+  if (!s) return detail::fail_empty(std::move(h));
   auto cancel = detail::early_cancel::take(asio::get_associated_cancellation_slot(h), s->client->strand_);
   asio::dispatch(s->client->strand_, [s, cancel, h = std::move(h)]() mutable {
     if (s->manager) return s->manager->wait(s, std::move(h), std::move(cancel));
-    s->client->complete(std::move(h), s->done ? s->lost : make_error_code(error::client_closed));
+    detail::tell_loss(*s->client, std::move(h), s->done ? s->lost : make_error_code(error::client_closed));
   });
 }
 

@@ -3,6 +3,8 @@
 // renewal + TTL), so a lease is reported lost even while the stream is down.
 #pragma once
 
+#include <coetcd/loss_reason.hpp>
+
 #include "bidi_stream.hpp"
 
 #include <atomic>
@@ -42,7 +44,7 @@ struct kept_lease {
   bool done = false;
   error_code lost;
   struct waiter {
-    asio::any_completion_handler<void(error_code)> handler;
+    asio::any_completion_handler<void(error_code, loss_reason)> handler;
     asio::any_io_executor work;
   };
   std::map<std::uint64_t, waiter> waiters;  // node-based: erasing one never moves the others
@@ -55,7 +57,7 @@ class keepalive_manager final : public std::enable_shared_from_this<keepalive_ma
 
   // All on the strand.
   void add(const std::shared_ptr<kept_lease>& l, std::chrono::seconds ttl_hint);
-  void wait(const std::shared_ptr<kept_lease>& l, asio::any_completion_handler<void(error_code)> h,
+  void wait(const std::shared_ptr<kept_lease>& l, handler<loss_reason> h,
             std::shared_ptr<early_cancel> cancel);
   void stop(const std::shared_ptr<kept_lease>& l);
   void close();

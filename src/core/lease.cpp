@@ -18,7 +18,7 @@ void start_lease_grant(const std::shared_ptr<client_impl>& c, std::int64_t ttl, 
         return c->lease_->PrepareAsyncLeaseGrant(ctx, r, q);
       },
       std::move(req), call_options{},
-      [](pb::LeaseGrantResponse& r) { return lease_grant_result{from_pb(r.header()), r.id(), r.ttl()}; },
+      [](pb::LeaseGrantResponse& r) { return lease_grant_result{from_pb(r.header()), r.id(), std::chrono::seconds(r.ttl())}; },
       std::move(h));
 }
 
@@ -48,7 +48,7 @@ void start_lease_ttl(const std::shared_ptr<client_impl>& c, std::int64_t id, boo
       std::move(req), call_options{true},
       [c](pb::LeaseTimeToLiveResponse& r) {
         strip_prefix(r, c->key_prefix());
-        lease_ttl_result out{from_pb(r.header()), r.id(), r.ttl(), r.grantedttl(), {}};
+        lease_ttl_result out{from_pb(r.header()), r.id(), std::chrono::seconds(r.ttl()), std::chrono::seconds(r.grantedttl()), {}};
         for (const auto& k : r.keys()) out.keys.push_back(k);
         return out;
       },

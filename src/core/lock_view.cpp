@@ -76,7 +76,7 @@ void lock_view_core::start() {
 
 void lock_view_core::stop() {
   stopped_ = true;
-  watcher_.cancel();
+  watcher_.close();
 }
 
 std::uint64_t lock_view_core::add(waiter w) {

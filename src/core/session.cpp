@@ -16,11 +16,15 @@ std::uint64_t random_permit_start() {
   return ((std::uint64_t{rd()} << 32) | rd()) >> 4;
 }
 
-void session_state::finish(error_code reason, error_code for_waiters) {
+void session_state::finish(error_code reason) {
   if (lost) return;
   lost = true;
   why = reason;
-  for (auto& [id, h] : std::exchange(waiters, {})) impl->complete(std::move(h), for_waiters);
+  // Its owner ended it: the wait's own end. Else the loss it waited for.
+  for (auto& [id, h] : std::exchange(waiters, {})) {
+    if (ended) impl->complete(std::move(h), make_error_code(asio::error::operation_aborted), loss_reason{});
+    else impl->complete(std::move(h), error_code{}, loss());
+  }
   for (auto& [id, fn] : std::exchange(listeners, {})) fn();
   loss_signal.emit(asio::cancellation_type::terminal);
 }
@@ -36,7 +40,7 @@ bool session_state::lost_by_now(std::chrono::steady_clock::time_point now) {
   // The keepalive loses the lease now (its renewals stop, and the session's own wait for the
   // loss reports it: event and telemetry), and the session ends at once, before the caller grants.
   if (kept->manager) kept->manager->expire_due();
-  finish(error::lease_expired, error::lease_expired);
+  finish(error::lease_expired);
   return lost;
 }
 
@@ -86,15 +90,15 @@ asio::awaitable<std::tuple<error_code, session>> create(std::shared_ptr<client_i
     auto init = [c](handler<lease_ttl_result> h, std::int64_t id) { start_lease_ttl(c, id, false, std::move(h)); };
     auto [ec, r] = co_await asio::async_initiate<decltype(as_result), void(error_code, lease_ttl_result)>(init, as_result, id);
     if (ec) co_return std::make_tuple(ec, session());
-    if (r.ttl < 0) co_return std::make_tuple(make_error_code(error::lease_not_found), session());
-    ttl = r.granted_ttl;
-    left = std::max<std::int64_t>(r.ttl, 1);
+    if (r.ttl.count() < 0) co_return std::make_tuple(make_error_code(error::lease_not_found), session());
+    ttl = r.granted_ttl.count();
+    left = std::max<std::int64_t>(r.ttl.count(), 1);
   } else {
     auto init = [c](handler<lease_grant_result> h, std::int64_t ttl) { start_lease_grant(c, ttl, 0, std::move(h)); };
     auto [ec, g] = co_await asio::async_initiate<decltype(as_result), void(error_code, lease_grant_result)>(init, as_result, ttl);
     if (ec) co_return std::make_tuple(ec, session());
     id = g.id;
-    ttl = g.ttl;
+    ttl = g.ttl.count();
   }
   // Checked after the last await, and registered in the same turn: two adoptions of one lease
   // racing cannot both pass.
@@ -109,14 +113,16 @@ asio::awaitable<std::tuple<error_code, session>> create(std::shared_ptr<client_i
   auto kept = start_keepalive(c, id, left > 0 ? std::chrono::seconds(left) : s->ttl, asked);
   s->kept = kept;
   s->keep = lease_keepalive(std::move(kept), id);
-  s->keep.async_wait_lost(asio::bind_executor(s->impl->strand_, [w = std::weak_ptr<session_state>(s)](error_code ec) {
+  s->keep.async_wait_lost(asio::bind_executor(s->impl->strand_, [w = std::weak_ptr<session_state>(s)](error_code stopped,
+                                                                                                     loss_reason why) {
     auto s = w.lock();
-    if (!s || ec == asio::error::operation_aborted) return;  // stopped by close()/orphan()
+    if (!s || stopped) return;  // stopped by close()/orphan()
+    const auto ec = why.cause;
     if (ec != error::client_closed) {
       bump(s->impl->telemetry_.sessions_lost);
       s->impl->emit({.kind = event_kind::session_lost, .error = ec, .lease = s->lease});
     }
-    s->finish(ec, ec);
+    s->finish(ec);
   }));
   co_return std::make_tuple(error_code{}, session(std::move(s)));
 }
@@ -125,8 +131,8 @@ asio::awaitable<std::tuple<error_code, session>> create(std::shared_ptr<client_i
 /// waiting under the session fail with session_lost.
 void end_session(const std::shared_ptr<session_state>& s) {
   s->ended = true;
-  s->keep.stop();
-  s->finish(error::session_lost, asio::error::operation_aborted);
+  s->keep.close();
+  s->finish(error::session_lost);
 }
 
 }  // namespace
@@ -134,14 +140,15 @@ void end_session(const std::shared_ptr<session_state>& s) {
 
 namespace coetcd::detail {
 
-void wait_session_lost(const std::shared_ptr<session_state>& s, asio::any_completion_handler<void(error_code)> h) {
-  if (!s) {
-    asio::post(asio::system_executor(), asio::append(std::move(h), make_error_code(error::session_lost)));  // never inline
-    return;
-  }
+void wait_session_lost(const std::shared_ptr<session_state>& s, handler<loss_reason> h) {
+  if (!s) return fail_empty(std::move(h));
   auto cancel = early_cancel::take(asio::get_associated_cancellation_slot(h), s->impl->strand_);
   asio::dispatch(s->impl->strand_, [s, cancel, h = std::move(h)]() mutable {
-    if (s->lost) return s->impl->complete(std::move(h), s->ended ? make_error_code(asio::error::operation_aborted) : s->why);
+    const auto aborted = make_error_code(asio::error::operation_aborted);
+    if (s->lost) {
+      if (s->ended) return s->impl->complete(std::move(h), aborted, loss_reason{});
+      return s->impl->complete(std::move(h), error_code{}, s->loss());
+    }
     auto id = s->next_id++;
     if (cancel->registered([w = std::weak_ptr<session_state>(s), id] {
           auto s = w.lock();
@@ -150,9 +157,9 @@ void wait_session_lost(const std::shared_ptr<session_state>& s, asio::any_comple
           if (it == s->waiters.end()) return;
           auto h = std::move(it->second);
           s->waiters.erase(it);
-          s->impl->complete(std::move(h), asio::error::operation_aborted);
+          s->impl->complete(std::move(h), make_error_code(asio::error::operation_aborted), loss_reason{});
         }))
-      return s->impl->complete(std::move(h), asio::error::operation_aborted);
+      return s->impl->complete(std::move(h), aborted, loss_reason{});
     s->waiters.emplace(id, std::move(h));
   });
 }
@@ -214,16 +221,13 @@ asio::cancellation_slot session::loss_slot() const noexcept {
 }
 
 void session::start_wait_lost(const std::shared_ptr<detail::session_state>& s,
-                              asio::any_completion_handler<void(error_code)> h) {
+                              asio::any_completion_handler<void(error_code, loss_reason)> h) {
   detail::wait_session_lost(s, std::move(h));
 }
 
 void session::start_close(const std::shared_ptr<detail::session_state>& s,
                           asio::any_completion_handler<void(error_code)> h) {
-  if (!s) {
-    asio::post(asio::system_executor(), asio::append(std::move(h), make_error_code(error::session_lost)));  // never inline
-    return;
-  }
+  if (!s) return detail::fail_empty(std::move(h));
   detail::spawn_op(s->impl, [](std::shared_ptr<detail::session_state> s) -> asio::awaitable<error_code> {
     detail::end_session(s);
     auto [ec, hdr] = co_await detail::lease_revoke_on(s->impl, s->lease);

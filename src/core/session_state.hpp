@@ -4,12 +4,14 @@
 #include "coro.hpp"
 #include "published.hpp"
 
+#include <coetcd/loss_reason.hpp>
 #include <coetcd/session.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
+#include <set>
 #include <utility>
 
 namespace coetcd::detail {
@@ -30,12 +32,14 @@ struct session_state : std::enable_shared_from_this<session_state> {
   std::atomic<bool> lost{false};  // the lease is gone (or closed/orphaned); read by lost() anywhere
   bool ended = false;  // closed or orphaned by the user
   error_code why;
-  std::map<std::uint64_t, asio::any_completion_handler<void(error_code)>> waiters;
+  std::map<std::uint64_t, handler<loss_reason>> waiters;  // session::async_wait_lost
   std::map<std::uint64_t, std::function<void()>> listeners;  // told once when the session ends
   asio::cancellation_signal loss_signal;                      // session::loss_slot()
   std::uint64_t next_id = 0;
   /// Locks of this session per key (holders and waiters): the key is ours to delete at zero.
   std::map<std::string, int> key_users;
+  /// Election keys of this session with a campaign pending or leading: one candidate per name.
+  std::set<std::string> candidates;
   /// The last sequence number given to a semaphore key of this session. Keys must be unique per
   /// lease, and a lease can be adopted (a restarted process, another client): counting from 1 in
   /// each session made the adopting session's first acquisition adopt the other holder's key, so
@@ -66,8 +70,14 @@ struct session_state : std::enable_shared_from_this<session_state> {
   /// is granted under a lease etcd may have given away. Returns whether the session is lost.
   bool lost_by_now(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
 
+  /// Why the session ended, once lost: its owner ended it (closed, orphaned, destroyed), or `why`.
+  loss_reason loss() const noexcept {
+    if (ended) return {loss_reason::kind::session_ended, make_error_code(asio::error::operation_aborted)};
+    return {loss_kind_of(why), why};
+  }
+
   // All on the strand.
-  void finish(error_code reason, error_code for_waiters);
+  void finish(error_code reason);
   std::uint64_t listen(std::function<void()> fn);
   void unlisten(std::uint64_t id) { listeners.erase(id); }
 };
@@ -91,7 +101,7 @@ class delete_in_flight {
 void start_session_create(const std::shared_ptr<client_impl>& c, session_options o,
                           asio::any_completion_handler<void(error_code, session)> h);
 
-/// session::async_wait_lost's body, shared with the types that hold a session.
-void wait_session_lost(const std::shared_ptr<session_state>& s, asio::any_completion_handler<void(error_code)> h);
+/// session::async_wait_lost's body.
+void wait_session_lost(const std::shared_ptr<session_state>& s, handler<loss_reason> h);
 
 }  // namespace coetcd::detail

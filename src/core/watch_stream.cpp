@@ -300,7 +300,7 @@ watcher& watcher::operator=(watcher&& other) noexcept {
 
 watcher::~watcher() { cancel(); }
 
-void watcher::cancel() {
+void watcher::close() {
   if (!state_) return;
   auto s = state_;
   asio::dispatch(s->stream->client().strand_, [s] { s->stream->cancel(s); });

@@ -91,7 +91,7 @@ void cache_state::stop(error_code why) {
   if (stopped) return;
   stopped = true;
   failed = why;
-  watch.cancel();
+  watch.close();
   if (backoff) backoff->cancel();
   if (check_timer) check_timer->cancel();
   cancel.emit(asio::cancellation_type::terminal);

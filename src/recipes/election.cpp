@@ -1,5 +1,8 @@
 // Election: campaign, proclaim, resign and the observer, on queue_ops' keys like etcd's Go package.
 #include "queue_ops.hpp"
+#include "leadership.hpp"
+
+#include "core/loss_waits.hpp"
 
 #include <coetcd/election.hpp>
 #include <coetcd/election_observer.hpp>
@@ -13,14 +16,20 @@ struct election_state {
   std::string name;
   std::string prefix;  // name + "/"
   std::string key;     // prefix + hex(lease)
-  // Read by the accessors from any thread: atomics, and a seqlock for the header.
-  std::atomic<bool> leader{false};
-  bool led_before_campaign = false;  // a campaign of a sitting leader only proclaims
-  bool orphaned = false;  // the election object is gone: a leadership won now is given up at once
-  pending_ops pending;    // campaigns in flight, aborted when the object goes
-  std::atomic<std::int64_t> rev{0};
-  published_header header;
+  pending_ops pending;  // campaigns in flight, aborted when the object goes
   std::shared_ptr<lock_view> view;
+};
+
+/// One leadership, owned by its election::hold. Keeps the object's state (name, key, session),
+/// not the object. Atomics (and a seqlock for the header): written on the strand, read by the
+/// hold's accessors from any thread.
+struct leadership_state {
+  std::shared_ptr<election_state> e;
+  std::atomic<bool> leader{true};
+  bool released = false;  // on the strand: its owner resigned it (or began to)
+  std::int64_t rev = 0;   // the key's create revision: never changes
+  published_header header;
+  std::shared_ptr<loss_waits> losses;  // on the strand, made at the first async_wait_lost
 };
 
 constexpr get_options first_create{.prefix = true, .limit = 1, .order = sort_order::ascend,
@@ -28,58 +37,67 @@ constexpr get_options first_create{.prefix = true, .limit = 1, .order = sort_ord
 
 namespace {
 
-/// No longer the leader: the key is not ours to keep any more. Once only: a resign still on the
-/// wire when the object is destroyed must not give up a count that the destructor gave up.
-void step_down(election_state& e) {
-  if (!e.leader) return;
-  e.leader = false;
-  e.rev = 0;
-  auto& users = e.session->key_users;
-  if (auto it = users.find(e.key); it != users.end() && --it->second <= 0) users.erase(it);
+/// No longer the leader: the key is not ours to keep any more, and the name is free for the
+/// session's next campaign. Once only. `lost`: how, when the leadership was lost rather than given up.
+void step_down(leadership_state& l, std::optional<loss_reason> lost = std::nullopt) {
+  if (!l.leader.exchange(false)) return;
+  auto& s = *l.e->session;
+  s.candidates.erase(l.e->key);
+  if (auto it = s.key_users.find(l.e->key); it != s.key_users.end() && --it->second <= 0) s.key_users.erase(it);
+  if (lost) {
+    if (!l.losses) l.losses = std::make_shared<loss_waits>(l.e->session);  // later waits hear it too
+    l.losses->lose(*lost);
+  } else if (l.losses) {
+    l.losses->end();
+  }
 }
 
-/// Puts `value` on our key while it is still the one we campaigned with.
-asio::awaitable<error_code> put_value(election_state& e, const std::string& value) {
+/// Puts `value` on our key while it is still the one we campaigned with (`rev`).
+asio::awaitable<std::tuple<error_code, response_header>> put_value(election_state& e, std::int64_t rev,
+                                                                   const std::string& value) {
   auto t = txn()
-               .when(compare::create_revision(e.key) == e.rev.load())
+               .when(compare::create_revision(e.key) == rev)
                .then(txn_op::put(e.key, value, put_options{.lease = e.session->lease}));
   auto [ec, r] = co_await batched_txn(e.session->impl, std::move(t), {});
-  if (ec) co_return ec;
-  if (!r.succeeded) co_return error::not_leader;
-  e.header = r.header;
+  if (ec) co_return std::make_tuple(ec, response_header{});
+  if (!r.succeeded) co_return std::make_tuple(make_error_code(error::not_leader), response_header{});
   key_rewritten(*e.session, e.prefix, e.key, r.header.revision);
-  co_return error_code{};
+  co_return std::make_tuple(error_code{}, r.header);
 }
 
-asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::string value) {
+asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::string value, std::int64_t& won,
+                                     response_header& header) {
   co_await handle_cancellation_manually();
   auto& e = *ep;
   auto& s = *e.session;
-  e.led_before_campaign = e.leader;
   if (s.lost) co_return error::session_lost;
-  if (e.leader) {
-    // Our key is gone (deleted by hand, or with the lease): the leadership is lost. Say so as for
-    // a proposal that vanished while waiting, and start the next campaign from scratch.
-    auto ec = co_await put_value(e, value);
-    if (ec != error::not_leader) co_return ec;
-    step_down(e);
-    co_return error::session_lost;
-  }
+  // One candidate per session and name (one key): a second would lead on the first one's key.
+  if (!s.candidates.insert(e.key).second) co_return asio::error::already_started;
   ++s.key_users[e.key];  // counted like a mutex's, so a clean-up never removes a newer campaign's key
+  auto give_up = [&](std::int64_t rev) {
+    s.candidates.erase(e.key);
+    release_key_later(s, e.key, rev);  // nobody waits for it: see release_key_later
+  };
   const std::shared_ptr<lock_view> no_view;  // named: see mutex.cpp on g++ 12.2 and temporaries
   const turn_rule oldest_first;
   const bool cancellable = co_await can_be_cancelled();
   auto a = co_await acquire_or_abandon(e.session, e.prefix, e.key, value, no_view, cancellable, oldest_first);
   if (a.ec) {
-    if (!a.abandoned) release_key_later(s, e.key, 0);  // the txn may have been applied
+    if (a.abandoned) s.candidates.erase(e.key);
+    else give_up(0);  // the txn may have been applied
     co_return a.ec;
   }
-  e.rev = a.rev;
   error_code ec;
+  header = a.txn.header;
   if (!a.txn.succeeded && a.rev != 0) {
-    // Our key was there already (an earlier campaign of this session): make it say `value`.
+    // Our key was there already (a campaign of an earlier session on this lease, or a mutex of
+    // this session): make it say `value`.
     const auto& mine = a.txn.responses.at(0).get().kvs;
-    if (mine.empty() || mine.front().value != value) ec = co_await put_value(e, value);
+    if (mine.empty() || mine.front().value != value) {
+      auto [pec, h] = co_await put_value(e, a.rev, value);
+      ec = pec;
+      if (!ec) header = h;
+    }
   }
   // Lost while the txn was on the wire (orphaned, or its keepalive deadline passed): the loss
   // was told before anything of ours listened, and a txn that showed us oldest would lead on it.
@@ -91,68 +109,85 @@ asio::awaitable<error_code> campaign(std::shared_ptr<election_state> ep, std::st
     else ec = co_await wait_turn(s, e.view, e.prefix, e.key, a.rev, oldest_first, false);
   }
   // Cancelled after the txn showed us oldest, or the object is gone: nobody would ever resign.
-  if (!ec && (e.orphaned || co_await cancellation_requested())) ec = asio::error::operation_aborted;
+  if (!ec && (e.pending.gone() || co_await cancellation_requested())) ec = asio::error::operation_aborted;
   if (ec) {
-    release_key_later(s, e.key, a.rev);  // nobody waits for it: see release_key_later
-    e.rev = 0;
+    give_up(a.rev);
     co_return ec == error::not_leader ? make_error_code(error::session_lost) : ec;
   }
-  e.leader = true;
-  e.header = a.txn.header;
+  won = a.rev;
   if (s.impl->wants_events())
     s.impl->emit({.kind = event_kind::leader_changed, .name = e.name, .key = e.key, .detail = "this session won",
-                  .lease = s.lease, .revision = e.rev});
+                  .lease = s.lease, .revision = a.rev});
   co_return error_code{};
 }
 
-asio::awaitable<error_code> proclaim(std::shared_ptr<election_state> ep, std::string value) {
-  auto& e = *ep;
-  if (!e.leader) co_return error::not_leader;
-  auto ec = co_await put_value(e, value);
-  if (ec == error::not_leader) step_down(e);
+asio::awaitable<std::tuple<error_code, election::hold>> win(std::shared_ptr<election_state> e, std::string value) {
+  std::int64_t rev = 0;
+  response_header header;
+  auto ec = co_await campaign(e, std::move(value), rev, header);
+  if (ec) co_return std::make_tuple(ec, election::hold());
+  auto l = std::make_shared<leadership_state>();
+  l->e = std::move(e);
+  l->rev = rev;
+  l->header = header;
+  co_return std::make_tuple(error_code{}, election::hold(std::move(l)));
+}
+
+asio::awaitable<error_code> proclaim(std::shared_ptr<leadership_state> lp, std::string value) {
+  auto& l = *lp;
+  if (!l.leader) co_return error::not_leader;
+  auto [ec, h] = co_await put_value(*l.e, l.rev, value);
+  if (!ec) l.header = h;
+  if (ec == error::not_leader) step_down(l, loss_reason{loss_reason::kind::key_gone, ec});
   co_return ec;
 }
 
-asio::awaitable<error_code> resign(std::shared_ptr<election_state> ep) {
-  auto& e = *ep;
-  if (!e.leader) co_return error_code{};
+asio::awaitable<error_code> resign(std::shared_ptr<leadership_state> lp) {
+  auto& l = *lp;
+  auto& e = *l.e;
+  if (std::exchange(l.released, true)) co_return error::not_locked;
+  if (!l.leader) co_return error::session_lost;  // lost before: the key was gone
+  if (e.session->lost) {  // the lease takes the key (or has): nothing to send
+    step_down(l);
+    co_return error::session_lost;
+  }
   // A mutex of this session on the same name holds the same key (its txn adopted ours, or ours
   // adopted its): then leave the key to it and only step down.
   if (auto it = e.session->key_users.find(e.key); it != e.session->key_users.end() && it->second > 1) {
-    step_down(e);
+    step_down(l);
     co_return error_code{};
   }
-  auto t = txn().when(compare::create_revision(e.key) == e.rev.load()).then(txn_op::del(e.key));
+  auto t = txn().when(compare::create_revision(e.key) == l.rev).then(txn_op::del(e.key));
   delete_in_flight deleting(*e.session, e.key);
   write_queue guarded;  // a copy applied late cannot remove a newer key: resent when slow too
   guarded.late_copy_safe = true;
   auto [ec, r] = co_await batched_txn(e.session->impl, std::move(t), std::move(guarded));
-  if (ec && may_pass(ec) && e.leader) {
+  if (ec && may_pass(ec)) {
     // Timed out or unreachable: the delete may have landed, and a leader that still believed it
-    // led would act on a leadership nobody holds. So stop leading here, as a failed unlock stops
-    // holding, and keep deleting in the background until the delete lands or the session ends
-    // (the lease then takes the key). Not when the object was destroyed meanwhile: its
-    // resign_later took the key over.
-    e.leader = false;
-    release_key_later(*e.session, e.key, e.rev.exchange(0));
+    // led would act on a leadership nobody holds. So stop leading here, as a failed release of a
+    // lock stops holding, and keep deleting in the background until the delete lands or the
+    // session ends (the lease then takes the key).
+    step_down(l);
+    release_key_later(*e.session, e.key, l.rev);
   }
-  if (ec) co_return ec;  // refused (not an outage): still leader, the caller may retry
-  step_down(e);  // a no-op if the object was destroyed meanwhile (it gave the key up)
-  e.header = r.header;
+  if (ec) {
+    if (l.leader) l.released = false;  // refused (not an outage): still leader, the caller may retry
+    co_return ec;
+  }
+  step_down(l);
+  l.header = r.header;
   co_return error_code{};
 }
 
-/// Gives the leadership up in the background: for a caller that has moved on, or an object gone.
-void resign_later(const std::shared_ptr<election_state>& e) {
-  if (!e->leader) return;
-  e->leader = false;
-  auto resign = [](std::shared_ptr<election_state> e, std::int64_t rev) -> asio::awaitable<void> {
-    co_await release_key(*e->session, e->key, rev);
-  };
-  asio::co_spawn(e->session->impl->strand_, resign(e, e->rev.exchange(0)), asio::detached);
-}
+asio::awaitable<void> resign_in_background(std::shared_ptr<leadership_state> l) { co_await resign(std::move(l)); }
 
 }  // namespace
+
+void lose_leadership(const election::hold& h, loss_reason why) {
+  auto l = h.state();
+  if (!l) return;
+  asio::dispatch(l->e->session->impl->strand_, [l, why] { step_down(*l, why); });
+}
 
 // ---- observer ----
 
@@ -273,40 +308,17 @@ election& election::operator=(election&& other) noexcept {
 
 void election::abandon() noexcept {
   if (!state_) return;  // moved from
-  // As a mutex unlocks and a semaphore gives its permits back: a leadership nobody can resign
-  // would block the name, and its key's count would make the session's next election or mutex
-  // on the name adopt the key and never delete it.
   auto e = std::move(state_);
   e->pending.mark_gone();
-  auto& strand = e->session->impl->strand_;
-  asio::dispatch(strand, [e = std::move(e)] {
-    e->orphaned = true;
-    e->pending.abort_all();
-    detail::resign_later(e);
-  });
+  auto& strand = e->session->impl->strand_;  // before the move: arguments have no order
+  asio::dispatch(strand, [e = std::move(e)] { e->pending.abort_all(); });
 }
 
 void election::start_campaign(const std::shared_ptr<detail::election_state>& e, std::string v,
-                              asio::any_completion_handler<void(error_code)> h) {
+                              asio::any_completion_handler<void(error_code, hold)> h) {
   if (!e) return detail::fail_empty(std::move(h));
-  // Leadership won for a caller that has moved on is resigned, or nobody would ever resign it.
-  auto give_back = [e] {
-    if (!e->led_before_campaign) detail::resign_later(e);
-  };
-  detail::spawn_grant_op(e->session->impl, detail::campaign(e, std::move(v)), std::move(h), std::move(give_back),
-                         std::shared_ptr<detail::pending_ops>(e, &e->pending));
-}
-
-void election::start_proclaim(const std::shared_ptr<detail::election_state>& e, std::string v,
-                              asio::any_completion_handler<void(error_code)> h) {
-  if (!e) return detail::fail_empty(std::move(h));
-  detail::spawn_op(e->session->impl, detail::proclaim(e, std::move(v)), std::move(h));
-}
-
-void election::start_resign(const std::shared_ptr<detail::election_state>& e,
-                            asio::any_completion_handler<void(error_code)> h) {
-  if (!e) return detail::fail_empty(std::move(h));
-  detail::spawn_op(e->session->impl, detail::resign(e), std::move(h));
+  detail::spawn_hold_op<hold>(e->session->impl, detail::win(e, std::move(v)), std::move(h),
+                              std::shared_ptr<detail::pending_ops>(e, &e->pending));
 }
 
 void election::start_leader(const std::shared_ptr<detail::election_state>& e,
@@ -344,12 +356,58 @@ election::executor_type election::get_executor() const noexcept {
 }
 const std::string& election::name() const noexcept { return state_ ? state_->name : detail::empty_string(); }
 const std::string& election::key() const noexcept { return state_ ? state_->key : detail::empty_string(); }
-bool election::is_leader() const noexcept {
-  // As mutex::held(): past the lease's deadline another campaign may already have won.
-  return state_ && state_->leader && !state_->session->counts_as_lost();
+
+election::hold& election::hold::operator=(hold&& other) noexcept {
+  if (this != &other) {
+    hold dying(std::move(*this));
+    state_ = std::move(other.state_);
+  }
+  return *this;
 }
-std::int64_t election::revision() const noexcept { return state_ && state_->leader ? state_->rev.load() : 0; }
-response_header election::header() const noexcept { return state_ ? state_->header.load() : response_header{}; }
+
+election::hold::~hold() {
+  if (!state_ || !state_->leader.load()) return;
+  auto& strand = state_->e->session->impl->strand_;
+  asio::dispatch(strand, [l = std::move(state_)]() mutable {
+    if (l->released || !l->leader) return;
+    auto& strand = l->e->session->impl->strand_;
+    asio::co_spawn(strand, detail::resign_in_background(std::move(l)), asio::detached);
+  });
+}
+
+election::hold::operator bool() const noexcept {
+  // Past the lease's deadline another campaign may already have won.
+  return state_ && state_->leader && !state_->e->session->counts_as_lost();
+}
+std::int64_t election::hold::fencing_token() const noexcept { return state_ && state_->leader ? state_->rev : 0; }
+compare election::hold::fence() const {
+  if (!state_) detail::throw_empty("coetcd: fence() of an empty election hold");
+  return compare::create_revision(state_->e->key) == (state_->leader ? state_->rev : -1);
+}
+const std::string& election::hold::key() const noexcept { return state_ ? state_->e->key : detail::empty_string(); }
+std::int64_t election::hold::lease() const noexcept { return state_ ? state_->e->session->lease : 0; }
+response_header election::hold::header() const noexcept { return state_ ? state_->header.load() : response_header{}; }
+election::hold::executor_type election::hold::get_executor() const noexcept {
+  return state_ ? state_->e->session->impl->io_ex_ : executor_type();
+}
+
+void election::hold::start_proclaim(const std::shared_ptr<detail::leadership_state>& l, std::string v,
+                                    asio::any_completion_handler<void(error_code)> h) {
+  if (!l) return detail::fail_empty(std::move(h));
+  detail::spawn_op(l->e->session->impl, detail::proclaim(l, std::move(v)), std::move(h));
+}
+
+void election::hold::start_release(const std::shared_ptr<detail::leadership_state>& l,
+                                   asio::any_completion_handler<void(error_code)> h) {
+  if (!l) return detail::fail_empty(std::move(h));
+  detail::spawn_op(l->e->session->impl, detail::resign(l), std::move(h));
+}
+
+void election::hold::start_wait_lost(const std::shared_ptr<detail::leadership_state>& l,
+                                     asio::any_completion_handler<void(error_code, loss_reason)> h) {
+  if (!l) return detail::fail_empty(std::move(h));
+  detail::wait_hold_lost(l->e->session, l->losses, [l] { return l->released; }, std::move(h), l);
+}
 
 election_observer::election_observer(client& c, std::string_view name) {
   if (name.empty()) throw boost::system::system_error(make_error_code(error::empty_key), "coetcd: election name");

@@ -16,8 +16,8 @@ bool fatal(const error_code& ec) {
 }
 
 asio::awaitable<error_code> wait_lost(session& s) {
-  auto [ec] = co_await s.async_wait_lost(as_result);
-  co_return ec ? ec : make_error_code(error::session_lost);
+  auto [ec, why] = co_await s.async_wait_lost(as_result);
+  co_return ec ? ec : why.cause;
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // coetcd::leader: the campaign loop (a fresh session per term), the race that ends a term, and
 // the queue of events its reader takes. All state lives on the leader's strand.
 #include "recipes/held_key.hpp"
+#include "recipes/leadership.hpp"
 
 #include <coetcd/election.hpp>
 #include <coetcd/leader.hpp>
@@ -97,7 +98,7 @@ struct body_outcome {
 
 // The body's exception travels as a value: Asio's || waits for the first operation that
 // succeeds, and a body that threw must end the race as well.
-asio::awaitable<body_outcome> run_body(leader_body& body, const leader_term& term) {
+asio::awaitable<body_outcome> run_body(leader_body& body, election::hold& term) {
   body_outcome out;
   try {
     auto run = body(term);  // called in here: a body that throws before its first await is caught too
@@ -143,19 +144,20 @@ asio::awaitable<term_outcome> one_term(leader_state& s, leader_body& body) {
   // With throw_if_cancelled off, a cancel that the session's grant absorbed is seen only by
   // asking: the campaign could otherwise wait for ever behind another leader.
   error_code cec;
+  election::hold term;
   if (cancelled(co_await asio::this_coro::cancellation_state)) cec = asio::error::operation_aborted;
-  else std::tie(cec) = co_await e.async_campaign(s.options.value, as_result);
+  else std::tie(cec, term) = co_await e.async_campaign(s.options.value, as_result);
   if (!cec && cancelled(co_await asio::this_coro::cancellation_state)) cec = asio::error::operation_aborted;
   if (!cec && sess.lost()) cec = error::session_lost;  // lost between the win and now: no term
   if (!cec) {
-    leader_term term{e.key(), e.revision(), sess.lease(), &sess};
-    s.term_revision = term.revision;
+    const auto rev = term.fencing_token();
+    const auto key = term.key();
+    s.term_revision = rev;
     s.term_session.store(sess.state());
     s.leading = true;
     ++s.terms;
-    s.tell({leader_event::kind::elected, term.revision, {}});
-    auto raced = co_await (run_body(body, term) || session_ends(s, sess, term.revision) ||
-                           key_goes(s, term.key, term.revision, term.lease));
+    s.tell({leader_event::kind::elected, rev, {}});
+    auto raced = co_await (run_body(body, term) || session_ends(s, sess, rev) || key_goes(s, key, rev, sess.lease()));
     error_code why;
     if (raced.index() == 0) {
       out.body_error = std::get<0>(raced).error;
@@ -163,9 +165,12 @@ asio::awaitable<term_outcome> one_term(leader_state& s, leader_body& body) {
       if (out.body_error) why = exception_to_error(out.body_error);
     } else {
       why = raced.index() == 1 ? std::get<1>(raced) : std::get<2>(raced);
+      // The key went while the lease lives: the hold lent to the body says so too.
+      if (raced.index() == 2 && why != asio::error::operation_aborted)
+        lose_leadership(term, loss_reason{loss_reason::kind::key_gone, why});
     }
     if (cancelled(co_await asio::this_coro::cancellation_state)) why = asio::error::operation_aborted;
-    s.end_term(term.revision, why);
+    s.end_term(rev, why);
   } else {
     out.failed = cec;
   }
@@ -324,7 +329,7 @@ bool leader::is_leader() const noexcept {
   const auto s = state_->term_session.load();
   return s && !s->counts_as_lost();  // as election::is_leader()
 }
-std::int64_t leader::revision() const noexcept { return state_ ? state_->term_revision.load() : 0; }
+std::int64_t leader::fencing_token() const noexcept { return state_ ? state_->term_revision.load() : 0; }
 std::uint64_t leader::terms() const noexcept { return state_ ? state_->terms.load() : 0; }
 
 }  // namespace coetcd

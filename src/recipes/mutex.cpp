@@ -2,14 +2,16 @@
 // (mutex_queue, FIFO) behind one etcd key of that session, laid out as Go's: the key exists while
 // any of them holds or waits, and a hand-off between two of them is a completion posted to the
 // executor. A driver task takes the key for the queue (acquire txn, then wait for its turn on the
-// shared view); unlock passes the lock to the next local caller, or releases the key. When the
+// shared view). Each grant makes a hold (hold_state), owned by the caller's mutex::hold; its
+// release passes the lock to the next local caller, or releases the key. When the
 // name's view shows another session waiting, the session releases after a bounded number of
 // further local hand-offs or a bounded time, and queues its remaining callers again behind it.
-// A holder that asked for a fence (is_owner(), fencing_token()) makes the next local hand-off put
+// A holder that asked for a fence (fence(), fencing_token()) makes the next local hand-off put
 // the key again first, so that its compares fail under the next holder.
 //
 // This file holds the public class and the entry points; the queue itself is in
-// mutex_queue.cpp (acquiring, clean-ups, release) and mutex_handoff.cpp (grants and hand-offs).
+// mutex_queue.cpp (acquiring, clean-ups, release) and mutex_handoff.cpp (grants and hand-offs),
+// the holds in lock_hold.cpp.
 #include "mutex_queue.hpp"
 
 #include <coetcd/mutex.hpp>
@@ -20,15 +22,15 @@ namespace {
 // A lock's handler that ends the lock wait's span when it runs: the span ends on the strand, just
 // after the handler is called, with the time at the call.
 struct lock_span_handler {
-  asio::any_completion_handler<void(error_code)> handler;
+  lock_handler handler;
   std::shared_ptr<client_impl> client;
   std::shared_ptr<open_span> span;
   std::shared_ptr<mutex_state> by;  // holds the name the span shows
 
-  void operator()(error_code ec) {
+  void operator()(error_code ec, lock_hold hold) {
     const auto at = std::chrono::steady_clock::now();
     asio::dispatch(client->strand_, [c = client, s = std::move(span), by = std::move(by), ec, at] { s->end(*c, {}, ec, at); });
-    std::move(handler)(ec);
+    std::move(handler)(ec, std::move(hold));
   }
 };
 
@@ -41,14 +43,14 @@ struct lock_span_handler {
 namespace boost::asio {
 template <class Executor>
 struct associated_executor<coetcd::detail::lock_span_handler, Executor> {
-  using type = associated_executor_t<any_completion_handler<void(coetcd::error_code)>, Executor>;
+  using type = associated_executor_t<coetcd::detail::lock_handler, Executor>;
   static type get(const coetcd::detail::lock_span_handler& h, const Executor& e = Executor()) noexcept {
     return get_associated_executor(h.handler, e);
   }
 };
 template <class CancellationSlot>
 struct associated_cancellation_slot<coetcd::detail::lock_span_handler, CancellationSlot> {
-  using type = associated_cancellation_slot_t<any_completion_handler<void(coetcd::error_code)>, CancellationSlot>;
+  using type = associated_cancellation_slot_t<coetcd::detail::lock_handler, CancellationSlot>;
   static type get(const coetcd::detail::lock_span_handler& h, const CancellationSlot& s = CancellationSlot()) noexcept {
     return get_associated_cancellation_slot(h.handler, s);
   }
@@ -57,7 +59,7 @@ struct associated_cancellation_slot<coetcd::detail::lock_span_handler, Cancellat
 
 namespace coetcd::detail {
 
-void start_lock(const std::shared_ptr<mutex_state>& m, bool try_only, asio::any_completion_handler<void(error_code)> h) {
+void start_lock(const std::shared_ptr<mutex_state>& m, bool try_only, lock_handler h) {
   auto slot = asio::get_associated_cancellation_slot(h);
   const bool cancellable = slot.is_connected();
   auto& impl = m->session->impl;
@@ -79,24 +81,14 @@ void start_lock(const std::shared_ptr<mutex_state>& m, bool try_only, asio::any_
   });
 }
 
-void start_unlock(const std::shared_ptr<mutex_state>& m, asio::any_completion_handler<void(error_code)> h) {
-  asio::dispatch(m->session->impl->strand_, [m, h = std::move(h)]() mutable {
-    if (!m->queue) return m->session->impl->complete(std::move(h), error::not_locked);
-    m->queue->unlock(m, std::move(h));
-  });
-}
-
 void orphan(std::shared_ptr<mutex_state> m) {
   // On the strand: the object's pending locks complete now with operation_aborted, as an Asio
-  // object's operations do when it is destroyed; a lock still held is released in the background
-  // so the key does not outlive its user, and one granted in between is released at once.
+  // object's operations do when it is destroyed, and a grant on its way is given back. Its holds
+  // are their owners' to release.
   auto& strand = m->session->impl->strand_;
   m->orphaned = true;
   asio::dispatch(strand, [m = std::move(m)]() mutable {
-    if (!m->queue) return;
-    m->queue->abort_waiters_of(*m);
-    if (m->held) m->queue->unlock(m, [](error_code) {});
-    for (int n = m->shared_holds; n > 0; --n) m->queue->unlock(m, [](error_code) {});
+    if (m->queue) m->queue->abort_waiters_of(*m);
   });
 }
 
@@ -127,21 +119,9 @@ mutex& mutex::operator=(mutex&& other) noexcept {
   return *this;
 }
 
-void mutex::start_lock(const std::shared_ptr<detail::mutex_state>& m, bool try_only,
-                       asio::any_completion_handler<void(error_code)> h) {
+void mutex::start_lock(const std::shared_ptr<detail::mutex_state>& m, bool try_only, detail::lock_handler h) {
   if (!m) return detail::fail_empty(std::move(h));
   detail::start_lock(m, try_only, std::move(h));
-}
-
-void mutex::start_unlock(const std::shared_ptr<detail::mutex_state>& m, asio::any_completion_handler<void(error_code)> h) {
-  if (!m) return detail::fail_empty(std::move(h));
-  detail::start_unlock(m, std::move(h));
-}
-
-void mutex::start_wait_lost(const std::shared_ptr<detail::mutex_state>& m,
-                            asio::any_completion_handler<void(error_code)> h) {
-  if (!m) return detail::fail_empty(std::move(h));
-  detail::wait_session_lost(m->session, std::move(h));
 }
 
 mutex::executor_type mutex::get_executor() const noexcept {
@@ -149,21 +129,5 @@ mutex::executor_type mutex::get_executor() const noexcept {
 }
 const std::string& mutex::name() const noexcept { return state_ ? state_->name : detail::empty_string(); }
 const std::string& mutex::key() const noexcept { return state_ ? state_->key : detail::empty_string(); }
-bool mutex::held() const noexcept { return state_ && state_->holds_now(); }
-std::int64_t mutex::fencing_token() const noexcept {
-  detail::mutex_state::fence_read f;
-  if (!state_ || !state_->read_fence(f)) return 0;
-  return f.token;
-}
-std::uint64_t mutex::local_sequence() const noexcept { return state_ && state_->held ? state_->sequence.load() : 0; }
-response_header mutex::header() const noexcept { return state_ ? state_->header.load() : response_header{}; }
-compare mutex::is_owner() const {
-  if (!state_) detail::throw_empty("coetcd: is_owner() of a moved-from mutex");
-  // The mod revision names one holder: a fenced hand-off puts the key again before the next
-  // holder of this session holds. Not held: a revision no key can have (an absent key is 0).
-  detail::mutex_state::fence_read f;
-  if (!state_->read_fence(f)) return compare::mod_revision(state_->key) == -1;
-  return compare::mod_revision(state_->key) == f.mod_rev;
-}
 
 }  // namespace coetcd

@@ -35,17 +35,11 @@ void mutex_queue::grant_all(asio::any_completion_handler<void(error_code)> unloc
   auto& impl = *session->impl;
   if (holds == 0) held_since = now;
   for (auto& w : all) {
-    auto& m = *w.by;
-    if (m.orphaned) {  // nobody is left to unlock it
-      impl.complete(std::move(w.done), asio::error::operation_aborted);
+    if (w.by->orphaned) {  // its caller's object is gone: the lock is aborted
+      fail_lock(impl, std::move(w.done), asio::error::operation_aborted);
       continue;
     }
-    m.rev = rev;
-    m.mod_rev = mod_rev;
-    m.fence = fence;
-    m.header = header;
-    m.sequence = ++sequence;
-    ++m.shared_holds;  // last, as `held` in grant()
+    auto hold = new_hold(*w.by);
     ++holds;
     bump(counters->acquired);
     if (local) bump(counters->handoffs);
@@ -54,26 +48,42 @@ void mutex_queue::grant_all(asio::any_completion_handler<void(error_code)> unloc
       impl.emit({.kind = event_kind::lock_acquired, .name = name, .key = key,
                  .detail = local ? "shared, joined a held read key" : "shared", .lease = session->lease,
                  .revision = rev, .duration = std::chrono::duration_cast<std::chrono::milliseconds>(now - w.since)});
-    deliver(std::move(w), {});
+    deliver(std::move(w), lock_hold(std::move(hold)), {});
   }
   count_held();
   if (unlocked) impl.complete(std::move(unlocked), error_code{});
   if (holds == 0) pass_on({}, mutex_options{});  // every one of them had gone
 }
 
-bool mutex_queue::end_hold(const std::shared_ptr<mutex_state>& by) {
+bool mutex_queue::end_hold(const std::shared_ptr<hold_state>& by) {
   if (shared) {
-    if (by->shared_holds == 0) return false;
-    --by->shared_holds;
+    if (!by->held.exchange(false)) return false;
     --holds;
   } else {
     if (!held_by(by)) return false;
-    by->held.store(false);  // before taking the mark: see mutex_state::read_fence
+    by->held.store(false);  // before taking the mark: see hold_state::read_fence
     holder.reset();
     if (by->fence_asked.exchange(false)) fence_due = true;
   }
+  by->end_waits();
   count_held();
   return true;
+}
+
+std::shared_ptr<hold_state> mutex_queue::new_hold(const mutex_state& by) {
+  auto h = std::make_shared<hold_state>();
+  h->queue = shared_from_this();
+  h->options = by.options;
+  h->kind = shared || !readers.empty() ? hold_state::fence_by::create_revision : hold_state::fence_by::mod_revision;
+  // Nobody else sees the hold yet: `held` is published with it, through the post to its caller.
+  constexpr auto relaxed = std::memory_order_relaxed;
+  h->rev.store(rev, relaxed);
+  h->mod_rev.store(mod_rev, relaxed);
+  h->fence.store(fence, relaxed);
+  h->header = header;
+  h->sequence = ++sequence;
+  h->held.store(true, relaxed);
+  return h;
 }
 
 void mutex_queue::grant(asio::any_completion_handler<void(error_code)> unlocked, bool local) {
@@ -85,24 +95,13 @@ void mutex_queue::grant(asio::any_completion_handler<void(error_code)> unlocked,
   auto w = std::move(waiters.front());
   waiters.pop_front();
   count_waiting();
-  auto& m = *w.by;
-  if (m.orphaned) {  // nobody is left to unlock it
-    session->impl->complete(std::move(w.done), asio::error::operation_aborted);
+  if (w.by->orphaned) {  // its caller's object is gone: the lock is aborted
+    fail_lock(*session->impl, std::move(w.done), asio::error::operation_aborted);
     if (unlocked) session->impl->complete(std::move(unlocked), error_code{});
-    return pass_on({}, m.options);
+    return pass_on({}, w.by->options);
   }
-  // `held` last, released: the accessors (any thread) read it first, and a thread that sees it
-  // set must see this hold's token, sequence and header, not the previous hold's. The others
-  // need no order of their own (each a locked instruction when sequentially consistent).
-  constexpr auto relaxed = std::memory_order_relaxed;
-  m.rev.store(rev, relaxed);
-  m.mod_rev.store(mod_rev, relaxed);
-  m.fence.store(fence, relaxed);
-  m.fence_asked.store(false);  // ordered with read_fence's mark, like `held` below
-  m.header = header;
-  m.sequence.store(++sequence, relaxed);
-  m.held.store(true, std::memory_order_release);
-  holder = w.by;
+  auto hold = new_hold(*w.by);
+  holder = hold;
   count_held();
   held_since = now;
   bump(counters->acquired);
@@ -114,7 +113,7 @@ void mutex_queue::grant(asio::any_completion_handler<void(error_code)> unlocked,
     impl.emit({.kind = event_kind::lock_acquired, .name = name, .key = key, .detail = local ? "handed over locally" : "",
                .lease = session->lease, .revision = rev,
                .duration = std::chrono::duration_cast<std::chrono::milliseconds>(held_since - w.since)});
-  deliver(std::move(w), std::move(unlocked));
+  deliver(std::move(w), lock_hold(std::move(hold)), std::move(unlocked));
 }
 
 namespace {
@@ -135,27 +134,27 @@ void post_grant(client_impl& impl, ToHolder to_holder, asio::any_completion_hand
 
 }  // namespace
 
-void mutex_queue::deliver(waiter w, asio::any_completion_handler<void(error_code)> unlocked) {
-  // Two things can make the caller unable to ever unlock a grant before its handler runs: a
-  // cancellation emitted meanwhile (the other branch of an `||` finished first, and the lock's
-  // result will be discarded), or the mutex object destroyed meanwhile (~mutex promises
-  // operation_aborted to its pending locks). Either must win, or the handler would report a
-  // hold that orphan() or nobody releases. So the check is made on the handler's executor, where
-  // the cancellation is emitted and just before the handler runs; a grant given back passes on,
-  // on the strand.
+void mutex_queue::deliver(waiter w, lock_hold hold, asio::any_completion_handler<void(error_code)> unlocked) {
+  // A cancellation emitted before the handler runs (the other branch of an `||` finished first,
+  // and the lock's result will be discarded), or the mutex object destroyed meanwhile (~mutex
+  // promises operation_aborted to its pending locks), must win over the grant. So the check is
+  // made on the handler's executor, where the cancellation is emitted and just before the
+  // handler runs; a grant given back passes on, on the strand. A grant dropped unrun (its
+  // executor shut down) releases itself: the hold travels with it.
   auto& impl = *session->impl;
   auto ex = asio::get_associated_executor(w.done, impl.completion_ex_);
-  auto to_holder = asio::bind_executor(std::move(ex), [self = shared_from_this(), w = std::move(w)]() mutable {
+  auto to_holder = asio::bind_executor(std::move(ex), [self = shared_from_this(), w = std::move(w),
+                                                       hold = std::move(hold)]() mutable {
     asio::get_associated_cancellation_slot(w.done).clear();
-    if (!w.by->orphaned.load() && !(w.cancel && w.cancel->emitted())) return std::move(w.done)(error_code{});
-    asio::dispatch(self->session->impl->strand_, [self, by = w.by] { self->give_back(by); });
-    std::move(w.done)(make_error_code(asio::error::operation_aborted));
+    if (!w.by->orphaned.load() && !(w.cancel && w.cancel->emitted())) return std::move(w.done)(error_code{}, std::move(hold));
+    asio::dispatch(self->session->impl->strand_, [self, by = hold.state()] { self->give_back(by); });
+    std::move(w.done)(make_error_code(asio::error::operation_aborted), lock_hold{});
   });
   post_grant(impl, std::move(to_holder), std::move(unlocked));
 }
 
-void mutex_queue::give_back(const std::shared_ptr<mutex_state>& by) {
-  // orphan() may have released this hold already: then there is nothing left to give.
+void mutex_queue::give_back(const std::shared_ptr<hold_state>& by) {
+  // The session's loss may have ended it already: then there is nothing left to give.
   // end_hold also takes the hold's fence mark: a compare built from it must fail under the next.
   if (!end_hold(by) || (shared && holds > 0)) return;
   auto& impl = *session->impl;
@@ -215,7 +214,7 @@ bool mutex_queue::yield_due(const mutex_options& o) {
   return handoffs_since_foreign >= o.fair_handoffs || now - *foreign_since >= o.fair_hold;
 }
 
-void mutex_queue::unlock(const std::shared_ptr<mutex_state>& by, asio::any_completion_handler<void(error_code)> h) {
+void mutex_queue::unlock(const std::shared_ptr<hold_state>& by, asio::any_completion_handler<void(error_code)> h) {
   if (!end_hold(by)) return session->impl->complete(std::move(h), error::not_locked);
   if (session->lost) {
     if (!busy()) {

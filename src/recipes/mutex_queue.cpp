@@ -44,22 +44,22 @@ mutex_queue::~mutex_queue() {
 }
 
 void mutex_queue::lock(std::shared_ptr<mutex_state> by, bool try_only, bool cancellable,
-                       std::shared_ptr<early_cancel> cancel, asio::any_completion_handler<void(error_code)> h) {
+                       std::shared_ptr<early_cancel> cancel, lock_handler h) {
   auto& impl = *session->impl;
-  if (impl.closed()) return impl.complete(std::move(h), error::client_closed);
-  if (session->lost) return impl.complete(std::move(h), error::session_lost);
+  if (impl.closed()) return fail_lock(impl, std::move(h), error::client_closed);
+  if (session->lost) return fail_lock(impl, std::move(h), error::session_lost);
   // A deferred lock launched after its mutex was destroyed.
-  if (by->orphaned) return impl.complete(std::move(h), asio::error::operation_aborted);
+  if (by->orphaned) return fail_lock(impl, std::move(h), asio::error::operation_aborted);
   if (try_only && shared && !(waiters.empty() && (state == key_state::none || may_join())))
-    return impl.complete(std::move(h), error::locked);
+    return fail_lock(impl, std::move(h), error::locked);
   if (try_only && !shared &&
       (held() || !waiters.empty() || (state == key_state::owned && yield_due(by->options))))
-    return impl.complete(std::move(h), error::locked);
+    return fail_lock(impl, std::move(h), error::locked);
   auto id = next_id++;
   if (cancel && cancel->registered([w = weak_from_this(), id] {
         if (auto q = w.lock()) q->cancel_waiter(id);
       }))
-    return impl.complete(std::move(h), asio::error::operation_aborted);
+    return fail_lock(impl, std::move(h), asio::error::operation_aborted);
   const auto options = by->options;
   waiters.push_back(waiter{id, std::move(by), try_only, cancellable, std::move(cancel), std::move(h)});
   if (impl.options_.spans) waiters.back().trace = op_trace::current();
@@ -102,13 +102,13 @@ void mutex_queue::cancel_waiter(std::uint64_t id) {
     turn->cancelled = true;
     return turn_ended(asio::error::operation_aborted);
   }
-  session->impl->complete(std::move(h), asio::error::operation_aborted);
+  fail_lock(*session->impl, std::move(h), asio::error::operation_aborted);
 }
 
 void mutex_queue::abort_waiters_of(const mutex_state& m) {
   // A refused try waiting for its key's delete is the object's too.
   for (auto& [by, h] : refusing)
-    if (auto t = h.lock(); by == &m && t && *t) session->impl->complete(std::move(*t), asio::error::operation_aborted);
+    if (auto t = h.lock(); by == &m && t && *t) fail_lock(*session->impl, std::move(*t), asio::error::operation_aborted);
   std::vector<std::uint64_t> ids;
   for (auto& w : waiters)
     if (w.by.get() == &m) ids.push_back(w.id);
@@ -118,7 +118,7 @@ void mutex_queue::abort_waiters_of(const mutex_state& m) {
 void mutex_queue::fail_all(error_code ec) {
   auto all = std::exchange(waiters, {});
   count_waiting();
-  for (auto& w : all) session->impl->complete(std::move(w.done), ec);
+  for (auto& w : all) fail_lock(*session->impl, std::move(w.done), ec);
 }
 
 void mutex_queue::start_driver() {
@@ -169,7 +169,7 @@ asio::awaitable<void> mutex_queue::drive() {
   }
   // The key was there before our txn and no other lock or campaign of this session uses it: it
   // is another session's of the same lease (adopted by a restarted process or another client),
-  // or a late copy of an earlier txn of ours. Its mod revision is what that holder's is_owner()
+  // or a late copy of an earlier txn of ours. Its mod revision is what that holder's fence()
   // compares, so the first grant on it puts it again first (see acquired()). A resent txn of
   // ours that found its own first copy costs one needless put.
   adopted = !a.txn.succeeded && s.key_users[key] == 1;
@@ -184,7 +184,7 @@ asio::awaitable<void> mutex_queue::drive() {
   }
   // A try_lock refused while alone completes once its key is gone: a try is no timed wait (etcd
   // has just answered), and a process that exits on `locked` must leave no key behind.
-  std::optional<asio::any_completion_handler<void(error_code)>> refused;  // emplaced: pitfall 1
+  std::optional<lock_handler> refused;  // emplaced: pitfall 1
   std::shared_ptr<early_cancel> refused_cancel;
   const mutex_state* refused_by = nullptr;
   if (!a.owner) {
@@ -195,7 +195,7 @@ asio::awaitable<void> mutex_queue::drive() {
       waiters.pop_front();
       count_waiting();
       if (waiters.empty()) refused.emplace(std::move(h));
-      else s.impl->complete(std::move(h), error::locked);
+      else fail_lock(*s.impl, std::move(h), error::locked);
     }
     error_code ec;
     if (waiters.empty() || co_await cancellation_requested()) ec = asio::error::operation_aborted;
@@ -205,7 +205,7 @@ asio::awaitable<void> mutex_queue::drive() {
       await_turn(a.rev, a.mod_rev, a.txn.header, waits_for);
       co_return;  // this frame and its spawn are freed while the key waits
     }
-    co_return fail_acquisition(ec, a.rev, refused ? std::move(*refused) : asio::any_completion_handler<void(error_code)>{},
+    co_return fail_acquisition(ec, a.rev, refused ? std::move(*refused) : lock_handler{},
                                std::move(refused_cancel), refused_by);
   }
   acquired(a.rev, a.mod_rev, a.txn.header);
@@ -257,7 +257,7 @@ void mutex_queue::after_turn() {
   fail_acquisition(ec, t.rev);
 }
 
-void mutex_queue::fail_acquisition(error_code ec, std::int64_t r, asio::any_completion_handler<void(error_code)> refused,
+void mutex_queue::fail_acquisition(error_code ec, std::int64_t r, lock_handler refused,
                                    std::shared_ptr<early_cancel> refused_cancel, const mutex_state* refused_by) {
   give_up(ec);
   clean_up(r, std::move(refused), std::move(refused_cancel), refused_by);
@@ -273,13 +273,13 @@ void mutex_queue::give_up(error_code ec) {
   if (ec != asio::error::operation_aborted) fail_all(ec);
 }
 
-void mutex_queue::clean_up(std::int64_t r, asio::any_completion_handler<void(error_code)> refused,
+void mutex_queue::clean_up(std::int64_t r, lock_handler refused,
                            std::shared_ptr<early_cancel> refused_cancel, const mutex_state* refused_by) {
   // Not awaited: the driver is done as soon as the key stops counting as ours, so a caller that
   // comes (and maybe gives up) while the delete waits out an outage gets a driver of its own.
   bump(counters->cleaning);
   // std::function copies its target: the move-only handler travels behind a shared_ptr.
-  auto then = std::make_shared<asio::any_completion_handler<void(error_code)>>(std::move(refused));
+  auto then = std::make_shared<lock_handler>(std::move(refused));
   // The refused try waits for the delete, but like any wait it ends at once when cancelled (a
   // `try_lock || timer` through an outage), or when its mutex is destroyed (abort_waiters_of);
   // the delete goes on in the background. Weak: the handler's own cancellation slot keeps the
@@ -287,9 +287,9 @@ void mutex_queue::clean_up(std::int64_t r, asio::any_completion_handler<void(err
   // loop stopped before the delete ended.
   if (*then && refused_cancel &&
       refused_cancel->registered([w = std::weak_ptr(then), impl = session->impl] {
-        if (auto t = w.lock(); t && *t) impl->complete(std::move(*t), asio::error::operation_aborted);
+        if (auto t = w.lock(); t && *t) fail_lock(*impl, std::move(*t), asio::error::operation_aborted);
       }))
-    session->impl->complete(std::move(*then), asio::error::operation_aborted);
+    fail_lock(*session->impl, std::move(*then), asio::error::operation_aborted);
   if (*then && refused_by) {
     std::erase_if(refusing, [](const auto& e) { return e.second.expired(); });
     refusing.emplace_back(refused_by, then);
@@ -297,7 +297,7 @@ void mutex_queue::clean_up(std::int64_t r, asio::any_completion_handler<void(err
   release_key_later(*session, key, r, [self = shared_from_this(), r, then, since = clock::now()](bool deleted) {
     bump(self->counters->cleaning, -1);
     auto& impl = *self->session->impl;
-    if (*then) impl.complete(std::move(*then), error::locked);
+    if (*then) fail_lock(impl, std::move(*then), error::locked);
     if (deleted && impl.wants_events())
       impl.emit({.kind = event_kind::lock_released, .name = self->name, .key = self->key,
                  .detail = "clean-up after callers that gave up (the key deleted in the background)",
@@ -307,7 +307,7 @@ void mutex_queue::clean_up(std::int64_t r, asio::any_completion_handler<void(err
 }
 
 void mutex_queue::complete_parting() {
-  for (auto& [h, ec] : std::exchange(parting, {})) session->impl->complete(std::move(h), ec);
+  for (auto& [h, ec] : std::exchange(parting, {})) fail_lock(*session->impl, std::move(h), ec);
 }
 
 void mutex_queue::acquire_failed() {

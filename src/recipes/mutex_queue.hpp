@@ -3,12 +3,15 @@
 #pragma once
 
 #include "queue_ops.hpp"
+#include "core/loss_waits.hpp"
 #include "core/published.hpp"
 
+#include <coetcd/detail/lock_hold.hpp>
 #include <coetcd/mutex.hpp>
 
 #include <atomic>
 #include <list>
+#include <map>
 #include <optional>
 
 namespace coetcd::detail {
@@ -29,50 +32,63 @@ struct mutex_state {
   /// served in the order they asked with this side's (see mutex_queue::readers_first).
   std::string readers;
   std::shared_ptr<mutex_queue> queue;  // set on the strand at first use
-  // Atomics (and a seqlock for the header): written on the strand, read by the accessors from
-  // any thread, e.g. a handler or a with_lock body on another thread of a pool.
-  std::atomic<bool> held{false};
-  std::atomic<int> shared_holds{0};  // shared: holds through this object not yet unlocked
-  /// The mutex object is gone: a lock granted now is released at once, and a grant whose handler
-  /// has not run yet is given back (operation_aborted). Set by the destructor on its own thread,
-  /// before it hands the rest to the strand, so a grant's handler that runs after the destructor
-  /// returned sees it whichever of the two the executors run first.
+  /// The mutex object is gone: a grant whose handler has not run yet is given back
+  /// (operation_aborted), as its pending locks are aborted. Set by the destructor on its own
+  /// thread, before it hands the rest to the strand, so a grant's handler that runs after the
+  /// destructor returned sees it whichever of the two the executors run first.
   std::atomic<bool> orphaned{false};
+};
+
+/// One caller's hold of a queue's key, owned by the lock_hold handed to it (mutex::hold,
+/// rw_mutex::hold, rw_mutex::shared_hold). The queue names its holder by it (weakly), so only the
+/// hold's owner can end it. Atomics (and a seqlock for the header): written on the strand, read by
+/// the hold's accessors from any thread, e.g. a handler or a with_lock body on another thread of a
+/// pool.
+struct hold_state {
+  /// How fence() compares: the key's mod revision (mutex: a fenced hand-off puts the key again),
+  /// or its create revision (rw_mutex: the write side queues again instead; the read side's key
+  /// lives while any reader of the session holds).
+  enum class fence_by { mod_revision, create_revision };
+
+  std::shared_ptr<mutex_queue> queue;  // strong: the hold keeps its session's queue and key
+  mutex_options options;               // of the object it came through: for the hand-off after it
+  fence_by kind = fence_by::mod_revision;
+  std::atomic<bool> held{false};
   std::atomic<std::int64_t> rev{0};
-  /// The key's mod revision when this hold began: is_owner() compares it, so a compare built by
-  /// one holder fails once a fenced hand-off has put the key again for the next (see
-  /// mutex_queue::start_refence).
+  /// The key's mod revision when this hold began, moved on by the proclaims of an election of
+  /// the session on the same key (key_rewritten): fence() compares it.
   std::atomic<std::int64_t> mod_rev{0};
-  std::atomic<std::int64_t> fence{0};  // fencing_token() of this hold
-  /// This hold read fencing_token() or built is_owner(): its hand-off to another local caller
-  /// must move the fence first. Set by the accessors (the user's thread), read on the strand.
+  std::atomic<std::int64_t> fence{0};  // fencing_token()
+  /// This hold read fencing_token() or built fence(): its hand-off to another local caller must
+  /// move the fence first. Set by the accessors (the user's thread), read on the strand.
   std::atomic<bool> fence_asked{false};
-  std::atomic<std::uint64_t> sequence{0};
+  std::uint64_t sequence = 0;  // set before the hold reaches its owner, then read only
   published_header header;
+  /// async_wait_lost callers (on the strand), made at the first.
+  std::shared_ptr<loss_waits> losses;
 
-  /// held() of mutex and rw_mutex: held, and the session not past its lease's deadline, where
-  /// etcd may have expired it and let another holder in before the loop runs the keepalive's
-  /// timer that ends the session (session::lost() reads the deadline too).
-  bool holds_now() const { return held && !session->counts_as_lost(); }
+  /// operator bool of the holds: held, and the session not past its lease's deadline, where etcd
+  /// may have expired it and let another holder in before the loop runs the keepalive's timer
+  /// that ends the session (session::lost() reads the deadline too).
+  bool holds_now() const;
 
-  /// For is_owner() and fencing_token(), on any thread: marks the hold as fenced and reads its
-  /// revisions and token, all of one hold; false when nothing is held. The mark comes before the read of
-  /// `held`, and end_hold() clears `held` before it takes the mark (both sequentially
-  /// consistent): an accessor that still sees the hold has its mark seen by the unlock, so the
-  /// next local holder never holds under a compare built now. A grant of a new hold of this
-  /// object in between (its sequence moves) makes the read start again.
+  /// For fence() and fencing_token(), on any thread: marks the hold as fenced and reads its
+  /// revisions and token; false once the hold is over. The mark comes before the read of `held`,
+  /// and end_hold() clears `held` before it takes the mark (both sequentially consistent): an
+  /// accessor that still sees the hold has its mark seen by the release, so the next local holder
+  /// never holds under a compare built now.
   struct fence_read {
     std::int64_t rev = 0, mod_rev = 0, token = 0;
   };
   bool read_fence(fence_read& out) noexcept {
-    for (;;) {
-      const auto seq = sequence.load();
-      fence_asked.store(true);
-      if (!held.load()) return false;
-      out = {rev.load(), mod_rev.load(), fence.load()};
-      if (sequence.load() == seq) return true;
-    }
+    fence_asked.store(true);
+    if (!held.load()) return false;
+    out = {rev.load(), mod_rev.load(), fence.load()};
+    return true;
   }
+  /// The hold ended (released, given back, or its release found the session lost): its loss
+  /// waiters complete with operation_aborted. On the strand.
+  void end_waits();
 };
 
 struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
@@ -84,7 +100,7 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
     bool try_only;
     bool cancellable;
     std::shared_ptr<early_cancel> cancel;  // null when nobody can cancel the caller
-    asio::any_completion_handler<void(error_code)> done;
+    lock_handler done;
     clock::time_point since = clock::now();
     /// shared: asked after a writer queued behind our read key, which is waiting for its turn:
     /// holds after that writer, with the key's next round, not with this one (FIFO).
@@ -101,8 +117,9 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
 
   // All on the strand.
   void lock(std::shared_ptr<mutex_state> by, bool try_only, bool cancellable,
-            std::shared_ptr<early_cancel> cancel, asio::any_completion_handler<void(error_code)> h);
-  void unlock(const std::shared_ptr<mutex_state>& by, asio::any_completion_handler<void(error_code)> h);
+            std::shared_ptr<early_cancel> cancel, lock_handler h);
+  /// Ends the hold `by` (async_release, or its owner dropped it): error::not_locked when it was over.
+  void unlock(const std::shared_ptr<hold_state>& by, asio::any_completion_handler<void(error_code)> h);
   void start_driver();
   void spawn_driver();
   asio::awaitable<void> drive();
@@ -117,14 +134,14 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   /// that left complete now, and the others get `ec`, before any clean-up runs.
   void give_up(error_code ec);
   /// give_up(ec), clean_up(rev, refused), acquire_failed(): a driver done without the key.
-  void fail_acquisition(error_code ec, std::int64_t rev, asio::any_completion_handler<void(error_code)> refused = {},
+  void fail_acquisition(error_code ec, std::int64_t rev, lock_handler refused = {},
                         std::shared_ptr<early_cancel> refused_cancel = nullptr, const mutex_state* refused_by = nullptr);
   /// Removes what the driver's txn made (`rev`, 0 when unknown), in the background as far as
   /// callers go: counted in client::stats() (`cleaning`) and told as a lock_released event.
   /// `refused`, a try_lock that found the name taken, gets error::locked once the key is gone, or
   /// operation_aborted as soon as `refused_cancel` (its cancellation) comes or its mutex
   /// (`refused_by`) is destroyed.
-  void clean_up(std::int64_t rev, asio::any_completion_handler<void(error_code)> refused = {},
+  void clean_up(std::int64_t rev, lock_handler refused = {},
                 std::shared_ptr<early_cancel> refused_cancel = nullptr, const mutex_state* refused_by = nullptr);
   /// Gives the lock to the first waiter; `unlocked`: the unlock that passed it on, if any;
   /// `local`: the key was ours already (a hand-off without a round trip).
@@ -147,15 +164,17 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   bool busy() const { return shared ? holds > 0 : held(); }
   /// exclusive: whether a caller holds the lock through this queue.
   bool held() const { return !holder.expired(); }
-  bool held_by(const std::shared_ptr<mutex_state>& by) const {
+  bool held_by(const std::shared_ptr<hold_state>& by) const {
     return held() && !holder.owner_before(by) && !by.owner_before(holder);
   }
-  /// The hold of `by` ends (unlock or give-back): true when it was a hold.
-  bool end_hold(const std::shared_ptr<mutex_state>& by);
-  void deliver(waiter w, asio::any_completion_handler<void(error_code)> unlocked);
+  /// The hold `by` ends (release or give-back): true when it was a hold.
+  bool end_hold(const std::shared_ptr<hold_state>& by);
+  /// A new hold for the next caller, with the queue's revisions, token and header.
+  std::shared_ptr<hold_state> new_hold(const mutex_state& by);
+  void deliver(waiter w, lock_hold hold, asio::any_completion_handler<void(error_code)> unlocked);
   /// A grant whose caller can no longer unlock it (cancelled, or its mutex destroyed, before the
   /// handler ran) goes back: the lock passes on. On the strand.
-  void give_back(const std::shared_ptr<mutex_state>& by);
+  void give_back(const std::shared_ptr<hold_state>& by);
   /// The lock is free locally: the next caller, a linger, or a release of the key. `was_held`:
   /// a hold has just ended (a vanished key is then reported as a lost hold).
   void pass_on(asio::any_completion_handler<void(error_code)> h, const mutex_options& options,
@@ -236,21 +255,21 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
   const bool shared;
   const std::string blockers;
   const std::string readers;
-  // exclusive. Not an owner: the holder's state owns this queue, and a queue owning its holder
-  // would keep both (and the client) alive when the holder's clean-up never runs, as when the
-  // event loop is stopped and destroyed with the lock held. Whoever holds the state (the mutex,
-  // its orphan() clean-up, a grant on its way) keeps it alive while it matters.
-  std::weak_ptr<mutex_state> holder;
+  // exclusive. Not an owner: the hold owns this queue, and a queue owning its holder would keep
+  // both (and the client) alive when the hold's release never runs, as when the event loop is
+  // stopped and destroyed with the lock held. Whoever owns the hold (its caller, a grant on its
+  // way, a release or drop on the strand) keeps it alive while it matters.
+  std::weak_ptr<hold_state> holder;
   std::size_t holds = 0;                // shared: holds not yet unlocked
   std::uint64_t sequence = 0;
   std::list<waiter> waiters;  // a list: any_completion_handler must never be move-assigned
   // The last callers that gave up (cancelled) while the driver was after the key: they complete
   // when the driver sees the cancellation, before its clean-up (see give_up).
-  std::list<std::pair<asio::any_completion_handler<void(error_code)>, error_code>> parting;
+  std::list<std::pair<lock_handler, error_code>> parting;
   std::uint64_t next_id = 0;
   /// Refused tries waiting for their key's delete, by the mutex they came through (compared, never
   /// followed): abort_waiters_of completes them when that mutex goes. The clean-up owns each handler.
-  std::vector<std::pair<const mutex_state*, std::weak_ptr<asio::any_completion_handler<void(error_code)>>>> refusing;
+  std::vector<std::pair<const mutex_state*, std::weak_ptr<lock_handler>>> refusing;
   std::optional<clock::time_point> foreign_since;
   std::size_t handoffs_since_foreign = 0;
   asio::cancellation_signal driver_cancel;
@@ -286,9 +305,11 @@ struct mutex_queue : std::enable_shared_from_this<mutex_queue> {
 std::shared_ptr<mutex_queue> queue_of(const std::shared_ptr<mutex_state>& m);
 
 // The bodies of the initiating functions of mutex and rw_mutex; any thread.
-void start_lock(const std::shared_ptr<mutex_state>& m, bool try_only, asio::any_completion_handler<void(error_code)> h);
-void start_unlock(const std::shared_ptr<mutex_state>& m, asio::any_completion_handler<void(error_code)> h);
-/// The object holding `m` is gone: its holds are released in the background, later grants at once.
+void start_lock(const std::shared_ptr<mutex_state>& m, bool try_only, lock_handler h);
+/// The object `m` is gone: its pending locks complete with operation_aborted, and so do grants on
+/// their way to its callers. Its holds are their owners'.
 void orphan(std::shared_ptr<mutex_state> m);
+/// A lock's failure for its waiter: the error and an empty hold.
+inline void fail_lock(client_impl& impl, lock_handler h, error_code ec) { impl.complete(std::move(h), ec, lock_hold{}); }
 
 }  // namespace coetcd::detail

@@ -103,7 +103,7 @@ std::string lease_hex(std::int64_t id);
 
 /// An election of the session wrote `key`, which a mutex of the session on the same name shares
 /// (Go's layout gives both one key): the mutex's fence follows the key's new mod revision, so its
-/// holder's is_owner() passes again. Defined with the mutex. On strand.
+/// holder's fence() passes again. Defined with the mutex. On strand.
 void key_rewritten(session_state& s, const std::string& prefix, const std::string& key, std::int64_t mod_rev);
 
 }  // namespace coetcd::detail

@@ -48,14 +48,9 @@ rw_mutex& rw_mutex::operator=(rw_mutex&& other) noexcept {
   return *this;
 }
 
-void rw_mutex::run(const std::shared_ptr<detail::mutex_state>& m, op o, asio::any_completion_handler<void(error_code)> h) {
+void rw_mutex::start(const std::shared_ptr<detail::mutex_state>& m, bool try_only, detail::lock_handler h) {
   if (!m) return detail::fail_empty(std::move(h));
-  switch (o) {
-    case op::lock: return detail::start_lock(m, false, std::move(h));
-    case op::try_lock: return detail::start_lock(m, true, std::move(h));
-    case op::unlock: return detail::start_unlock(m, std::move(h));
-    case op::wait_lost: return detail::wait_session_lost(m->session, std::move(h));
-  }
+  detail::start_lock(m, try_only, std::move(h));
 }
 
 rw_mutex::executor_type rw_mutex::get_executor() const noexcept {
@@ -64,22 +59,5 @@ rw_mutex::executor_type rw_mutex::get_executor() const noexcept {
 const std::string& rw_mutex::name() const noexcept { return write_ ? write_->name : detail::empty_string(); }
 const std::string& rw_mutex::write_key() const noexcept { return write_ ? write_->key : detail::empty_string(); }
 const std::string& rw_mutex::read_key() const noexcept { return read_ ? read_->key : detail::empty_string(); }
-bool rw_mutex::held() const noexcept {
-  return write_ && write_->holds_now();
-}
-int rw_mutex::shared_holds() const noexcept { return read_ ? read_->shared_holds.load() : 0; }
-std::int64_t rw_mutex::fencing_token() const noexcept {
-  if (!write_) return 0;
-  if (detail::mutex_state::fence_read f; write_->read_fence(f)) return f.token;
-  return read_->shared_holds > 0 ? read_->fence.load() : 0;
-}
-compare rw_mutex::is_owner() const {
-  if (!write_) detail::throw_empty("coetcd: is_owner() of a moved-from rw_mutex");
-  // The write side's fenced hand-off releases the key and queues again (Go's recipe orders by
-  // mod revision, so the key is never put again): its create revision names one holder.
-  if (detail::mutex_state::fence_read f; write_->read_fence(f)) return compare::create_revision(write_->key) == f.rev;
-  if (read_->shared_holds > 0) return compare::create_revision(read_->key) == read_->rev.load();
-  return compare::create_revision(write_->key) == -1;  // no key has it: never holds
-}
 
 }  // namespace coetcd

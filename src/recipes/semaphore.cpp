@@ -4,6 +4,8 @@
 // walked by the txn's read for the first look and by the name's shared view while waiting.
 #include "queue_ops.hpp"
 
+#include "core/loss_waits.hpp"
+
 #include <boost/asio/steady_timer.hpp>
 
 #include <coetcd/semaphore.hpp>
@@ -26,12 +28,18 @@ struct semaphore_state {
   std::string name;
   std::string prefix;  // name + "/"
   std::int64_t permits = 0;
-  std::list<permit_hold> holds;  // oldest first
-  std::atomic<std::int64_t> held{0};  // read by held() from any thread
-  bool orphaned = false;  // the object is gone: a grant now is given back at once
   pending_ops pending;    // acquisitions in flight, aborted when the object goes
   std::shared_ptr<lock_view> view;  // once a wait needed it, kept for the next acquisitions
   std::shared_ptr<lock_counters> counters;
+};
+
+/// One acquisition's permits, owned by its semaphore::hold. It keeps the object's state (name,
+/// view, counters), not the object.
+struct permit_state {
+  std::shared_ptr<semaphore_state> sem;
+  permit_hold hold;
+  std::atomic<bool> held{true};      // goes false on the strand, read by operator bool anywhere
+  std::shared_ptr<loss_waits> losses;  // on the strand, made at the first async_wait_lost
 };
 
 namespace {
@@ -91,8 +99,8 @@ error_code weigh_up_to(const std::string& prefix, std::vector<key_value>& kvs, c
   return error::session_lost;  // our key is gone
 }
 
-asio::awaitable<error_code> acquire_permits(std::shared_ptr<semaphore_state> mp, std::int64_t n, bool try_only,
-                                            std::shared_ptr<std::string> granted) {
+asio::awaitable<error_code> take_permits(std::shared_ptr<semaphore_state> mp, std::int64_t n, bool try_only,
+                                         permit_hold& granted) {
   co_await handle_cancellation_manually();
   auto& m = *mp;
   auto& s = *m.session;
@@ -131,7 +139,7 @@ asio::awaitable<error_code> acquire_permits(std::shared_ptr<semaphore_state> mp,
   }
   bump(m.counters->waiting, -1);
   // Cancelled after the read showed our turn: the caller has moved on and would never release.
-  if (!ec && (m.orphaned || co_await cancellation_requested())) ec = asio::error::operation_aborted;
+  if (!ec && (m.pending.gone() || co_await cancellation_requested())) ec = asio::error::operation_aborted;
   if (!ec && s.lost_by_now()) ec = error::session_lost;  // lost during a try's second read, or past its deadline
   if (ec) {
     // a.rev 0: the txn failed and its outcome is unknown; release_key sweeps a late put up.
@@ -156,9 +164,7 @@ asio::awaitable<error_code> acquire_permits(std::shared_ptr<semaphore_state> mp,
     }
     co_return ec;
   }
-  m.holds.push_back({key, a.rev, n});
-  m.held += n;
-  *granted = key;
+  granted = {key, a.rev, n};
   bump(m.counters->held, n);
   bump(m.counters->acquired);
   m.counters->record_wait(clock::now() - since);
@@ -170,27 +176,25 @@ asio::awaitable<error_code> acquire_permits(std::shared_ptr<semaphore_state> mp,
   co_return error_code{};
 }
 
-/// Takes the hold of `key` (or, when empty, the oldest of `n` permits) off the object.
-std::optional<permit_hold> take_hold(semaphore_state& m, std::int64_t n, const std::string& key = {}) {
-  auto it = std::find_if(m.holds.begin(), m.holds.end(),
-                         [&](const permit_hold& h) { return key.empty() ? h.n == n : h.key == key; });
-  if (it == m.holds.end()) return std::nullopt;
-  auto h = std::move(*it);
-  m.holds.erase(it);
-  m.held -= h.n;
-  bump(m.counters->held, -h.n);
-  return h;
+asio::awaitable<std::tuple<error_code, semaphore::hold>> acquire_permits(std::shared_ptr<semaphore_state> m, std::int64_t n,
+                                                                         bool try_only) {
+  permit_hold granted;
+  auto ec = co_await take_permits(m, n, try_only, granted);
+  if (ec) co_return std::make_tuple(ec, semaphore::hold());
+  auto p = std::make_shared<permit_state>();
+  p->sem = std::move(m);
+  p->hold = std::move(granted);
+  co_return std::make_tuple(error_code{}, semaphore::hold(std::move(p)));
 }
 
-asio::awaitable<error_code> release_permits(std::shared_ptr<semaphore_state> mp, std::int64_t n) {
-  auto h = take_hold(*mp, n);
-  if (!h) co_return error::not_locked;
-  co_return co_await give_up(*mp, std::move(*h));
+asio::awaitable<error_code> release_permits(std::shared_ptr<permit_state> p) {
+  if (!p->held.exchange(false)) co_return error::not_locked;
+  if (p->losses) p->losses->end();
+  bump(p->sem->counters->held, -p->hold.n);
+  co_return co_await give_up(*p->sem, p->hold);
 }
 
-asio::awaitable<void> give_back(std::shared_ptr<semaphore_state> mp, permit_hold h) {
-  co_await give_up(*mp, std::move(h));
-}
+asio::awaitable<void> release_in_background(std::shared_ptr<permit_state> p) { co_await release_permits(std::move(p)); }
 
 }  // namespace
 }  // namespace coetcd::detail
@@ -222,39 +226,16 @@ semaphore& semaphore::operator=(semaphore&& other) noexcept {
 
 void semaphore::abandon() noexcept {
   if (!state_) return;
-  // Permits still held go back in the background; a grant still on its way, as soon as it lands.
   auto m = std::move(state_);
   m->pending.mark_gone();
-  auto& strand = m->session->impl->strand_;
-  asio::dispatch(strand, [m] {
-    m->orphaned = true;
-    m->pending.abort_all();
-    while (!m->holds.empty()) {
-      auto h = detail::take_hold(*m, 0, m->holds.front().key);
-      asio::co_spawn(m->session->impl->strand_, detail::give_back(m, std::move(*h)), asio::detached);
-    }
-  });
+  asio::dispatch(m->session->impl->strand_, [m] { m->pending.abort_all(); });
 }
 
-void semaphore::run(const std::shared_ptr<detail::semaphore_state>& m, op o, std::int64_t n,
-                    asio::any_completion_handler<void(error_code)> h) {
+void semaphore::run(const std::shared_ptr<detail::semaphore_state>& m, bool try_only, std::int64_t n,
+                    asio::any_completion_handler<void(error_code, hold)> h) {
   if (!m) return detail::fail_empty(std::move(h));
-  const auto& impl = m->session->impl;
-  switch (o) {
-    case op::acquire:
-    case op::try_acquire: {
-      auto granted = std::make_shared<std::string>();
-      // Permits granted to a caller that has moved on are released, or nobody ever would.
-      auto give_back = [m, granted] {
-        if (auto held = detail::take_hold(*m, 0, *granted))
-          asio::co_spawn(m->session->impl->strand_, detail::give_back(m, std::move(*held)), asio::detached);
-      };
-      return detail::spawn_grant_op(impl, detail::acquire_permits(m, n, o == op::try_acquire, granted), std::move(h),
-                                    std::move(give_back), std::shared_ptr<detail::pending_ops>(m, &m->pending));
-    }
-    case op::release: return detail::spawn_op(impl, detail::release_permits(m, n), std::move(h));
-    case op::wait_lost: return detail::wait_session_lost(m->session, std::move(h));
-  }
+  detail::spawn_hold_op<hold>(m->session->impl, detail::acquire_permits(m, n, try_only), std::move(h),
+                              std::shared_ptr<detail::pending_ops>(m, &m->pending));
 }
 
 semaphore::executor_type semaphore::get_executor() const noexcept {
@@ -262,6 +243,52 @@ semaphore::executor_type semaphore::get_executor() const noexcept {
 }
 const std::string& semaphore::name() const noexcept { return state_ ? state_->name : detail::empty_string(); }
 std::int64_t semaphore::permits() const noexcept { return state_ ? state_->permits : 0; }
-std::int64_t semaphore::held() const noexcept { return state_ ? state_->held.load() : 0; }
+
+semaphore::hold& semaphore::hold::operator=(hold&& other) noexcept {
+  if (this != &other) {
+    if (state_) drop(std::move(state_));
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+semaphore::hold::~hold() {
+  if (state_) drop(std::move(state_));
+}
+
+void semaphore::hold::drop(std::shared_ptr<detail::permit_state> p) noexcept {
+  if (!p->held.load()) return;  // false only ever goes false, on the strand
+  auto& strand = p->sem->session->impl->strand_;
+  asio::dispatch(strand, [p = std::move(p)]() mutable {
+    auto& strand = p->sem->session->impl->strand_;
+    asio::co_spawn(strand, detail::release_in_background(std::move(p)), asio::detached);
+  });
+}
+
+semaphore::hold::operator bool() const noexcept {
+  return state_ && state_->held && !state_->sem->session->counts_as_lost();
+}
+std::int64_t semaphore::hold::permits() const noexcept { return state_ ? state_->hold.n : 0; }
+const std::string& semaphore::hold::key() const noexcept { return state_ ? state_->hold.key : detail::empty_string(); }
+compare semaphore::hold::fence() {
+  if (!state_) detail::throw_empty("coetcd: fence() of an empty semaphore hold");
+  // The key is this acquisition's alone and never made again: its create revision names it.
+  return compare::create_revision(state_->hold.key) == (state_->held ? state_->hold.rev : -1);
+}
+semaphore::hold::executor_type semaphore::hold::get_executor() const noexcept {
+  return state_ ? state_->sem->session->impl->io_ex_ : executor_type();
+}
+
+void semaphore::hold::start_release(const std::shared_ptr<detail::permit_state>& p,
+                                    asio::any_completion_handler<void(error_code)> h) {
+  if (!p) return detail::fail_empty(std::move(h));
+  detail::spawn_op(p->sem->session->impl, detail::release_permits(p), std::move(h));
+}
+
+void semaphore::hold::start_wait_lost(const std::shared_ptr<detail::permit_state>& p,
+                                      asio::any_completion_handler<void(error_code, loss_reason)> h) {
+  if (!p) return detail::fail_empty(std::move(h));
+  detail::wait_hold_lost(p->sem->session, p->losses, [p] { return !p->held; }, std::move(h), p);
+}
 
 }  // namespace coetcd

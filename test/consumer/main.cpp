@@ -20,9 +20,9 @@ int main(int argc, char** argv) {
     coetcd::client c(io, {.endpoints = {argv[1]}});
     auto s = co_await coetcd::session::async_create(c, {}, asio::use_awaitable);
     coetcd::mutex m(s, argv[2]);
-    co_await m.async_lock(asio::use_awaitable);
-    std::cout << "locked " << m.key() << " fence " << m.fencing_token() << '\n';
-    co_await m.async_unlock(asio::use_awaitable);
+    auto held = co_await m.async_lock(asio::use_awaitable);
+    std::cout << "locked " << held.key() << " fence " << held.fencing_token() << '\n';
+    co_await held.async_release(asio::use_awaitable);
     co_await s.async_close(asio::use_awaitable);
     std::cout << "unlocked\n";
     status = 0;

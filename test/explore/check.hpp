@@ -172,6 +172,46 @@ inline asio::awaitable<void> check_fences(world& w, const std::string& name, con
                "the fence of a finished hold passed: " + kv.key, 0, 0, {}});
 }
 
+/// (c) for the holds dropped without a release: once the release the drop began in the
+/// background has landed, their fences never pass again. Judged at the end, after every
+/// operation is done, when such a release under a session still in use has had `settle` to land
+/// (it is retried while the session lives): a fence that still passes then belongs to a hold that
+/// never ended. Not judged: a hold whose session is no longer usable (its key goes, or stays,
+/// with the lease), or whose lease another session shares, a fault took or the case revoked.
+/// The probe is a txn with the fences and nothing to do: it writes nothing either way.
+inline asio::awaitable<void> check_dropped_fences(world& w, ms settle) {
+  const auto until = clock_type::now() + settle;
+  for (auto& d : w.dropped) {
+    bool judged = true;
+    for (std::size_t i = 0; i < d.sessions.size(); ++i) {
+      auto& s = *w.sessions[static_cast<std::size_t>(d.sessions[i])];
+      judged = judged && s.usable() && !w.lease_shared(s.lease) && !w.expired.count(s.lease) &&
+               !w.revoked.count(s.lease) && !w.shared_key(d.names[i], s.lease);
+    }
+    if (!judged) continue;
+    auto& s0 = *w.sessions[static_cast<std::size_t>(d.sessions[0])];
+    txn t;
+    for (auto& f : d.fences) t.when(f);
+    auto op = w.h.invoke(-1, "dropped_probe", d.names[0], -1, s0.id, s0.lease);
+    bool passes = false, answered = false;
+    for (;;) {
+      auto probing = w.judge->async_txn(t, asio::as_tuple(use_awaitable));
+      auto [ec, r] = co_await std::move(probing);
+      if (!ec) {
+        answered = true;
+        passes = r.succeeded;
+      }
+      if ((answered && !passes) || clock_type::now() >= until) break;
+      co_await sleep_for(ms(100));
+    }
+    w.h.complete(op, !answered ? "no answer" : passes ? "passed" : "rejected", d.hold);
+    if (passes)
+      w.h.fail({"(c) a dropped hold ends: once its release in the background lands, its fence never passes", d.names[0],
+                "the fence of hold " + std::to_string(d.hold) + ", dropped without a release, still passes at the end",
+                w.h.find_hold(d.hold) ? w.h.find_hold(d.hold)->end : w.h.last_seq() - 1, w.h.last_seq(), {d.hold}});
+  }
+}
+
 /// Keys under the case's names, as "key (lease hex)".
 inline asio::awaitable<std::vector<std::string>> keys_under(client& c, std::string prefix,
                                                             std::function<bool(std::int64_t)> counts) {

@@ -23,10 +23,10 @@ void move_into_new(std::unique_ptr<T>& p, bool assign, Make make) {
 }
 
 /// Moves object `o` into another variable; its callers go on through the new one (their pending
-/// acquisitions and holds with it). `target`: an object of the same kind, session and name that
-/// the move is assigned over: it gives up what it held and aborts what was pending on it, as its
-/// destruction does, so it counts as destroyed here. Else `assign`: into a fresh idle object (of
-/// a spare name), or by move construction.
+/// acquisitions with it; their holds are theirs, whatever the object does). `target`: an object
+/// of the same kind, session and name that the move is assigned over: it aborts what was pending
+/// on it, as its destruction does (the holds taken through it go on), so it counts as destroyed
+/// here. Else `assign`: into a fresh idle object (of a spare name), or by move construction.
 inline void move_object(world& w, const obj_ptr& o, bool assign, const obj_ptr& target, const std::string& why) {
   auto& s = *w.sessions[static_cast<std::size_t>(o->session)];
   const auto spare = w.name("spare");

@@ -98,7 +98,7 @@ inline asio::awaitable<void> registration_interferer(world& w, registration_case
       auto putting = w.judge->async_put(key, "interferer", put_options{}, asio::as_tuple(use_awaitable));
       co_await std::move(putting);
     } else {
-      auto granting = w.judge->async_lease_grant(30, asio::as_tuple(use_awaitable));
+      auto granting = w.judge->async_lease_grant(std::chrono::seconds(30), asio::as_tuple(use_awaitable));
       auto [gec, g] = co_await std::move(granting);
       if (gec) continue;
       ++rc->leased_puts;

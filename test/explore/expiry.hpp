@@ -2,7 +2,8 @@
 // ends on purpose under a holder (revoked by the judge, or left to expire while its client's
 // every link is held), the ends etcd's record shows otherwise (a close's revoke, a lease lost to a
 // fault), and the checks that judge them: once a lease's end is known, no fenced write of it
-// passes, no caller of it is told it holds, and its sessions and objects say they lost it.
+// passes, no caller of it is told it holds, and its sessions and the holds its actors keep say
+// they lost it.
 #pragma once
 
 #include "check.hpp"
@@ -69,8 +70,8 @@ inline asio::awaitable<void> lease_tracker(world& w, expiry_state& x) {
   }
 }
 
-/// (h) After the end of `lease` and its grace: every session on it says it is lost, and no mutex
-/// or election object of theirs says it holds.
+/// (h) After the end of `lease` and its grace: every session on it says it is lost, and no hold
+/// of theirs that an actor still keeps says it holds.
 inline void check_told(world& w, expiry_state& x, std::int64_t lease) {
   const auto& end = x.ends.at(lease);
   std::string bad, seen;
@@ -79,10 +80,11 @@ inline void check_told(world& w, expiry_state& x, std::int64_t lease) {
     ++x.told_checks;
     seen += " s" + std::to_string(s->id);
     if (!s->s.lost()) bad += " s" + std::to_string(s->id) + " is not lost;";
-    for (auto& o : w.objects) {
-      if (!o->alive || o->session != s->id) continue;
-      if (o->kind == recipe::mutex && o->m->held()) bad += " obj" + std::to_string(o->id) + " held();";
-      if (o->kind == recipe::election && o->el->is_leader()) bad += " obj" + std::to_string(o->id) + " is_leader();";
+    for (auto& [id, kept] : w.holding) {
+      auto held = kept.lock();
+      const auto* rec = w.h.find_hold(id);
+      if (!held || !rec || rec->session != s->id) continue;
+      if (*held) bad += " hold " + std::to_string(id) + " (through obj" + std::to_string(rec->object) + ") says it holds;";
     }
   }
   const auto seq = w.h.note(-1, "check.lease", "", -1, -1, lease, "sessions" + (seen.empty() ? " none" : seen) +
@@ -100,9 +102,9 @@ inline void check_told(world& w, expiry_state& x, std::int64_t lease) {
 
 /// One lease ended on purpose: a short-TTL session made (on client 0 for a held link; a session
 /// of its lease adopted by another client meanwhile is orphaned), used by the actors for 1-2 s,
-/// then ended as soon as one of its objects holds (or after 2 s anyway):
+/// then ended as soon as an actor holds under it (or after 2 s anyway):
 /// its holds end there (the key goes at a moment only etcd knows); a fence is built from a
-/// holding mutex or election. Then either the judge revokes it (its end known at the answer;
+/// mutex or election hold an actor keeps. Then either the judge revokes it (its end known at the answer;
 /// the holder's client learns at its next renewal, or at its deadline: grace TTL + 2.5 s, which
 /// also covers a deposed leader answering renewals for a moment), or client 0's links are held
 /// until the judge finds the lease gone (grace 1 s: a session counts as lost from its deadline,
@@ -116,10 +118,18 @@ inline asio::awaitable<void> end_one_lease(world& w, expiry_state& x, chooser& c
   if (!s) co_return;
   const auto lease = s->lease;
   co_await sleep_for(use_for);
-  obj_ptr holder;
+  // An actor's hold under the lease (looked at, not taken: the actor keeps it), and its record.
+  std::shared_ptr<actor_hold> holder;
+  const hold* holder_rec = nullptr;
   for (auto until = clock_type::now() + std::chrono::seconds(2); !holder && !w.stopping && clock_type::now() < until;) {
-    for (auto& o : w.objects)
-      if (o->alive && o->told > 0 && w.sessions[static_cast<std::size_t>(o->session)]->lease == lease) holder = o;
+    for (auto& [id, kept] : w.holding) {
+      auto held = kept.lock();
+      const auto* rec = w.h.find_hold(id);
+      if (held && *held && rec && rec->end == never && rec->lease == lease) {
+        holder = std::move(held);
+        holder_rec = rec;
+      }
+    }
     if (!holder) co_await sleep_for(ms(2));
   }
   if (w.stopping || !s->usable()) co_return;  // closed, orphaned or lost meanwhile: nothing to end
@@ -130,16 +140,16 @@ inline asio::awaitable<void> end_one_lease(world& w, expiry_state& x, chooser& c
       if (o->lease == lease && o->client != 0 && !o->closed && !o->orphaned) w.orphan_session(*o);
   std::optional<compare> fence;
   std::string name;
-  if (holder && holder->kind == recipe::mutex && holder->m->held()) fence = holder->m->is_owner();
-  if (holder && holder->kind == recipe::election && holder->el->is_leader())
-    fence = compare::create_revision(holder->el->key()) == holder->el->revision();
-  if (holder) name = holder->name;
-  const auto doom = w.h.note(-1, by_link ? "expiry.hold_links" : "expiry.revoke", name, holder ? holder->id : -1, s->id, lease,
-                             holder ? "under a holder" + std::string(fence ? ", fence kept" : "") : "no holder");
+  const int holder_obj = holder_rec ? holder_rec->object : -1;
+  if (holder && *holder && (holder->kind == recipe::mutex || holder->kind == recipe::election)) fence = holder->fence();
+  if (holder_rec) name = holder_rec->name;
+  holder.reset();  // the actor's again alone: it may release or drop it whenever it likes
+  const auto doom = w.h.note(-1, by_link ? "expiry.hold_links" : "expiry.revoke", name, holder_obj, s->id, lease,
+                             holder_rec ? "under a holder" + std::string(fence ? ", fence kept" : "") : "no holder");
   w.revoked.insert(lease);
   for (auto& o : w.sessions) o->doomed = o->doomed || o->lease == lease;  // not adopted again, say
   w.h.end_holds_if([&](const hold& h) { return h.lease == lease; }, doom);
-  x.under_holder += holder != nullptr;
+  x.under_holder += holder_rec != nullptr;
   const auto grace = by_link ? ms(1000) : ms(ttl) + ms(2500);
   if (by_link) {
     for (auto* p : x.links) p->hold();
@@ -176,13 +186,13 @@ inline asio::awaitable<void> end_one_lease(world& w, expiry_state& x, chooser& c
     if (fence) {
       ++x.fence_probes;
       auto t = txn().when(*fence).then(txn_op::put(w.data_key(name, "expired/" + hex(lease)), ""));
-      auto op = w.h.invoke(-1, "expiry.fence_probe", name, holder->id, s->id, lease);
+      auto op = w.h.invoke(-1, "expiry.fence_probe", name, holder_obj, s->id, lease);
       auto probing = w.judge->async_txn(t, asio::as_tuple(use_awaitable));
       auto [ec, r] = co_await std::move(probing);
       w.h.complete(op, ec ? "outcome unknown: " + ec.message() : r.succeeded ? "passed" : "rejected");
       if (!ec && r.succeeded)
         w.h.fail({"(g) no fenced write passes once its lease is gone", name,
-                  "a fence obj" + std::to_string(holder->id) + " built while it held passed after lease " + hex(lease) +
+                  "a fence of a hold through obj" + std::to_string(holder_obj) + " built while it held passed after lease " + hex(lease) +
                       " ended (#" + std::to_string(it->second.seq) + ")",
                   doom, w.h.last_seq(), {}});
     }

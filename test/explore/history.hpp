@@ -30,7 +30,7 @@ struct entry {
   long op = 0;       // shared by an operation's invocation and completion; 0 for a note
   int actor = -1;    // -1: the schedule itself (sessions, faults, the destroyer)
   enum phase_t { invoke, complete, note } phase = note;
-  std::string what;  // "lock", "unlock", "destroy", "session.close", ...
+  std::string what;  // "lock", "release", "drop", "destroy", "session.close", ...
   std::string name;  // the lock, semaphore, election or barrier name, when there is one
   int object = -1, session = -1;
   std::int64_t lease = 0, n = 0;
@@ -40,16 +40,17 @@ struct entry {
 };
 
 /// What a caller was told it holds: from the completion that said so (its handler ran) to the
-/// first thing that ended it as far as anyone can tell (unlock invoked, object destroyed, its
-/// session closed or orphaned). Shorter than the hold etcd saw at both ends, so two holds that
-/// overlap here overlapped in etcd.
+/// first thing that ended it as far as anyone can tell (its release invoked, the hold dropped
+/// without one, its session closed or orphaned; not its object's destruction, which leaves holds
+/// alone). Shorter than the hold etcd saw at both ends (a release or a drop lands later), so two
+/// holds that overlap here overlapped in etcd.
 struct hold {
   long id = 0;
   std::string name;
   int object = -1, session = -1, actor = -1;
   std::int64_t lease = 0, n = 1;
   long start = 0, end = never;
-  bool after_destroy = false;  // told by an object that was already destroyed: nobody can end it
+  bool after_destroy = false;  // told by an object that was already destroyed (its grant was due back)
   bool shared = false;         // an rw_mutex reader's: readers may hold beside each other
 };
 

@@ -59,7 +59,7 @@ inline void check_one_leader(world& w, leader_case& lc, const std::string& when)
     if (r->alive && r->l && r->l->is_leader()) leading.push_back(r.get());
   for (std::size_t i = 0; i < leading.size(); ++i)
     for (std::size_t j = i + 1; j < leading.size(); ++j) {
-      auto a = leading[i]->l->revision(), b = leading[j]->l->revision();
+      auto a = leading[i]->l->fencing_token(), b = leading[j]->l->fencing_token();
       if (a == b || !lc.both_seen.insert({std::min(a, b), std::max(a, b)}).second) continue;
       auto seq = w.h.note(-1, "check.leaders", lc.name, leading[i]->id, -1, 0, "two say they lead");
       w.h.fail({"(d) at most one is_leader() at a time", lc.name,
@@ -69,12 +69,15 @@ inline void check_one_leader(world& w, leader_case& lc, const std::string& when)
     }
 }
 
-/// A write guarded by the term's fence, as the locks' fenced_write.
-inline asio::awaitable<void> leader_write(world& w, leader_case_ptr lc, leader_ptr r, long id, leader_term t, int i) {
+/// A write guarded by the term's fence, as the locks' fenced_write. `t` is the term the body was
+/// handed (the leader's: it outlives the body); `term_rev` its token as the body began.
+inline asio::awaitable<void> leader_write(world& w, leader_case_ptr lc, leader_ptr r, long id, election::hold& t,
+                                          std::int64_t term_rev, int i) {
   const auto log = w.data_key(lc->name, "log/" + std::to_string(id) + "-" + std::to_string(i));
-  auto tx = txn().when(t.is_current()).then(txn_op::put(w.data_key(lc->name, "register"), "hold " + std::to_string(id)))
+  const auto lease = t.lease();
+  auto tx = txn().when(t.fence()).then(txn_op::put(w.data_key(lc->name, "register"), "hold " + std::to_string(id)))
                 .then(txn_op::put(log, ""));
-  auto op = w.h.invoke(r->slot, "fenced_write", lc->name, r->id, -1, t.lease);
+  auto op = w.h.invoke(r->slot, "fenced_write", lc->name, r->id, -1, lease);
   w.op_client[op] = r->client;
   auto writing = w.clients[static_cast<std::size_t>(r->client)]->async_txn(tx, asio::as_tuple(use_awaitable));
   auto [ec, res] = co_await std::move(writing);
@@ -87,21 +90,26 @@ inline asio::awaitable<void> leader_write(world& w, leader_case_ptr lc, leader_p
   auto* h = w.h.find_hold(id);
   // Refused while the body runs and its leader says it leads: judged at the end, unless a fault
   // took the lease (etcd may expire it a moment before the local deadline shows).
-  if (!res.succeeded && h && h->end == never && r->alive && r->l && r->l->is_leader() && r->l->revision() == t.revision)
-    lc->rejected.push_back({id, t.lease});
+  if (!res.succeeded && h && h->end == never && r->alive && r->l && r->l->is_leader() && r->l->fencing_token() == term_rev)
+    lc->rejected.push_back({id, lease});
 }
 
 /// A term's body: told it leads, it writes through the fence 0–2 times and returns (the leader
 /// resigns and campaigns again), or stays until the term is ended for it (cancelled).
-inline asio::awaitable<void> term_body(world& w, leader_case_ptr lc, leader_ptr r, leader_term t, std::shared_ptr<chooser> c) {
+inline asio::awaitable<void> term_body(world& w, leader_case_ptr lc, leader_ptr r, election::hold& t,
+                                      std::shared_ptr<chooser> c) {
   const int writes = c->chance(60) ? c->between(1, 2) : 0;
   const bool stay = c->chance(25);
   const auto hold_for = ms(c->between(5, 150));
-  auto seq = w.h.note(r->slot, "term", lc->name, r->id, -1, t.lease, "revision " + std::to_string(t.revision) + ", " + t.key);
-  const long id = w.h.begin_hold(lc->name, r->slot, r->id, -1, t.lease, 1);
-  lc->terms.push_back({id, seq, t.lease, t.revision, t.key});
+  // Read as the term begins: the token reads 0 once the term is over.
+  const auto rev = t.fencing_token();
+  const auto lease = t.lease();
+  const auto key = t.key();
+  auto seq = w.h.note(r->slot, "term", lc->name, r->id, -1, lease, "revision " + std::to_string(rev) + ", " + key);
+  const long id = w.h.begin_hold(lc->name, r->slot, r->id, -1, lease, 1);
+  lc->terms.push_back({id, seq, lease, rev, key});
   r->hold = id;
-  r->term_rev = t.revision;
+  r->term_rev = rev;
   check_one_leader(w, *lc, "as a term was told");
   // A leader stopped (or its client closed) a moment ago may still start a term before the
   // stop reaches its strand: that term counts no time.
@@ -109,25 +117,29 @@ inline asio::awaitable<void> term_body(world& w, leader_case_ptr lc, leader_ptr 
     w.h.end_hold(id, seq);
     ++w.tally["terms told to a leader being stopped"];
   }
-  t.term_session->async_wait_lost([&w, lc, lease = t.lease](error_code why) {
-    if (why == asio::error::operation_aborted || why == error::client_closed) return;
+  // The term's own loss: its session's (not its end by the leader: a resign or the term session's
+  // close, which end the wait or tell session_ended; nor its client's close or its key's deletion).
+  t.async_wait_lost([&w, lc, lease](error_code ec, loss_reason why) {
+    if (ec || why.what == loss_reason::kind::session_ended || why.what == loss_reason::kind::client_closed ||
+        why.what == loss_reason::kind::key_gone)
+      return;
     w.expired.insert(lease);  // lost to a fault: when etcd expired it is unknown
-    w.h.note(-1, "term.lost", lc->name, -1, -1, lease, why.message());
+    w.h.note(-1, "term.lost", lc->name, -1, -1, lease, why.cause.message());
   });
   try {
     for (int i = 0; i < writes; ++i) {
-      co_await leader_write(w, lc, r, id, t, i);
+      co_await leader_write(w, lc, r, id, t, rev, i);
       co_await sleep_for(hold_for);
     }
     if (writes == 0) co_await sleep_for(hold_for);
     if (stay) co_await sleep_for(std::chrono::seconds(60));
   } catch (const std::exception&) {
-    auto end = w.h.note(r->slot, "term.cancelled", lc->name, r->id, -1, t.lease, "the body's term ended for it");
+    auto end = w.h.note(r->slot, "term.cancelled", lc->name, r->id, -1, lease, "the body's term ended for it");
     if (r->hold == id) end_term_hold(w, *r, end);
     w.h.end_hold(id, end);
     throw;
   }
-  auto end = w.h.note(r->slot, "term.return", lc->name, r->id, -1, t.lease, "the body returns");
+  auto end = w.h.note(r->slot, "term.return", lc->name, r->id, -1, lease, "the body returns");
   if (r->hold == id) end_term_hold(w, *r, end);
   w.h.end_hold(id, end);
 }
@@ -157,7 +169,7 @@ inline void start_run(world& w, leader_case_ptr lc, leader_ptr r, std::uint64_t 
   r->stop_asked = false;
   r->stop = std::make_shared<asio::cancellation_signal>();
   auto c = std::make_shared<chooser>(seed);
-  auto body = [&w, lc, r, c](leader_term t) { return term_body(w, lc, r, std::move(t), c); };
+  auto body = [&w, lc, r, c](election::hold& t) { return term_body(w, lc, r, t, c); };
   // The handler keeps the signal: it must outlive the operation.
   r->l->async_run(std::move(body), asio::bind_cancellation_slot(r->stop->slot(), [&w, lc, r, op, sig = r->stop](std::exception_ptr e) {
                     run_ended(w, *lc, r, op, e);
@@ -175,8 +187,8 @@ inline asio::awaitable<void> read_events(world& w, leader_case_ptr lc, leader_pt
                        : e.what == leader_event::kind::failed ? "failed"
                                                               : "stopped";
     auto seq = w.h.note(r->slot, std::string("event.") + what, lc->name, r->id, -1, 0,
-                        "revision " + std::to_string(e.revision) + (e.why ? ": " + e.why.message() : ""));
-    if (e.what == leader_event::kind::lost && r->hold && r->term_rev == e.revision) end_term_hold(w, *r, seq);
+                        "revision " + std::to_string(e.fencing_token) + (e.why ? ": " + e.why.message() : ""));
+    if (e.what == leader_event::kind::lost && r->hold && r->term_rev == e.fencing_token) end_term_hold(w, *r, seq);
   }
 }
 

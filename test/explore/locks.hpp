@@ -1,9 +1,10 @@
-// The explorer's lock callers (test_explore, test_explore_more): actors that lock, try and unlock
-// mutexes and rw_mutexes (readers and writers), acquire and release semaphore permits, campaign
-// and resign, through objects that several of them share, cut short at random, holders writing
-// through their fence and probing it once it is over, and objects destroyed with operations
-// pending (in the very turn a release starts, among others); moved and their clients closed too,
-// when the case asks for it.
+// The explorer's lock callers (test_explore, test_explore_more): actors that lock, try and release
+// mutexes and rw_mutexes (readers and writers), acquire and give back semaphore permits, campaign
+// and resign, through objects that several of them share, cut short at random; each actor owns
+// the holds it is handed, writes through their fences and probes them once over, releases them,
+// or drops them without a release (they end in the background); objects destroyed with
+// operations pending (in the very turn a release starts, or a grant lands, among others) and
+// while their holds go on; moved and their clients closed too, when the case asks for it.
 #pragma once
 
 #include "check.hpp"
@@ -39,60 +40,47 @@ inline const char* acquire_name(recipe k, bool try_only, bool shared) {
   }
   return "?";
 }
+
 inline const char* release_name(recipe k, bool shared) {
-  if (k == recipe::rw_mutex) return shared ? "unlock_shared" : "unlock";
-  return k == recipe::mutex ? "unlock" : k == recipe::semaphore ? "release" : "resign";
+  if (k == recipe::rw_mutex) return shared ? "release_shared" : "release";
+  return k == recipe::election ? "resign" : "release";
 }
 
-using result_awaitable = asio::awaitable<std::tuple<error_code>>;
-
-inline result_awaitable start_acquire(obj_rec& o, bool try_only, bool shared, std::int64_t n, const std::string& value,
-                                      asio::cancellation_slot slot) {
+/// Acquires through `o`, into `into` (the actor's): the hold the operation hands back, empty on
+/// error. `o` is read as the operation starts, in the caller's turn.
+inline asio::awaitable<error_code> start_acquire(obj_rec& o, bool try_only, bool shared, std::int64_t n,
+                                                 const std::string& value, asio::cancellation_slot slot,
+                                                 actor_hold& into) {
   auto token = asio::bind_cancellation_slot(slot, asio::as_tuple(use_awaitable));
+  into.kind = o.kind;
+  into.shared = shared;
+  error_code ec;
   if (o.kind == recipe::rw_mutex) {
-    if (shared && try_only) return o.rw->async_try_lock_shared(token);
-    if (shared) return o.rw->async_lock_shared(token);
-    if (try_only) return o.rw->async_try_lock(token);
-    return o.rw->async_lock(token);
+    if (shared && try_only) std::tie(ec, into.r) = co_await o.rw->async_try_lock_shared(token);
+    else if (shared) std::tie(ec, into.r) = co_await o.rw->async_lock_shared(token);
+    else if (try_only) std::tie(ec, into.w) = co_await o.rw->async_try_lock(token);
+    else std::tie(ec, into.w) = co_await o.rw->async_lock(token);
+  } else if (o.kind == recipe::mutex) {
+    if (try_only) std::tie(ec, into.m) = co_await o.m->async_try_lock(token);
+    else std::tie(ec, into.m) = co_await o.m->async_lock(token);
+  } else if (o.kind == recipe::semaphore) {
+    if (try_only) std::tie(ec, into.sem) = co_await o.sem->async_try_acquire(n, token);
+    else std::tie(ec, into.sem) = co_await o.sem->async_acquire(n, token);
+  } else {
+    std::tie(ec, into.el) = co_await o.el->async_campaign(value, token);
   }
-  if (o.kind == recipe::mutex) {
-    if (try_only) return o.m->async_try_lock(token);
-    return o.m->async_lock(token);
-  }
-  if (o.kind == recipe::semaphore) {
-    if (try_only) return o.sem->async_try_acquire(n, token);
-    return o.sem->async_acquire(n, token);
-  }
-  return o.el->async_campaign(value, token);
+  co_return ec;
 }
 
-/// Starts the release with a callback, so the caller can act in the same turn.
-template <class Callback>
-void start_release(obj_rec& o, bool shared, std::int64_t n, Callback cb) {
-  if (o.kind == recipe::rw_mutex && shared) o.rw->async_unlock_shared(std::move(cb));
-  else if (o.kind == recipe::rw_mutex) o.rw->async_unlock(std::move(cb));
-  else if (o.kind == recipe::mutex) o.m->async_unlock(std::move(cb));
-  else if (o.kind == recipe::semaphore) o.sem->async_release(n, std::move(cb));
-  else o.el->async_resign(std::move(cb));
-}
-
-inline bool holds_anything(const obj_rec& o) {
-  if (o.kind == recipe::mutex) return o.m->held();
-  if (o.kind == recipe::semaphore) return o.sem->held() > 0;
-  if (o.kind == recipe::rw_mutex) return o.rw->held() || o.rw->shared_holds() > 0;
-  return o.el->is_leader();
-}
-
-/// After an acquisition cut short (and a moment for a grant that met the cut to be given
-/// back): the object holds nothing, unless another caller of it holds or waits.
-inline asio::awaitable<void> expect_not_held(world& w, int k, obj_ptr o) {
-  co_await sleep_for(ms(3));
-  if (!o->alive || o->pending > 0 || o->told > 0 || !holds_anything(*o)) co_return;
-  auto& s = *w.sessions[static_cast<std::size_t>(o->session)];
-  auto seq = w.h.note(k, "check.held", o->name, o->id, s.id, s.lease, "holds after its only acquisition was cut short");
-  w.h.fail({"a cancelled acquisition never holds", o->name,
-            "obj" + std::to_string(o->id) + " holds 3 ms after actor " + std::to_string(k) +
-                "'s acquisition completed with operation_aborted, and nobody else uses it",
+/// After an acquisition failed or was cut short: it handed back no hold (a grant that met the
+/// cut is given back in the background, not to the caller).
+inline void expect_no_hold(world& w, int k, const obj_rec& o, const actor_hold& got, error_code ec) {
+  if (!got) return;
+  auto& s = *w.sessions[static_cast<std::size_t>(o.session)];
+  auto seq = w.h.note(k, "check.held", o.name, o.id, s.id, s.lease, "a hold handed back with " + ec.message());
+  w.h.fail({"a failed or cancelled acquisition never holds", o.name,
+            "actor " + std::to_string(k) + "'s acquisition through obj" + std::to_string(o.id) + " completed with " +
+                ec.message() + " and handed back a hold that says it holds",
             seq - 1, seq, {}});
 }
 
@@ -114,8 +102,9 @@ inline asio::awaitable<void> fenced_write(world& w, int k, long hold_id, obj_ptr
   (r.succeeded ? w.fence_told_ok : w.fence_told_rejected).insert(log);
   auto* h = w.h.find_hold(hold_id);
   // Rejected while nothing has ended the hold, on a lease no other session shares, with the
-  // session alive: the caller was told it holds while its key was gone or passed on.
-  if (!r.succeeded && h && h->end == never && o->alive && !w.lease_shared(s.lease) && s.usable())
+  // session alive: the caller was told it holds while its key was gone or passed on. (Whatever
+  // became of the object: a hold does not end with it.)
+  if (!r.succeeded && h && h->end == never && !w.lease_shared(s.lease) && s.usable())
     w.h.fail({"no caller told it holds after its key is gone", name,
               "the fenced write of " + hold_text(*h) + " was rejected while it held", h->start, w.h.last_seq(),
               {hold_id}});
@@ -146,8 +135,16 @@ inline obj_ptr pick_victim(world& w, chooser& c, const obj_ptr& o, bool prefer_s
   return from.empty() ? nullptr : from[static_cast<std::size_t>(x) % from.size()];
 }
 
+/// A hold dropped with a fence built: its fence is checked at the end (check_dropped_fences), once
+/// the release the drop began in the background has had time to land.
+inline void note_dropped_fences(world& w, long hold_id, std::vector<std::string> names, std::vector<int> sessions,
+                                std::vector<compare> fences) {
+  if (fences.empty()) return;
+  w.dropped.push_back({hold_id, std::move(names), std::move(sessions), std::move(fences)});
+}
+
 /// One round of one actor: choose a session, name and object, acquire (maybe cut short), hold
-/// (maybe writing through the fence), then release in one of several ways.
+/// (maybe writing through the fence), then end the hold in one of several ways.
 inline asio::awaitable<void> lock_round(world& w, const lock_case& lc, int k, chooser& c, int& rounds) {
   auto* sp = w.pick_usable(c);
   const auto& name = lc.names[static_cast<std::size_t>(c.between(0, static_cast<int>(lc.names.size()) - 1))];
@@ -158,11 +155,14 @@ inline asio::awaitable<void> lock_round(world& w, const lock_case& lc, int k, ch
   const auto plan = draw_cut(c);
   const int writes = lc.kind != recipe::semaphore && c.chance(50) ? c.between(1, 2) : 0;
   const auto hold_for = ms(c.between(0, 25));
-  // 0: release; 1: release and destroy a waiting object in that turn; 2: destroy instead of
-  // releasing; 3: release and destroy this object in that turn.
-  const int how = c.weighted({55, 25, 10, 10});
+  // 0: release; 1: release and destroy a waiting object in that turn; 2: destroy the object,
+  // then go on holding (one more fenced write) and release; 3: release and destroy this object in
+  // that turn; 4: drop the hold without releasing it (it ends in the background), maybe
+  // destroying a waiting object in that turn.
+  const int how = c.weighted({45, 25, 10, 10, 10});
   const bool same_session = c.chance(80), probe = c.chance(60);
   const bool shared = lc.kind == recipe::rw_mutex && c.chance(55);  // a reader (drawn for rw_mutex only)
+  const bool drop_meets_victim = c.chance(50);
   const auto value = "actor " + std::to_string(k) + " round " + std::to_string(++rounds);
   if (!sp) {
     co_await sleep_for(ms(50));
@@ -178,14 +178,16 @@ inline asio::awaitable<void> lock_round(world& w, const lock_case& lc, int k, ch
   auto op = w.h.invoke(k, acquire_name(lc.kind, try_only, shared), name, o->id, s.id, s.lease, n);
   w.touch(lc.kind, name, s.lease, s.id, w.h.last_seq());
   ++o->pending;
+  // The actor's hold: this round owns it (the world only looks at it, weakly).
+  auto mine = std::make_shared<actor_hold>();
   error_code ec;
   {
     canceller cut(w, plan);
-    auto acquiring = start_acquire(*o, try_only, shared, n, value, cut.slot());
-    auto [e] = co_await std::move(acquiring);
-    ec = e;
+    auto acquiring = start_acquire(*o, try_only, shared, n, value, cut.slot(), *mine);
+    ec = co_await std::move(acquiring);
   }
   --o->pending;
+  w.acquisition_done(*o);
   if (ec) {
     w.h.complete(op, ec.message());
     o->busy = false;
@@ -197,21 +199,25 @@ inline asio::awaitable<void> lock_round(world& w, const lock_case& lc, int k, ch
                     std::to_string(o->id) + " (moved " + std::to_string(o->moves) +
                     " times) completed with operation_aborted, never cut short, the object alive",
                 w.h.last_seq() - 1, w.h.last_seq(), {}});
-    if (ec == asio::error::operation_aborted && o->alive) co_await expect_not_held(w, k, o);
+    expect_no_hold(w, k, *o, *mine, ec);
     co_return;
   }
   w.h.complete(op, "ok");
   if (!o->alive) {
-    // Told it holds by an object destroyed before its handler ran: nobody can ever release it.
+    // Told it holds by an object destroyed before its handler ran: the grant should have been
+    // given back. The hold is the actor's all the same: dropped here, it ends in the background.
     auto id = w.h.begin_hold(name, k, o->id, s.id, s.lease, n, true);
     w.h.fail({"an acquisition pending when its object is destroyed completes with operation_aborted", name,
               "actor " + std::to_string(k) + " was told it holds through obj" + std::to_string(o->id) +
                   ", destroyed at #" + std::to_string(o->destroyed_at),
               o->destroyed_at, w.h.last_seq(), {id}});
+    w.h.end_hold(id, w.h.note(k, "drop", name, o->id, s.id, s.lease, "told by a destroyed object"));
+    mine->drop();
     co_return;
   }
   const auto id = w.h.begin_hold(name, k, o->id, s.id, s.lease, n);
   if (shared) w.h.mark_shared(id);
+  w.holding[id] = mine;
   o->told += n;
   const int moves_before = o->moves;
   // Granted under a lease a close had revoked already (by another client's session of the lease,
@@ -221,41 +227,61 @@ inline asio::awaitable<void> lock_round(world& w, const lock_case& lc, int k, ch
   if (w.revoked.count(s.lease) || w.shared_key(name, s.lease) || s.client_closed) w.h.end_hold(id, w.h.last_seq());
 
   std::optional<compare> fence;
-  for (int i = 0; i < writes && o->alive; ++i) {
-    if (!fence && lc.kind == recipe::mutex) fence = o->m->is_owner();
-    if (!fence && lc.kind == recipe::rw_mutex) fence = o->rw->is_owner();
-    if (!fence) fence = compare::create_revision(o->el->key()) == o->el->revision();
+  for (int i = 0; i < writes; ++i) {
+    if (!fence) fence = mine->fence();
     co_await fenced_write(w, k, id, o, s, *fence, i);
     co_await sleep_for(hold_for);
   }
   if (writes == 0) co_await sleep_for(hold_for);
-  if (!o->alive) co_return;  // destroyed meanwhile: the hold ended there
+  // The object may have been destroyed or moved meanwhile (the destroyer, the mover): the hold
+  // is the actor's and goes on.
 
   if (how == 2) {
-    w.destroy(o, k, "its holder destroys it instead of releasing");
+    w.destroy(o, k, "its holder destroys it, and goes on holding");
+    // Destroying the object leaves the hold alone: its fence still passes.
+    if (fence) co_await fenced_write(w, k, id, o, s, *fence, writes);
+  }
+  auto victim = pick_victim(w, c, o, same_session);  // drawn every time, used for how 1 and 4
+  if (how != 1 && !(how == 4 && drop_meets_victim)) victim = nullptr;
+  if (how == 4) {
+    // No release: the hold ends as far as anyone here can tell at the drop, at the latest when
+    // its release in the background lands (as a release's hold ends at its call); its key, and
+    // so its fence, may outlive the drop for a moment, which nothing here counts against it.
+    const long dropped_at = w.h.note(k, "drop", name, o->id, s.id, s.lease, "the hold destroyed without a release");
+    w.h.end_hold(id, dropped_at);
+    w.touch(lc.kind, name, s.lease, s.id, dropped_at);
+    w.holding.erase(id);
+    o->told -= n;
+    mine->drop();
+    if (victim) w.destroy(victim, k, "destroyed in the turn another holder's hold was dropped");
+    if (o->alive) o->busy = false;
+    const auto* ended = w.h.find_hold(id);
+    if (fence && probe && !shared && ended && ended->end == dropped_at) note_dropped_fences(w, id, {name}, {s.id}, {*fence});
     co_return;
   }
-  auto victim = pick_victim(w, c, o, same_session);  // drawn every time, used for how 1
-  if (how != 1) victim = nullptr;
   auto rel = w.h.invoke(k, release_name(lc.kind, shared), name, o->id, s.id, s.lease, n);
   const long released_at = w.h.last_seq();
   w.h.end_hold(id, released_at);
   w.touch(lc.kind, name, s.lease, s.id, released_at);
   o->told -= n;
   auto done = std::make_shared<callback_result>(w.executor());
-  start_release(*o, shared, n, [done](error_code e) { done->set(e); });
+  mine->release([done](error_code e) { done->set(e); });
   if (victim) w.destroy(victim, k, "destroyed in the turn another holder's release started");
-  if (how == 3) w.destroy(o, k, "destroyed in the turn its release started");
+  if (how == 3) w.destroy(o, k, "destroyed in the turn its hold's release started");
   auto waiting = done->wait();
   auto re = co_await std::move(waiting);
   w.h.complete(rel, re ? re.message() : "ok");
+  w.holding.erase(id);
   if (o->alive) o->busy = false;
-  // A hold moved with its object is released through the new one.
-  if (lc.moves && re == error::not_locked && o->moves > moves_before && how <= 1 && s.usable() &&
+  // A hold is its actor's: moving or destroying its object while it held leaves it to be
+  // released through it (not_locked is for a hold released already; bad_descriptor for none).
+  const bool object_changed = o->moves > moves_before || !o->alive;
+  if ((re == error::not_locked || re == asio::error::bad_descriptor) && object_changed && s.usable() &&
       !w.revoked.count(s.lease) && !w.expired.count(s.lease) && !w.shared_key(name, s.lease))
-    w.h.fail({"a hold moves with its object", name,
-              "actor " + std::to_string(k) + "'s " + release_name(lc.kind, shared) + " through obj" + std::to_string(o->id) +
-                  ", moved while it held, failed with not_locked",
+    w.h.fail({"a hold is released through itself, whatever became of its object", name,
+              "actor " + std::to_string(k) + "'s " + release_name(lc.kind, shared) + " of a hold taken through obj" +
+                  std::to_string(o->id) + (o->alive ? ", moved while it held," : ", destroyed while it held,") +
+                  " failed with " + re.message(),
               w.h.find_hold(id) ? w.h.find_hold(id)->start : released_at, w.h.last_seq(), {id}});
   // Probed only when the release ended the hold in a live session: a hold an orphan ended keeps
   // its key, and so its fence, until the lease goes. Not a reader's: its fence holds while any
@@ -332,6 +358,7 @@ inline asio::awaitable<void> check_lock_case(world& w, const lock_case& lc, bool
     for (auto& name : lc.names)
       if (ended) co_await check_fences(w, name, conflict);
   }
+  if (ended) co_await check_dropped_fences(w, lc.keys_settle);
   if (ended) co_await check_nothing_left(w, lc.keys_settle);
 }
 

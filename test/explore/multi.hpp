@@ -1,8 +1,9 @@
 // The explorer's multi_lock callers (test_explore_more): actors that take random subsets of a
 // case's names as one multi_lock of mutex parts (of one session, or a session per part, listed in
 // random order), cut short at random, beside plain mutex callers on the same names (locks.hpp);
-// holders writing through every part's fence; multi_locks and their parts destroyed and moved
-// while a lock is pending. Checked beside the mutex's own invariants: all or none.
+// each actor owns the multi_lock::hold it is handed, writes through every part's fence, releases
+// it or drops it without a release; multi_locks and their parts destroyed and moved while a lock
+// is pending or while their hold goes on. Checked beside the mutex's own invariants: all or none.
 #pragma once
 
 #include "locks.hpp"
@@ -23,7 +24,7 @@ struct ml_rec {
   bool alive = true;
   long destroyed_at = 0;
   int pending = 0, moves = 0;
-  std::vector<long> holds;  // of the lock told last, per part
+  std::vector<long> holds;  // of the lock told last, per part (history ids; the hold is the actor's)
   std::vector<int> session_ids() const {
     std::vector<int> out;
     for (auto* s : sessions) out.push_back(s->id);
@@ -47,13 +48,13 @@ inline std::string joined(const std::vector<std::string>& names) {
   return out;
 }
 
-/// Destroys a multi_lock and then its parts (in that order: they must outlive it), in one turn,
-/// as a scope holding them ends; its holds end here.
+/// Destroys a multi_lock and then its parts (in that order: they must outlive its pending
+/// operations), in one turn, as a scope holding them ends: a lock pending is aborted; a hold taken
+/// through it is its actor's and goes on.
 inline void destroy_multi(world& w, ml_rec& r, int actor, const std::string& why) {
   if (!r.alive) return;
   auto seq = w.h.note(actor, "multi.destroy", r.names[0], r.id, r.sessions[0]->id, r.sessions[0]->lease,
                       why + " (" + std::to_string(r.pending) + " pending; " + joined(r.names) + ")");
-  w.h.end_holds_if([&](const hold& x) { return x.object == r.id; }, seq);
   for (std::size_t i = 0; i < r.parts.size(); ++i) w.touch(recipe::mutex, r.names[i], r.sessions[i]->lease, r.sessions[i]->id, seq);
   r.alive = false;
   r.destroyed_at = seq;
@@ -90,38 +91,37 @@ inline void move_multi(world& w, ml_rec& r, int how, ml_rec* target, std::size_t
   ++w.tally["moves"];
 }
 
-inline result_awaitable start_multi(multi_lock& ml, bool try_only, asio::cancellation_slot slot) {
+/// Locks `ml` into `into` (the actor's hold), read as the operation starts, in the caller's turn.
+inline asio::awaitable<error_code> start_multi(multi_lock& ml, bool try_only, asio::cancellation_slot slot,
+                                               multi_lock::hold& into) {
   auto token = asio::bind_cancellation_slot(slot, asio::as_tuple(use_awaitable));
-  if (try_only) return ml.async_try_lock(token);
-  return ml.async_lock(token);
+  error_code ec;
+  if (try_only) std::tie(ec, into) = co_await ml.async_try_lock(token);
+  else std::tie(ec, into) = co_await ml.async_lock(token);
+  co_return ec;
 }
 
-/// All or none: once a lock failed or was cut short, none of its parts is held (at once, or for
-/// a cut that met the success, once the release in the background is through: within 10 s).
-inline asio::awaitable<void> expect_none_held(world& w, int k, ml_ptr r, error_code ec) {
-  auto any_held = [&] {
-    if (!r->alive) return false;
-    return std::any_of(r->parts.begin(), r->parts.end(), [](auto& p) { return p->held(); });
-  };
-  const auto until = clock_type::now() + (ec == asio::error::operation_aborted ? ms(10000) : ms(0));
-  while (any_held() && clock_type::now() < until) co_await sleep_for(ms(20));
-  if (!any_held()) co_return;
-  auto seq = w.h.note(k, "check.held", r->names[0], r->id, r->sessions[0]->id, r->sessions[0]->lease, "a part held");
-  w.h.fail({"(m1) all or none: a multi_lock that failed or was cut short holds none of its parts", r->names[0],
-            "multi" + std::to_string(r->id) + " (" + joined(r->names) + ") still holds a part after its lock completed with " +
+/// All or none: a lock that failed or was cut short hands back no hold (the parts it took are
+/// released first; for a cut that met the success, in the background: the end's checks see a
+/// part left held, as a key left or a waiter never granted).
+inline void expect_none_held(world& w, int k, const ml_rec& r, const multi_lock::hold& got, error_code ec) {
+  if (!got) return;
+  auto seq = w.h.note(k, "check.held", r.names[0], r.id, r.sessions[0]->id, r.sessions[0]->lease, "a hold handed back");
+  w.h.fail({"(m1) all or none: a multi_lock that failed or was cut short holds none of its parts", r.names[0],
+            "multi" + std::to_string(r.id) + " (" + joined(r.names) + ") handed back a hold that says it holds with " +
                 ec.message(),
             seq - 1, seq, {}});
 }
 
 /// A txn guarded by every part's fence: the register and a log key per part (named by that
-/// part's hold), so check_fences sees each name's writes.
-inline asio::awaitable<void> multi_write(world& w, int k, ml_ptr r, const std::vector<compare>& fences) {
+/// part's hold and `i`, the hold's write), so check_fences sees each name's writes.
+inline asio::awaitable<void> multi_write(world& w, int k, ml_ptr r, const std::vector<compare>& fences, int i) {
   txn t;
   for (auto& f : fences) t.when(f);
   std::vector<std::string> logs;
-  for (std::size_t i = 0; i < r->names.size(); ++i) {
-    logs.push_back(w.data_key(r->names[i], "log/" + std::to_string(r->holds[i]) + "-0"));
-    t.then(txn_op::put(w.data_key(r->names[i], "register"), "hold " + std::to_string(r->holds[i]))).then(txn_op::put(logs.back(), ""));
+  for (std::size_t p = 0; p < r->names.size(); ++p) {
+    logs.push_back(w.data_key(r->names[p], "log/" + std::to_string(r->holds[p]) + "-" + std::to_string(i)));
+    t.then(txn_op::put(w.data_key(r->names[p], "register"), "hold " + std::to_string(r->holds[p]))).then(txn_op::put(logs.back(), ""));
   }
   auto* s0 = r->sessions[0];
   auto op = w.h.invoke(k, "fenced_write", r->names[0], r->id, s0->id, s0->lease);
@@ -134,10 +134,10 @@ inline asio::awaitable<void> multi_write(world& w, int k, ml_ptr r, const std::v
   }
   w.h.complete(op, res.succeeded ? "applied" : "rejected", r->holds[0]);
   for (auto& l : logs) (res.succeeded ? w.fence_told_ok : w.fence_told_rejected).insert(l);
-  bool open = r->alive && r->usable();
-  for (std::size_t i = 0; i < r->holds.size(); ++i) {
-    auto* h = w.h.find_hold(r->holds[i]);
-    open = open && h && h->end == never && !w.lease_shared(r->sessions[i]->lease);
+  bool open = r->usable();  // whatever became of the multi_lock: the hold is the actor's
+  for (std::size_t p = 0; p < r->holds.size(); ++p) {
+    auto* h = w.h.find_hold(r->holds[p]);
+    open = open && h && h->end == never && !w.lease_shared(r->sessions[p]->lease);
   }
   if (!res.succeeded && open)
     w.h.fail({"no caller told it holds after its key is gone", r->names[0],
@@ -147,8 +147,9 @@ inline asio::awaitable<void> multi_write(world& w, int k, ml_ptr r, const std::v
 
 /// One round of a multi_lock actor: a multi_lock (its last one, or a new one on a random subset
 /// of the names), a lock or try (maybe cut short), a hold (maybe writing through every fence),
-/// then a release, a destruction instead, or a release with the multi_lock destroyed or moved in
-/// that turn; after a release, maybe a probe of the old fences.
+/// then a release, the multi_lock destroyed while the hold goes on and then a release, a release
+/// with the multi_lock destroyed or moved in that turn, or the hold dropped without a release;
+/// after a release, maybe a probe of the old fences.
 inline asio::awaitable<void> multi_round(world& w, multi_case& mc, int k, chooser& c, ml_ptr& mine) {
   // Every choice of the round first.
   const bool fresh = c.chance(35);
@@ -163,8 +164,9 @@ inline asio::awaitable<void> multi_round(world& w, multi_case& mc, int k, choose
   const auto plan = draw_cut(c);
   const bool write = c.chance(50), probe = c.chance(60);
   const auto hold_for = ms(c.between(0, 25));
-  // 0: release; 1: destroy instead; 2: release and destroy in that turn; 3: release and move.
-  const int how = c.weighted({60, 15, 15, 10});
+  // 0: release; 1: destroy the multi_lock and its parts, go on holding, then release; 2: release
+  // and destroy in that turn; 3: release and move; 4: drop the hold without releasing it.
+  const int how = c.weighted({50, 15, 15, 10, 10});
   if (!mine || !mine->alive || fresh || !mine->usable()) {
     if (mine) destroy_multi(w, *mine, k, "replaced by a new one");
     mine = nullptr;
@@ -198,12 +200,12 @@ inline asio::awaitable<void> multi_round(world& w, multi_case& mc, int k, choose
   w.op_sessions[op] = r->session_ids();
   for (std::size_t i = 0; i < r->names.size(); ++i) w.touch(recipe::mutex, r->names[i], r->sessions[i]->lease, r->sessions[i]->id, w.h.last_seq());
   ++r->pending;
+  multi_lock::hold all;  // the actor's
   error_code ec;
   {
     canceller cut(w, plan);
-    auto locking = start_multi(*r->ml, try_only, cut.slot());
-    auto [e] = co_await std::move(locking);
-    ec = e;
+    auto locking = start_multi(*r->ml, try_only, cut.slot(), all);
+    ec = co_await std::move(locking);
   }
   --r->pending;
   if (ec) {
@@ -214,7 +216,7 @@ inline asio::awaitable<void> multi_round(world& w, multi_case& mc, int k, choose
                 "actor " + std::to_string(k) + "'s lock of multi" + std::to_string(r->id) + " (moved " +
                     std::to_string(r->moves) + " times) completed with operation_aborted, never cut short, alive",
                 w.h.last_seq() - 1, w.h.last_seq(), {}});
-    co_await expect_none_held(w, k, r, ec);
+    expect_none_held(w, k, *r, all, ec);
     co_return;
   }
   w.h.complete(op, "ok");
@@ -223,31 +225,56 @@ inline asio::awaitable<void> multi_round(world& w, multi_case& mc, int k, choose
               "actor " + std::to_string(k) + " was told it holds " + joined(r->names) + " through multi" +
                   std::to_string(r->id) + ", destroyed at #" + std::to_string(r->destroyed_at),
               r->destroyed_at, w.h.last_seq(), {}});
-    co_return;
+    w.h.note(k, "multi.drop", r->names[0], r->id, s0->id, s0->lease, "told by a destroyed multi_lock");
+    co_return;  // `all` goes with the round: released in the background
   }
   r->holds.clear();
+  const bool parts_usable = r->usable();
   for (std::size_t i = 0; i < r->names.size(); ++i) {
     auto& s = *r->sessions[i];
     auto id = w.h.begin_hold(r->names[i], k, r->id, s.id, s.lease, 1);
     r->holds.push_back(id);
     if (w.revoked.count(s.lease) || w.shared_key(r->names[i], s.lease) || s.client_closed) w.h.end_hold(id, w.h.last_seq());
-    // All or none, the other way: told it holds, it holds every part (while its session lives).
-    if (!r->parts[i]->held() && s.usable())
-      w.h.fail({"(m1) all or none: a multi_lock told it holds holds every part", r->names[i],
-                "multi" + std::to_string(r->id) + " was told it holds, but its part " + r->names[i] + " is not held",
-                w.h.last_seq(), w.h.last_seq(), {id}});
   }
+  // All or none, the other way: told it holds, it holds every part (while their sessions live),
+  // one token per part.
+  const auto tokens = all.fencing_tokens();
+  auto taken = all.names();
+  auto listed = r->names;
+  std::sort(taken.begin(), taken.end());
+  std::sort(listed.begin(), listed.end());
+  const bool every_part = tokens.size() == r->names.size() && taken == listed &&
+                          std::all_of(tokens.begin(), tokens.end(), [](std::int64_t t) { return t > 0; });
+  if (parts_usable && (!all || !every_part))
+    w.h.fail({"(m1) all or none: a multi_lock told it holds holds every part", r->names[0],
+              "multi" + std::to_string(r->id) + " (" + joined(r->names) + ") was told it holds, but its hold says " +
+                  (all ? "it holds " + std::to_string(tokens.size()) + " parts (" + joined(all.names()) + ")"
+                       : std::string("it does not hold")),
+              w.h.last_seq(), w.h.last_seq(), r->holds});
   std::vector<compare> fences;
-  if (write || probe)
-    for (auto& p : r->parts) fences.push_back(p->is_owner());
-  if (write) co_await multi_write(w, k, r, fences);
+  if (write || probe) fences = all.fence();
+  if (write) co_await multi_write(w, k, r, fences, 0);
   co_await sleep_for(hold_for);
-  if (!r->alive) co_return;  // destroyed meanwhile: the holds ended there
+  // The multi_lock may have been destroyed or moved meanwhile (multi_churn): the hold goes on.
   if (how == 1) {
-    destroy_multi(w, *r, k, "its holder destroys it instead of releasing");
+    destroy_multi(w, *r, k, "its holder destroys it, and goes on holding");
+    // Destroying the multi_lock and its parts leaves the hold alone: its fences still pass.
+    if (write) co_await multi_write(w, k, r, fences, 1);
+  }
+  if (how == 4) {
+    // No release: the hold ends as far as anyone here can tell at the drop (see lock_round).
+    const long dropped_at = w.h.note(k, "multi.drop", r->names[0], r->id, s0->id, s0->lease, "the hold destroyed without a release");
+    for (std::size_t i = 0; i < r->names.size(); ++i) {
+      w.h.end_hold(r->holds[i], dropped_at);
+      w.touch(recipe::mutex, r->names[i], r->sessions[i]->lease, r->sessions[i]->id, dropped_at);
+    }
+    all = multi_lock::hold();
+    bool ended_here = true;
+    for (auto id : r->holds) ended_here = ended_here && w.h.find_hold(id) && w.h.find_hold(id)->end == dropped_at;
+    if (probe && ended_here) note_dropped_fences(w, r->holds[0], r->names, r->session_ids(), fences);
     co_return;
   }
-  auto rel = w.h.invoke(k, "multi.unlock", r->names[0], r->id, s0->id, s0->lease, static_cast<std::int64_t>(r->names.size()));
+  auto rel = w.h.invoke(k, "multi.release", r->names[0], r->id, s0->id, s0->lease, static_cast<std::int64_t>(r->names.size()));
   w.op_sessions[rel] = r->session_ids();
   const long released_at = w.h.last_seq();
   for (std::size_t i = 0; i < r->names.size(); ++i) {
@@ -256,19 +283,23 @@ inline asio::awaitable<void> multi_round(world& w, multi_case& mc, int k, choose
   }
   const bool usable = r->usable();
   auto done = std::make_shared<callback_result>(w.executor());
-  r->ml->async_unlock([done](error_code e) { done->set(e); });
-  if (how == 2) destroy_multi(w, *r, k, "destroyed in the turn its release started");
-  if (how == 3) move_multi(w, *r, 0, nullptr, 0, "in the turn its release started");
+  all.async_release([done](error_code e) { done->set(e); });
+  if (how == 2) destroy_multi(w, *r, k, "destroyed in the turn its hold's release started");
+  if (how == 3 && r->alive) move_multi(w, *r, 0, nullptr, 0, "in the turn its hold's release started");
   auto waiting = done->wait();
   auto re = co_await std::move(waiting);
   w.h.complete(rel, re ? re.message() : "ok");
-  // Destroyed in the turn the release started (or by the churn meanwhile): the release goes on
-  // in the background either way, and may be the destruction's own; told, not judged.
-  if (re == error::not_locked && !r->alive && r->destroyed_at >= released_at)
-    ++w.tally["multi_lock releases told not_locked, destroyed meanwhile"];
-  else if (re == error::not_locked && usable)
-    w.h.fail({"a multi_lock that holds releases (never not_locked)", r->names[0],
-              "actor " + std::to_string(k) + "'s release of multi" + std::to_string(r->id) + " failed with not_locked",
+  // Destroying or moving the multi_lock (here, in the turn the release started, or by the churn)
+  // releases nothing: the hold releases once, through itself.
+  bool judged = usable;
+  for (std::size_t i = 0; i < r->names.size(); ++i) {
+    auto lease = r->sessions[i]->lease;
+    judged = judged && !w.revoked.count(lease) && !w.expired.count(lease) && !w.shared_key(r->names[i], lease);
+  }
+  if ((re == error::not_locked || re == asio::error::bad_descriptor) && judged)
+    w.h.fail({"a multi_lock hold releases through itself (never not_locked), whatever became of its multi_lock", r->names[0],
+              "actor " + std::to_string(k) + "'s release of a hold of multi" + std::to_string(r->id) + " (" +
+                  (r->alive ? "alive" : "destroyed") + ", moved " + std::to_string(r->moves) + " times) failed with " + re.message(),
               released_at, w.h.last_seq(), r->holds});
   bool ended_here = true;
   for (auto id : r->holds) ended_here = ended_here && w.h.find_hold(id) && w.h.find_hold(id)->end == released_at;

@@ -80,9 +80,10 @@ inline asio::awaitable<void> link_faults(world& w, std::uint64_t seed, bool dela
 }
 
 /// Destroys objects while an acquisition on them is pending: now and then it watches every
-/// object for a while, one event-loop turn at a time, and destroys the first whose grant has
-/// landed but whose caller has not been told yet (a destroy in that very turn); when none does,
-/// sometimes one with an acquisition pending, at that random moment.
+/// object for a while, one event-loop turn at a time, and destroys the first for whose session
+/// and name a grant has landed (the client told of it) but whose caller has not been told yet (a
+/// destroy in that very turn: the grant must be given back); when none does, sometimes one with
+/// an acquisition pending, at that random moment. Holds taken through the objects go on.
 inline asio::awaitable<void> destroyer(world& w, std::uint64_t seed) {
   chooser c(seed);
   auto ex = co_await asio::this_coro::executor;
@@ -96,7 +97,7 @@ inline asio::awaitable<void> destroyer(world& w, std::uint64_t seed) {
       for (std::size_t i = 0; i < w.objects.size() && !hit; ++i) {
         auto o = w.objects[i];
         if (!o->granted_untold()) continue;
-        w.destroy(o, -1, "destroyed holding more than its callers were told, one waiting: a grant on its way");
+        w.destroy(o, -1, "destroyed as a grant for its session and name landed, one of its callers waiting: a grant on its way");
         hit = true;
       }
     }

@@ -1,18 +1,14 @@
 // The explorer's world (test_explore): the seed and length of a run, the random choices, clients
 // behind fault proxies on the shared etcd (or on the endpoints a suite gives, test_explore_cluster),
-// sessions (some sharing a lease across clients), recipe objects, how an acquisition is cut short,
-// and how a case stops.
+// sessions (some sharing a lease across clients), recipe objects and the holds actors own, how an
+// acquisition is cut short, and how a case stops.
 #pragma once
 
+#include "actor_hold.hpp"
 #include "history.hpp"
 
 #include "../support/fixture.hpp"
 #include "../support/tcp_proxy.hpp"
-
-#include <coetcd/election.hpp>
-#include <coetcd/mutex.hpp>
-#include <coetcd/rw_mutex.hpp>
-#include <coetcd/semaphore.hpp>
 
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/post.hpp>
@@ -78,8 +74,6 @@ class chooser {
   std::mt19937_64 rng_;
 };
 
-enum class recipe { mutex, semaphore, election, rw_mutex };
-
 struct sess_rec {
   int id = 0, client = 0;
   session s;
@@ -104,19 +98,12 @@ struct obj_rec {
   int moves = 0;  // times moved into another variable (churn.hpp)
   long destroyed_at = 0;
   int pending = 0;        // acquisitions in flight
-  std::int64_t told = 0;  // holders told (permits, for a semaphore) and not yet released
-  /// The object holds more than its callers were told, while one of them waits: a grant is on
-  /// its way to a caller.
-  bool granted_untold() const {
-    if (!alive || pending == 0) return false;
-    switch (kind) {
-      case recipe::mutex: return m->held() && told == 0;
-      case recipe::semaphore: return sem->held() > told;
-      case recipe::election: return el->is_leader() && told == 0;
-      case recipe::rw_mutex: return (rw->held() ? 1 : 0) + rw->shared_holds() > told;
-    }
-    return false;
-  }
+  std::int64_t told = 0;  // holders told through it (permits, for a semaphore) whose actors still hold
+  /// The client told of a grant (lock_acquired, leader_changed) for this object's session and
+  /// name while an acquisition of the object was pending, and no acquisition of that session and
+  /// name has completed since: the grant may be on its way to one of this object's callers.
+  bool grant_landed = false;
+  bool granted_untold() const { return alive && pending > 0 && grant_landed; }
 };
 using obj_ptr = std::shared_ptr<obj_rec>;
 
@@ -161,6 +148,7 @@ struct world {
     judge = std::make_unique<client>(ioc, links_.clients.empty() ? options_for(server()) : on(links_.judge));
   }
   ~world() {
+    *self_ = nullptr;  // the clients' event hooks may run after the world is gone
     for (auto& c : clients) c->close();
     for (auto& c : retired) c->close();
     judge->close();
@@ -172,7 +160,28 @@ struct world {
     if (!links_.clients.empty()) o = on(links_.clients[static_cast<std::size_t>(i)]);
     else o = i < 2 ? via(*proxies[static_cast<std::size_t>(i)]) : options_for(server());
     o.completions = completion_mode::thread;  // a polling client would take CPU from etcd
+    // The grants this client makes, as they land (on its strand, a turn or more before the
+    // caller's handler runs): what the destroyer and the mover aim at.
+    o.on_event = [self = self_, i](const coetcd::event& e) {
+      if (*self) (*self)->grant_seen(i, e);
+    };
     return std::make_unique<client>(ioc, o);
+  }
+  /// Client `c` told of a grant to one of its sessions (a lock or permits taken, a campaign
+  /// won): objects of that session and name with an acquisition pending may have it on its way.
+  void grant_seen(int c, const coetcd::event& e) {
+    if (e.kind != event_kind::lock_acquired && e.kind != event_kind::leader_changed) return;
+    for (auto& o : objects) {
+      if (!o->alive || o->pending == 0 || o->name != e.name) continue;
+      auto& s = *sessions[static_cast<std::size_t>(o->session)];
+      if (s.client == c && s.lease == e.lease && !s.client_closed) o->grant_landed = true;
+    }
+  }
+  /// An acquisition through `o` completed: whatever grant was on its way to the session and name
+  /// has arrived (or was given back).
+  void acquisition_done(const obj_rec& o) {
+    for (auto& x : objects)
+      if (x->session == o.session && x->name == o.name) x->grant_landed = false;
   }
   static client_options on(const std::vector<std::string>& endpoints) {
     client_options o;
@@ -181,6 +190,7 @@ struct world {
     return o;
   }
 
+  std::shared_ptr<world*> self_ = std::make_shared<world*>(this);  // null once the world is gone
   asio::io_context& ioc;
   std::string label;
   std::uint64_t seed;  // the run's (COETCD_EXPLORE_SEED)
@@ -197,6 +207,18 @@ struct world {
   world_links links_;             // where the clients connect (empty: the shared etcd)
   std::vector<std::unique_ptr<sess_rec>> sessions;
   std::vector<obj_ptr> objects;
+  // The holds actors own, by their history id (weak: the actor is the owner; a released or
+  // dropped one goes), for the checks that ask a hold what it says (expiry.hpp).
+  std::map<long, std::weak_ptr<actor_hold>> holding;
+  /// A hold dropped without a release, and the fences it built while it held: they must stop
+  /// passing once its release in the background lands (checked at the end: check_dropped_fences).
+  struct dropped_fence {
+    long hold = 0;
+    std::vector<std::string> names;  // the hold's names (a multi_lock's: one per part)
+    std::vector<int> sessions;       // and their sessions
+    std::vector<compare> fences;
+  };
+  std::vector<dropped_fence> dropped;
   std::map<long, std::shared_ptr<asio::cancellation_signal>> cancels;  // acquisitions in flight
   long next_cancel = 0;
   std::map<std::int64_t, int> sessions_on_lease;  // every session that ever kept the lease
@@ -288,13 +310,14 @@ struct world {
     return it != key_users.end() && it->second.size() > 1;
   }
 
-  /// Destroys an object now, whatever is pending on it; its holds end here (it releases them).
+  /// Destroys an object now, whatever is pending on it: its pending acquisitions are aborted (a
+  /// grant on its way to one is given back). The holds taken through it are their actors' and go
+  /// on: each ends when its actor releases or drops it.
   void destroy(const obj_ptr& o, int actor, const std::string& why) {
     if (!o->alive) return;
     auto& s = *sessions[static_cast<std::size_t>(o->session)];
     auto seq = h.note(actor, "destroy", o->name, o->id, s.id, s.lease,
                       why + " (" + std::to_string(o->pending) + " pending, " + std::to_string(o->told) + " told)");
-    h.end_holds_if([&](const hold& x) { return x.object == o->id && !x.after_destroy; }, seq);
     touch(o->kind, o->name, s.lease, s.id, seq);
     o->alive = false;
     o->destroyed_at = seq;
@@ -329,11 +352,11 @@ struct world {
     // A loss nobody caused (a close revokes; orphan and the end abort the wait; a client closed
     // under it stops renewing, as an orphan): the lease may have expired in etcd before anyone
     // here knew, so its holds cannot be judged.
-    r->s.async_wait_lost([this, id = r->id, lease = r->lease](error_code why) {
-      if (why == asio::error::operation_aborted || revoked.count(lease)) return;
+    r->s.async_wait_lost([this, id = r->id, lease = r->lease](error_code ec, loss_reason why) {
+      if (ec || revoked.count(lease)) return;  // operation_aborted: ended by its owner
       if (sessions[static_cast<std::size_t>(id)]->client_closed) return;
       expired.insert(lease);
-      h.note(-1, "session.lost", "", -1, id, lease, why.message());
+      h.note(-1, "session.lost", "", -1, id, lease, why.cause.message());
     });
     sessions.push_back(std::move(r));
     co_return sessions.back().get();

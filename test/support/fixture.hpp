@@ -89,12 +89,6 @@ inline asio::awaitable<bool> eventually(std::function<bool()> done, std::chrono:
   co_return done();
 }
 
-/// An rw_mutex's write side when `write`, else its read side.
-template <class Token = asio::use_awaitable_t<>>
-auto take(rw_mutex& m, bool write, Token token = {}) {
-  return write ? m.async_lock(token) : m.async_lock_shared(token);
-}
-
 /// The result of an operation started with a callback (record(o) as its handler), once it ran.
 using outcome = std::shared_ptr<std::optional<error_code>>;
 inline outcome started() { return std::make_shared<std::optional<error_code>>(); }
@@ -104,6 +98,50 @@ inline auto record(outcome o) {
 /// Waits up to `limit` for the operation behind `o` to complete; whether it did.
 inline asio::awaitable<bool> settled(outcome o, std::chrono::milliseconds limit = std::chrono::seconds(5)) {
   // Named first: g++ 12 destroys a by-value capture written inside a co_await expression twice.
+  std::function<bool()> done = [o] { return o->has_value(); };
+  co_return co_await eventually(std::move(done), limit);
+}
+
+/// The result of an acquisition started with a callback (record(o) as its handler): its error
+/// once it completed, and the hold it handed over, kept here for as long as `o` lives (a hold
+/// the handler dropped would be released at once).
+template <class Hold>
+struct acquisition {
+  std::optional<error_code> ec;
+  Hold hold;
+};
+template <class Hold>
+using acquired = std::shared_ptr<acquisition<Hold>>;
+/// An acquisition's record before it completes: `acquiring<mutex::hold>()`, say.
+template <class Hold>
+acquired<Hold> acquiring() {
+  return std::make_shared<acquisition<Hold>>();
+}
+template <class Hold>
+auto record(acquired<Hold> o) {
+  return [o](error_code ec, Hold h) {
+    o->hold = std::move(h);
+    o->ec = ec;
+  };
+}
+template <class Hold>
+asio::awaitable<bool> settled(acquired<Hold> o, std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+  std::function<bool()> done = [o] { return o->ec.has_value(); };
+  co_return co_await eventually(std::move(done), limit);
+}
+
+/// The result of an async_wait_lost started with a callback (record(o) as its handler): success
+/// and the reason when the loss came, operation_aborted when the wait ended without one.
+struct loss_wait {
+  error_code ec;
+  loss_reason reason;
+};
+using lost_outcome = std::shared_ptr<std::optional<loss_wait>>;
+inline lost_outcome waiting_for_loss() { return std::make_shared<std::optional<loss_wait>>(); }
+inline auto record(lost_outcome o) {
+  return [o](error_code ec, loss_reason r) { *o = loss_wait{ec, r}; };
+}
+inline asio::awaitable<bool> settled(lost_outcome o, std::chrono::milliseconds limit = std::chrono::seconds(5)) {
   std::function<bool()> done = [o] { return o->has_value(); };
   co_return co_await eventually(std::move(done), limit);
 }
