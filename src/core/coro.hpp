@@ -104,7 +104,7 @@ class pending_ops {
  public:
   /// The object is gone. Called by its destructor on the destructor's thread, before the rest of
   /// the clean-up goes to the strand: a grant whose body has already succeeded but whose handler
-  /// has not run yet then completes with operation_aborted and is given back (spawn_grant_op),
+  /// has not run yet then completes with operation_aborted and is given back (spawn_hold_op),
   /// whichever of the handler and that clean-up the executors run first.
   void mark_gone() noexcept { gone_ = true; }
   bool gone() const noexcept { return gone_; }
@@ -159,46 +159,15 @@ void spawn_owned_op(const std::shared_ptr<client_impl>& c, asio::awaitable<Resul
   asio::dispatch(c->strand_, [to_body, owner = std::move(owner)] { owner->add(to_body); });
 }
 
-/// spawn_op for an operation whose success grants something the caller must give back (a
-/// leadership, a lock). A cancellation that comes after the body succeeded, but before the
-/// handler runs, means the caller has moved on (the other branch of an `||` finished first) and
-/// will never give it back: then `give_back()` runs on the strand and the handler gets
-/// operation_aborted. The check is made on the handler's executor, where such a cancellation is
-/// emitted, so none can slip between the check and the handler. The same holds when the object
-/// was destroyed meanwhile (`owner` gone): its destructor promised operation_aborted.
-/// `owner`: the pending operations of the object it runs for, which its destruction aborts.
-inline void spawn_grant_op(const std::shared_ptr<client_impl>& c, asio::awaitable<error_code> body,
-                           asio::any_completion_handler<void(error_code)> h, std::function<void()> give_back,
-                           std::shared_ptr<pending_ops> owner = nullptr) {
-  auto cancel = early_cancel::take(asio::get_associated_cancellation_slot(h), c->strand_);
-  auto to_body = std::make_shared<asio::cancellation_signal>();
-  auto done = [c, cancel, to_body, owner, h = std::move(h), give_back = std::move(give_back)](std::exception_ptr e,
-                                                                                          error_code ec) mutable {
-    if (e) ec = exception_to_error(e);
-    auto ex = asio::get_associated_executor(h, c->completion_ex_);
-    auto deliver = [c, cancel, ec, owner = std::move(owner), h = std::move(h), give_back = std::move(give_back)]() mutable {
-      asio::get_associated_cancellation_slot(h).clear();
-      if (!ec && (cancel->emitted() || (owner && owner->gone()))) {
-        asio::dispatch(c->strand_, std::move(give_back));
-        ec = asio::error::operation_aborted;
-      }
-      asio::dispatch(asio::append(std::move(h), ec));
-    };
-    asio::post(c->io_ex_, asio::bind_executor(ex, std::move(deliver)));
-  };
-  asio::co_spawn(op_executor(*c), std::move(body), asio::bind_cancellation_slot(to_body->slot(), std::move(done)));
-  // The body hears of a cancellation on the strand, where it runs.
-  asio::dispatch(c->strand_, [cancel, to_body, owner = std::move(owner)] {
-    if (owner) owner->add(to_body);
-    if (cancel->registered([to_body] { to_body->emit(asio::cancellation_type::terminal); }))
-      to_body->emit(asio::cancellation_type::terminal);
-  });
-}
-
-/// spawn_grant_op for an operation that hands its caller a hold (a move-only object that gives
-/// back what it holds when destroyed): a hold whose caller has moved on, or whose object was
-/// destroyed, before the handler runs is dropped there, which gives it back, and the handler gets
-/// operation_aborted and an empty hold.
+/// spawn_op for an operation that hands its caller a hold (a lock, permits, a leadership: a
+/// move-only object that gives back what it holds when destroyed). A cancellation that comes after
+/// the body succeeded, but before the handler runs, means the caller has moved on (the other
+/// branch of an `||` finished first) and will never give it back: then the hold is dropped there,
+/// which gives it back, and the handler gets operation_aborted and an empty hold. The check is
+/// made on the handler's executor, where such a cancellation is emitted, so none can slip between
+/// the check and the handler. The same holds when the object was destroyed meanwhile (`owner`
+/// gone): its destructor promised operation_aborted. `owner`: the pending operations of the
+/// object it runs for, which its destruction aborts.
 template <class Hold>
 void spawn_hold_op(const std::shared_ptr<client_impl>& c, asio::awaitable<std::tuple<error_code, Hold>> body,
                    asio::any_completion_handler<void(error_code, Hold)> h, std::shared_ptr<pending_ops> owner = nullptr) {
