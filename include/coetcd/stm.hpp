@@ -113,6 +113,7 @@ class stm_tx {
   asio::awaitable<bool> commit_once(bool whole, const write_set& live_writes,
                                     const std::set<std::string_view>& live_reads, std::int64_t first);
   bool mark_stale(const txn_result& r, const write_set& writes, std::int64_t first, bool whole);
+  bool compares_shared() const;
   void carry_over(std::int64_t revision, const write_set& writes, const std::set<std::string_view>* compared);
   void clear_group();
 

@@ -176,8 +176,9 @@ asio::awaitable<bool> stm_tx::commit_once(bool whole, const write_set& live_writ
       }
   if (compared) {
     for (auto& [k, r] : reads_) t.otherwise(txn_op::get(k));
-    // A run alone needs no more: if its txn failed, its reads or its writes went stale.
-    if (snapshot && members_.size() > 1)
+    // A lone member whose reads are the whole read set needs no more: if its txn failed, its
+    // reads or its writes went stale.
+    if (snapshot && compares_shared())
       for (auto& [k, w] : writes)
         if (!reads_.count(k)) t.otherwise(txn_op::get(k, get_options{.keys_only = true}));
   }
@@ -216,7 +217,7 @@ asio::awaitable<bool> stm_tx::commit_once(bool whole, const write_set& live_writ
 bool stm_tx::mark_stale(const txn_result& r, const write_set& writes, std::int64_t first, bool whole) {
   const bool snapshot = level_ == isolation::serializable_snapshot && !reads_.empty();
   std::map<std::string_view, std::int64_t> blind;  // the else branch's gets after the read set's
-  if (snapshot && members_.size() > 1) {
+  if (snapshot && compares_shared()) {
     std::size_t i = reads_.size();
     for (auto& [k, w] : writes) {
       if (reads_.count(k)) continue;
@@ -238,7 +239,7 @@ bool stm_tx::mark_stale(const txn_result& r, const write_set& writes, std::int64
         auto now = known_.find(k);
         auto b = blind.find(k);
         if (reads_.count(k) && now != known_.end()) stale = stale || mod_revision_of(now->second) >= first + 1;
-        else stale = stale || b == blind.end() || b->second >= first + 1;  // not read back: a run alone
+        else stale = stale || b == blind.end() || b->second >= first + 1;  // not read back: every compare was its own
       }
     for (auto j : m.saw) stale = stale || members_[j].stale;
     if (stale) m.stale = marked = true;
@@ -251,6 +252,15 @@ bool stm_tx::mark_stale(const txn_result& r, const write_set& writes, std::int64
     return false;
   }
   return left;
+}
+
+// Whether a failed txn of the group may have failed for a compare that is not its only
+// member's: it has more members, or bodies that left it (they threw, or read a key an earlier body
+// wrote) left their reads in the read set.
+bool stm_tx::compares_shared() const {
+  if (members_.size() != 1) return true;
+  const auto& own = members_.front().reads;
+  return std::any_of(reads_.begin(), reads_.end(), [&own](auto& r) { return !own.count(r.first); });
 }
 
 // After a commit at `revision`: every key read whose compare held (`compared`; all when null) and
