@@ -66,7 +66,7 @@ BOOST_AUTO_TEST_CASE(a_key_is_being_deleted_until_the_last_overlapping_delete_en
   o.endpoints = {"127.0.0.1:1"};  // never contacted
   client c(ioc, o);
   auto s = std::make_shared<detail::session_state>();
-  s->impl = c.impl();
+  s->impl = coetcd::detail::access::impl(c);
   auto earlier = std::make_unique<detail::delete_in_flight>(*s, "k");
   auto later = std::make_unique<detail::delete_in_flight>(*s, "k");
   bool through = false;
@@ -161,7 +161,7 @@ BOOST_AUTO_TEST_CASE(a_deadline_is_unreachable_only_for_a_call_that_cannot_have_
   o.endpoints = {"127.0.0.1:1"};
   client c(ioc, o);
   const grpc::Status deadline(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
-  const error_code out = c.impl()->map_status(deadline, true), never = c.impl()->map_status(deadline, false);
+  const error_code out = coetcd::detail::access::impl(c)->map_status(deadline, true), never = coetcd::detail::access::impl(c)->map_status(deadline, false);
   BOOST_TEST(out == error::request_timeout, out.message());
   BOOST_TEST(never == error::endpoints_unreachable, never.message());
   BOOST_TEST(!detail::surely_not_applied(out));

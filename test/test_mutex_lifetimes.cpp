@@ -142,7 +142,7 @@ BOOST_AUTO_TEST_CASE(objects_left_behind_a_stopped_loop_are_freed_at_shutdown) {
   {
     asio::io_context ioc;
     std::optional<client> c(std::in_place, ioc, options_for(server()));
-    impl = c->impl();
+    impl = coetcd::detail::access::impl(*c);
     std::optional<session> s1, s2;
     std::optional<mutex> held, waiting, other;
     std::optional<rw_mutex> rw_read, rw_write;

@@ -34,7 +34,7 @@ class barrier {
  public:
   /// A barrier held without a lease (as Go's). Throws boost::system::system_error:
   /// error::empty_key for an empty name, error::client_closed for a moved-from client.
-  barrier(client& c, std::string_view name) : state_(detail::make_barrier(c.impl(), name, 0)) {}
+  barrier(client& c, std::string_view name) : state_(detail::make_barrier(detail::access::impl(c), name, 0)) {}
   /// A barrier held under the session's lease. Throws: error::empty_key, error::session_lost
   /// for an empty session.
   barrier(session& s, std::string_view name);

@@ -3,6 +3,7 @@
 
 #include <coetcd/client_options.hpp>
 #include <coetcd/client_stats.hpp>
+#include <coetcd/detail/access.hpp>
 #include <coetcd/detail/config.hpp>
 #include <coetcd/kv.hpp>
 #include <coetcd/lease.hpp>
@@ -455,8 +456,7 @@ class client {
   }
 
   /// @cond INTERNAL
-  /// Internal access for coetcd's own higher-level types.
-  const std::shared_ptr<detail::client_impl>& impl() const noexcept { return impl_; }
+  friend struct detail::access;
   /// @endcond
 
  private:

@@ -62,7 +62,7 @@ class cluster {
   /// A handle on `c`'s cluster; `c` must outlive the operations started through it.
   /// Made from an empty (moved-from) client, the handle is empty: get_executor() is empty and
   /// its operations complete with asio::error::bad_descriptor.
-  explicit cluster(client& c) : impl_(c.impl()) {}
+  explicit cluster(client& c) : impl_(detail::access::impl(c)) {}
 
   /// The type of get_executor().
   using executor_type = client::executor_type;

@@ -49,7 +49,7 @@ class election {
     hold() noexcept = default;
     /// @cond INTERNAL
     explicit hold(std::shared_ptr<detail::leadership_state> s) noexcept : state_(std::move(s)) {}
-    const std::shared_ptr<detail::leadership_state>& state() const noexcept { return state_; }
+    friend struct detail::access;
     /// @endcond
     /// Takes over `other`'s leadership; `other` is left empty.
     hold(hold&&) noexcept = default;

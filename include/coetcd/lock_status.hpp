@@ -72,7 +72,7 @@ void start_lock_status(const std::shared_ptr<client_impl>&, std::string name, ha
 template <class CompletionToken = detail::default_token>
 auto async_lock_status(client& c, std::string_view name, CompletionToken&& token = {}) {
   return detail::initiate<void(error_code, lock_status)>(
-      std::forward<CompletionToken>(token), [i = c.impl()](detail::handler<lock_status> h, std::string n) {
+      std::forward<CompletionToken>(token), [i = detail::access::impl(c)](detail::handler<lock_status> h, std::string n) {
         detail::start_lock_status(i, std::move(n), std::move(h));
       }, std::string(name));
 }

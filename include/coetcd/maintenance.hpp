@@ -123,7 +123,7 @@ class maintenance {
   /// A handle on `c`'s cluster; `c` must outlive the operations started through it.
   /// Made from an empty (moved-from) client, the handle is empty: get_executor() is empty and
   /// its operations complete with asio::error::bad_descriptor.
-  explicit maintenance(client& c) : impl_(c.impl()) {}
+  explicit maintenance(client& c) : impl_(detail::access::impl(c)) {}
 
   /// The type of get_executor().
   using executor_type = client::executor_type;

@@ -163,8 +163,7 @@ class session {
   asio::cancellation_slot loss_slot() const noexcept;
 
   /// @cond INTERNAL
-  /// Internal.
-  const std::shared_ptr<detail::session_state>& state() const noexcept { return state_; }
+  friend struct detail::access;
   explicit session(std::shared_ptr<detail::session_state> s) noexcept : state_(std::move(s)) {}
   /// @endcond
 

@@ -169,7 +169,7 @@ void wait_session_lost(const std::shared_ptr<session_state>& s, handler<loss_rea
 namespace coetcd {
 
 void session::start_create(client& c, session_options o, asio::any_completion_handler<void(error_code, session)> h) {
-  detail::start_session_create(c.impl(), o, std::move(h));
+  detail::start_session_create(detail::access::impl(c), o, std::move(h));
 }
 
 void detail::start_session_create(const std::shared_ptr<client_impl>& impl, session_options o,

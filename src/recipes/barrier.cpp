@@ -88,9 +88,9 @@ barrier& barrier::operator=(barrier&& other) noexcept {
 }
 
 barrier::barrier(session& s, std::string_view name) {
-  if (!s.state()) throw boost::system::system_error(make_error_code(error::session_lost), "coetcd::barrier");
-  state_ = detail::make_barrier(s.state()->impl, name, s.lease());
-  state_->session = s.state();
+  if (!detail::access::state(s)) throw boost::system::system_error(make_error_code(error::session_lost), "coetcd::barrier");
+  state_ = detail::make_barrier(detail::access::state(s)->impl, name, s.lease());
+  state_->session = detail::access::state(s);
 }
 
 }  // namespace coetcd

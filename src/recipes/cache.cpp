@@ -221,7 +221,7 @@ void start_cache_wait(const std::shared_ptr<cache_state>& s, std::int64_t revisi
 cache::cache(asio::any_io_executor ex, client& c, std::string prefix, cache_options options)
     : state_(std::make_shared<detail::cache_state>()) {
   state_->ex = std::move(ex);
-  state_->client = c.impl();
+  state_->client = detail::access::impl(c);
   state_->prefix = std::move(prefix);
   state_->options = options;
   if (!state_->client) {

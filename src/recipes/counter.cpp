@@ -219,9 +219,9 @@ void close_counter(std::shared_ptr<counter_state> s) noexcept {
 counter::counter(client& c, std::string key) {
   auto fail = [](error e) { throw boost::system::system_error(make_error_code(e), "coetcd::counter"); };
   if (key.empty()) fail(error::empty_key);
-  if (!c.impl()) fail(error::client_closed);
+  if (!detail::access::impl(c)) fail(error::client_closed);
   state_ = std::make_shared<detail::counter_state>();
-  state_->client = c.impl();
+  state_->client = detail::access::impl(c);
   state_->key = std::move(key);
 }
 

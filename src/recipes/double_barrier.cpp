@@ -216,11 +216,11 @@ double_barrier::executor_type double_barrier::get_executor() const noexcept {
 double_barrier::double_barrier(session& s, std::string_view name, int count) {
   auto fail = [](error e) { throw boost::system::system_error(make_error_code(e), "coetcd::double_barrier"); };
   if (name.empty()) fail(error::empty_key);
-  if (!s.state()) fail(error::session_lost);
+  if (!detail::access::state(s)) fail(error::session_lost);
   if (count < 1) fail(error::invalid_argument);
   state_ = std::make_shared<detail::double_barrier_state>();
-  state_->session = s.state();
-  state_->impl = s.state()->impl;
+  state_->session = detail::access::state(s);
+  state_->impl = detail::access::state(s)->impl;
   state_->name = std::string(name);
   state_->count = count;
 }

@@ -184,7 +184,7 @@ asio::awaitable<void> resign_in_background(std::shared_ptr<leadership_state> l) 
 }  // namespace
 
 void lose_leadership(const election::hold& h, loss_reason why) {
-  auto l = h.state();
+  auto l = detail::access::state(h);
   if (!l) return;
   asio::dispatch(l->e->session->impl->strand_, [l, why] { step_down(*l, why); });
 }
@@ -289,8 +289,8 @@ namespace coetcd {
 
 election::election(session& s, std::string_view name) : state_(std::make_shared<detail::election_state>()) {
   if (name.empty()) throw boost::system::system_error(make_error_code(error::empty_key), "coetcd: election name");
-  if (!s.state()) throw boost::system::system_error(make_error_code(error::session_lost), "coetcd: election session");
-  state_->session = s.state();
+  if (!detail::access::state(s)) throw boost::system::system_error(make_error_code(error::session_lost), "coetcd: election session");
+  state_->session = detail::access::state(s);
   state_->name = std::string(name);
   state_->prefix = state_->name + "/";
   state_->key = state_->prefix + detail::lease_hex(s.lease());
@@ -411,9 +411,9 @@ void election::hold::start_wait_lost(const std::shared_ptr<detail::leadership_st
 
 election_observer::election_observer(client& c, std::string_view name) {
   if (name.empty()) throw boost::system::system_error(make_error_code(error::empty_key), "coetcd: election name");
-  core_ = std::make_shared<detail::observer_core>(c.impl(), std::string(name) + "/");
+  core_ = std::make_shared<detail::observer_core>(detail::access::impl(c), std::string(name) + "/");
   auto core = core_;
-  asio::dispatch(c.impl()->strand_, [core] { core->start(); });
+  asio::dispatch(detail::access::impl(c)->strand_, [core] { core->start(); });
 }
 
 election_observer::executor_type election_observer::get_executor() const noexcept {

@@ -153,7 +153,7 @@ asio::awaitable<term_outcome> one_term(leader_state& s, leader_body& body) {
     const auto rev = term.fencing_token();
     const auto key = term.key();
     s.term_revision = rev;
-    s.term_session.store(sess.state());
+    s.term_session.store(detail::access::state(sess));
     s.leading = true;
     ++s.terms;
     s.tell({leader_event::kind::elected, rev, {}});
@@ -295,9 +295,9 @@ leader::leader(client& c, std::string_view name, leader_options options) {
   if (name.empty()) fail(error::empty_key);
   if (options.ttl < std::chrono::seconds(1) || options.retry_min.count() < 1 || options.retry_min > options.retry_max)
     fail(error::invalid_argument);
-  if (!c.impl()) fail(error::client_closed);
+  if (!detail::access::impl(c)) fail(error::client_closed);
   state_ = std::make_shared<detail::leader_state>(asio::make_strand(c.get_executor()));
-  state_->impl = c.impl();
+  state_->impl = detail::access::impl(c);
   state_->name = std::string(name);
   state_->options = std::move(options);
 }

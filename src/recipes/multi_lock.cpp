@@ -237,7 +237,7 @@ void multi_lock::hold::start_wait_lost(const std::shared_ptr<detail::multi_hold_
     st->pending = s->parts.size();
     for (auto& p : s->parts) {
       auto stop = std::make_shared<asio::cancellation_signal>();
-      st->waits.emplace_back(p.state()->queue->session->impl, stop);
+      st->waits.emplace_back(detail::access::state(p)->queue->session->impl, stop);
       p.async_wait_lost(asio::bind_cancellation_slot(
           stop->slot(), asio::bind_executor(strand, [st](error_code ec, loss_reason why) {
             if (!st->first) {

@@ -99,8 +99,8 @@ namespace coetcd {
 mutex::mutex(session& s, std::string_view name, mutex_options options)
     : state_(std::make_shared<detail::mutex_state>()) {
   if (name.empty()) throw boost::system::system_error(make_error_code(error::empty_key), "coetcd: mutex name");
-  if (!s.state()) throw boost::system::system_error(make_error_code(error::session_lost), "coetcd: mutex session");
-  state_->session = s.state();
+  if (!detail::access::state(s)) throw boost::system::system_error(make_error_code(error::session_lost), "coetcd: mutex session");
+  state_->session = detail::access::state(s);
   state_->name = std::string(name);
   state_->prefix = state_->name + "/";
   state_->key = state_->prefix + detail::lease_hex(s.lease());

@@ -147,7 +147,7 @@ void mutex_queue::deliver(waiter w, lock_hold hold, asio::any_completion_handler
                                                        hold = std::move(hold)]() mutable {
     asio::get_associated_cancellation_slot(w.done).clear();
     if (!w.by->orphaned.load() && !(w.cancel && w.cancel->emitted())) return std::move(w.done)(error_code{}, std::move(hold));
-    asio::dispatch(self->session->impl->strand_, [self, by = hold.state()] { self->give_back(by); });
+    asio::dispatch(self->session->impl->strand_, [self, by = detail::access::state(hold)] { self->give_back(by); });
     std::move(w.done)(make_error_code(asio::error::operation_aborted), lock_hold{});
   });
   post_grant(impl, std::move(to_holder), std::move(unlocked));

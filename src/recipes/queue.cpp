@@ -14,11 +14,11 @@ namespace coetcd::detail {
 std::shared_ptr<queue_state> make_queue(session& s, std::string_view name, bool priority, queue_options o) {
   auto fail = [](error e) { throw boost::system::system_error(make_error_code(e), "coetcd::queue"); };
   if (name.empty()) fail(error::empty_key);
-  if (!s.state() || s.lost()) fail(error::session_lost);
+  if (!detail::access::state(s) || s.lost()) fail(error::session_lost);
   if (o.max_batch == 0 || o.max_batch > 100) fail(error::invalid_argument);
   auto q = std::make_shared<queue_state>();
-  q->session = s.state();
-  q->impl = s.state()->impl;
+  q->session = detail::access::state(s);
+  q->impl = detail::access::state(s)->impl;
   q->name = std::string(name);
   q->prefix = q->name + "/";
   q->priority = priority;

@@ -184,8 +184,8 @@ registration::registration(client& c, std::string key, std::string value, regist
   if (key.empty()) fail(error::empty_key);
   if (options.ttl < std::chrono::seconds(1) || options.retry_min.count() < 1 || options.retry_min > options.retry_max)
     fail(error::invalid_argument);
-  if (!c.impl()) fail(error::client_closed);
-  state_ = std::make_shared<detail::registration_state>(c.impl());
+  if (!detail::access::impl(c)) fail(error::client_closed);
+  state_ = std::make_shared<detail::registration_state>(detail::access::impl(c));
   state_->key = std::move(key);
   state_->value = std::move(value);
   state_->options = options;

@@ -13,7 +13,7 @@ namespace {
 std::shared_ptr<detail::mutex_state> side(session& s, std::string_view name, std::string_view kind,
                                           const mutex_options& options) {
   auto m = std::make_shared<detail::mutex_state>();
-  m->session = s.state();
+  m->session = detail::access::state(s);
   m->name = std::string(name);
   m->prefix = m->name + "/";
   m->key = m->prefix + std::string(kind) + "/" + detail::lease_hex(s.lease());
@@ -28,7 +28,7 @@ std::shared_ptr<detail::mutex_state> side(session& s, std::string_view name, std
 
 rw_mutex::rw_mutex(session& s, std::string_view name, mutex_options options) {
   if (name.empty()) throw boost::system::system_error(make_error_code(error::empty_key), "coetcd: rw_mutex name");
-  if (!s.state()) throw boost::system::system_error(make_error_code(error::session_lost), "coetcd: rw_mutex session");
+  if (!detail::access::state(s)) throw boost::system::system_error(make_error_code(error::session_lost), "coetcd: rw_mutex session");
   write_ = side(s, name, "write", options);
   read_ = side(s, name, "read", options);
 }

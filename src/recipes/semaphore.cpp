@@ -206,8 +206,8 @@ semaphore::semaphore(session& s, std::string_view name, std::int64_t permits)
   if (name.empty()) throw boost::system::system_error(make_error_code(error::empty_key), "coetcd: semaphore name");
   if (permits < 1)
     throw boost::system::system_error(make_error_code(error::invalid_argument), "coetcd: semaphore permits < 1");
-  if (!s.state()) throw boost::system::system_error(make_error_code(error::session_lost), "coetcd: semaphore session");
-  state_->session = s.state();
+  if (!detail::access::state(s)) throw boost::system::system_error(make_error_code(error::session_lost), "coetcd: semaphore session");
+  state_->session = detail::access::state(s);
   state_->name = std::string(name);
   state_->prefix = state_->name + "/";
   state_->permits = permits;

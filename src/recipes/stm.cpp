@@ -474,7 +474,7 @@ struct stm_groups {
 };
 
 std::shared_ptr<stm_group> stm_group_for(client& c, const stm_options& options) {
-  const auto& impl = c.impl();
+  const auto& impl = detail::access::impl(c);
   if (!impl) throw boost::system::system_error(make_error_code(asio::error::bad_descriptor), "coetcd::stm: an empty client");
   if (!options.group_commit) return std::make_shared<stm_group>(impl, options.level);
   auto state = impl->recipe_state(0, [&impl] {

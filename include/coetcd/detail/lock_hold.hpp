@@ -2,6 +2,7 @@
 // rw_mutex::shared_hold are; and the initiation that hands one to a caller's handler. Not API.
 #pragma once
 
+#include <coetcd/detail/access.hpp>
 #include <coetcd/detail/config.hpp>
 #include <coetcd/kv.hpp>
 #include <coetcd/loss_reason.hpp>
@@ -61,10 +62,7 @@ class lock_hold {
   std::uint64_t local_sequence() const noexcept;
   response_header header() const noexcept;
 
-  /// @cond INTERNAL
-  const std::shared_ptr<hold_state>& state() const noexcept { return state_; }
-  /// @endcond
-
+  friend struct access;
  private:
   static void drop(std::shared_ptr<hold_state> s) noexcept;
   static void start_release(const std::shared_ptr<hold_state>& s, asio::any_completion_handler<void(error_code)> h);
