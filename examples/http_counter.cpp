@@ -30,6 +30,7 @@ struct operations {
   std::function<asio::awaitable<std::int64_t>()> increment, read;
 };
 
+// [locked_counter]
 struct locked_counter {
   coetcd::client& etcd;
   // One mutex object shared by every request coroutine, as a std::mutex is shared by threads:
@@ -55,6 +56,7 @@ struct locked_counter {
     co_return co_await coetcd::with_lock(lock, std::move(body));  // released on every way out
   }
 };
+// [locked_counter]
 
 asio::awaitable<void> serve(asio::ip::tcp::socket socket, operations& c) {
   beast::tcp_stream stream(std::move(socket));
