@@ -56,8 +56,13 @@ std::string http_request(int port, http::verb verb, const std::string& target) {
 
 BOOST_AUTO_TEST_CASE(lock_examples_print_what_they_promise) {
   expect_lines("lock_basic", {"fenced write applied", "with_lock: job done"});
+  // Each way a lock with a deadline ends is told as it happened: a lock that failed (bob's session
+  // lost) is not reported as acquired.
   expect_lines("lock_timeout_try", {"bob's try_lock: lock is taken: another caller holds it",
-                                    "bob's lock with a 500 ms deadline: timed out", "bob took printer/"});
+                                    "bob's lock with a 500 ms deadline, alice holding: timed out\n",
+                                    "bob's lock with a 500 ms deadline, alice released it: acquired printer/",
+                                    "bob's lock with a 500 ms deadline, his session lost: failed: session lost"});
+  BOOST_TEST(etcdctl(server(), "get --prefix --keys-only printer/").output.empty());
   expect_lines("watchdog_long_job", {"max hold 10 s: finished", "max hold 1 s:          stopped: lock held longer",
                                      "revoked at 0.7 s: stopped: session lost"});
   expect_lines("leader_election", {"observer: leader is node-a\n", "observer: leader is node-a (draining)",
