@@ -72,6 +72,28 @@ BOOST_AUTO_TEST_CASE(lock_examples_print_what_they_promise) {
   BOOST_TEST(etcdctl(server(), "get --prefix --keys-only jobs/").output.find("jobs/") == std::string::npos);
 }
 
+// lock_server: nine requests on one mutex, the lease revoked during the middle three. The session
+// is made again, so the last three write; the values written are 1..N, each once (no two
+// requests held the lock together, a lost hold wrote nothing), and the counter ends at N.
+BOOST_AUTO_TEST_CASE(lock_server_makes_a_new_session_after_a_loss) {
+  auto r = run_example("lock_server");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+  BOOST_TEST(r.output.find("session lost (") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("making a new one") < r.output.find("request 7: "), r.output);
+  for (int id : {1, 2, 3, 7, 8, 9})
+    BOOST_TEST(r.output.find("request " + std::to_string(id) + ": wrote ") != std::string::npos, id << ": " << r.output);
+  std::multiset<long> written;
+  const std::regex wrote("request [0-9]: wrote ([0-9]+)\n");
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), wrote), end; it != end; ++it) written.insert(std::stol((*it)[1]));
+  BOOST_TEST(written.size() >= 6u, r.output);
+  long expected = 0;
+  for (long v : written) BOOST_TEST(v == ++expected, "values written are not 1..N once each: " << r.output);
+  BOOST_TEST(r.output.find("counter = " + std::to_string(written.size()) + "\n") != std::string::npos, r.output);
+  BOOST_TEST(etcdctl(server(), "get --print-value-only lock_server/counter").output == std::to_string(written.size()) + "\n");
+  BOOST_TEST(etcdctl(server(), "get --prefix --keys-only lock_server/orders").output.empty());
+  etcdctl(server(), "del lock_server/counter");
+}
+
 BOOST_AUTO_TEST_CASE(rw_config_readers_share_and_the_writer_goes_in_turn) {
   auto r = run_example("rw_config");
   BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
