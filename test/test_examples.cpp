@@ -28,6 +28,15 @@ command_result run_example(const std::string& name, const std::string& args = ""
   return run_command("exec " COETCD_EXAMPLES_DIR "/" + name + " " + server().endpoint() + args);
 }
 
+// The IDs (hex) of the leases etcd has now.
+std::set<std::string> lease_ids() {
+  std::set<std::string> ids;
+  auto out = etcdctl(server(), "lease list").output;
+  const std::regex id("^[0-9a-f]+$", std::regex::multiline);
+  for (std::sregex_iterator it(out.begin(), out.end(), id), end; it != end; ++it) ids.insert(it->str());
+  return ids;
+}
+
 void expect_lines(const std::string& name, std::initializer_list<const char*> lines) {
   auto r = run_example(name);
   BOOST_TEST(r.exit_code == 0, name << ": " << r.output);
@@ -168,13 +177,17 @@ BOOST_AUTO_TEST_CASE(two_http_counters_lose_no_increment) {
     BOOST_TEST_CONTEXT(mode) {
       etcdctl(server(), "del /http_counter/value");
       int ports[2] = {free_port(), free_port()};
-      auto start = [&](int port) {
-        return "exec " COETCD_EXAMPLES_DIR "/http_counter " + server().endpoint() + " " + std::to_string(port) + " " + mode;
+      auto start = [&](int port) {  // TTL 3 s: a lost session is noticed within about a second
+        return "exec " COETCD_EXAMPLES_DIR "/http_counter " + server().endpoint() + " " + std::to_string(port) + " " + mode + " 3";
       };
+      const auto leases_before = lease_ids();
       child_process a(start(ports[0]));
       child_process b(start(ports[1]));
       BOOST_TEST_REQUIRE(a.wait_for_output("listening", 10s), a.output());
       BOOST_TEST_REQUIRE(b.wait_for_output("listening", 10s), b.output());
+      std::vector<std::string> servers_leases;
+      for (auto& id : lease_ids())
+        if (!leases_before.count(id)) servers_leases.push_back(id);
 
       // 4 clients, each 10 increments, alternating between the two servers.
       std::vector<std::string> answers(40);
@@ -190,6 +203,25 @@ BOOST_AUTO_TEST_CASE(two_http_counters_lose_no_increment) {
       BOOST_TEST(!distinct.count(""));      // and none failed
       BOOST_TEST(http_request(ports[0], http::verb::get, "/value") == "40\n");
       BOOST_TEST(http_request(ports[1], http::verb::get, "/value") == "40\n");
+      if (mode == "lock") {
+        // Both servers' leases revoked: each makes a new session and serves increments again
+        // (the example's first version failed every request after a loss). The requests that
+        // failed meanwhile wrote nothing, so the next values are 41 and 42.
+        BOOST_TEST_REQUIRE(servers_leases.size() == 2u);
+        for (auto& id : servers_leases) BOOST_TEST(etcdctl(server(), "lease revoke " + id).exit_code == 0);
+        const char* next[2] = {"41\n", "42\n"};
+        for (int i = 0; i < 2; ++i) {
+          std::string got;
+          for (auto until = std::chrono::steady_clock::now() + 15s; got.empty() && std::chrono::steady_clock::now() < until;) {
+            got = http_request(ports[i], http::verb::post, "/increment");
+            if (got.empty()) std::this_thread::sleep_for(100ms);
+          }
+          BOOST_TEST(got == next[i], "server " << i << " after the loss: '" << got << "'");
+        }
+        BOOST_TEST(a.output().find("session lost (") != std::string::npos, a.output());
+        BOOST_TEST(b.output().find("session lost (") != std::string::npos, b.output());
+        BOOST_TEST(http_request(ports[0], http::verb::get, "/value") == "42\n");
+      }
       a.signal(SIGTERM);
       b.signal(SIGTERM);
       BOOST_TEST(a.wait(10s).value_or(-1) == 0, a.output());
