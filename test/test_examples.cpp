@@ -63,6 +63,15 @@ std::string http_request(int port, http::verb verb, const std::string& target) {
 
 }  // namespace
 
+// quickstart, the README's Quickstart: KV, a txn seen by a watch, and a write under a lock.
+BOOST_AUTO_TEST_CASE(quickstart_prints_what_the_readme_promises) {
+  etcdctl(server(), "del --prefix /config/");
+  expect_lines("quickstart", {"/config/mode = fast\n", "\nsafe\n", "written under the lock: yes\n"});
+  BOOST_TEST(etcdctl(server(), "get --print-value-only /config/mode").output == "locked\n");
+  BOOST_TEST(etcdctl(server(), "get --prefix --keys-only /locks/config").output.empty());
+  etcdctl(server(), "del --prefix /config/");
+}
+
 BOOST_AUTO_TEST_CASE(lock_examples_print_what_they_promise) {
   expect_lines("lock_basic", {"fenced write applied", "with_lock: job done"});
   // Each way a lock with a deadline ends is told as it happened: a lock that failed (bob's session
