@@ -73,7 +73,7 @@ struct session_keeper {
 struct attempt {
   boost::system::error_code ec;
   std::shared_ptr<generation> gen;
-  coetcd::mutex::hold held;  // empty when ec is set
+  coetcd::mutex::hold held;  // empty when ec is set; declared after gen, so destroyed before it
 };
 
 asio::awaitable<attempt> take_lock(session_keeper& keeper) {
@@ -159,12 +159,11 @@ int main(int argc, char** argv) {
   int rc = 0;
   asio::co_spawn(ioc, run(etcd), [&](std::exception_ptr e) {
     etcd.close();
-    if (!e) return;
-    rc = 1;
     try {
-      std::rethrow_exception(e);
+      if (e) std::rethrow_exception(e);
     } catch (const std::exception& ex) {
       std::cerr << "lock_server failed: " << ex.what() << "\n";
+      rc = 1;
     }
   });
   ioc.run();
