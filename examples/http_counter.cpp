@@ -121,7 +121,8 @@ asio::awaitable<void> serve(asio::ip::tcp::socket socket, operations& c) {
   }
 }
 
-// Accepts until SIGINT/SIGTERM closes the acceptor, then closes the session, which ends keep_session().
+// Accepts until SIGINT/SIGTERM closes the acceptor, then closes the session and the client, which
+// ends keep_session() (the client too: a keep_session() retrying while etcd is unreachable).
 asio::awaitable<void> accept_all(asio::ip::tcp::acceptor& acceptor, operations& c, locked_counter& locked) {
   auto ex = co_await asio::this_coro::executor;
   for (;;) {
@@ -130,6 +131,7 @@ asio::awaitable<void> accept_all(asio::ip::tcp::acceptor& acceptor, operations& 
     asio::co_spawn(ex, serve(std::move(socket), c), asio::detached);
   }
   co_await locked.current->session.async_close(asio::as_tuple(use_awaitable));
+  locked.etcd.close();
 }
 
 asio::awaitable<void> run(coetcd::client& etcd, unsigned short port, bool with_lock, coetcd::session_options options,
