@@ -1,5 +1,5 @@
-// Not waiting forever: try_lock (take it only if free) and a lock with a deadline. Two sessions
-// stand for two processes.
+// Not waiting forever: try_lock (take it only if free) and a lock with a deadline, which ends in
+// one of three ways: timed out, acquired, or failed. Two sessions stand for two processes.
 //   lock_timeout_try [ENDPOINT]
 #include <coetcd.hpp>
 
@@ -7,15 +7,32 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
 #include <iostream>
+#include <string>
 
 namespace asio = boost::asio;
 using namespace asio::experimental::awaitable_operators;
 using asio::use_awaitable;
 constexpr auto no_throw = asio::as_tuple(use_awaitable);
 
+// bob's lock, given at most 500 ms, and what truly came of it: each of the three ways it can end
+// is told apart (the deadline first, the lock first with an error, the lock first with the hold).
+asio::awaitable<std::string> lock_within_500ms(coetcd::mutex& m) {
+  // Whichever finishes first cancels the other; a cancelled lock removes bob's waiting key
+  // before it completes, so nothing is left on the server. (Boost 1.86+: asio::cancel_after.)
+  asio::steady_timer deadline(co_await asio::this_coro::executor, std::chrono::milliseconds(500));
+  auto r = co_await (m.async_lock(no_throw) || deadline.async_wait(no_throw));
+  if (r.index() == 1) co_return "timed out";
+  auto& [ec, held] = std::get<0>(r);
+  if (ec) co_return "failed: " + ec.message();  // the lock finished first, without the lock
+  std::string taken = "acquired " + held.key();
+  co_await held.async_release(use_awaitable);
+  co_return taken;
+}
+
 asio::awaitable<void> run(coetcd::client& etcd) {
   auto alice = co_await coetcd::session::async_create(etcd, use_awaitable);
-  auto bob = co_await coetcd::session::async_create(etcd, use_awaitable);
+  coetcd::session_options short_ttl{.ttl = std::chrono::seconds(3)};  // a loss is seen within ~1 s
+  auto bob = co_await coetcd::session::async_create(etcd, short_ttl, use_awaitable);
   coetcd::mutex a(alice, "printer"), b(bob, "printer");
 
   auto held_by_alice = co_await a.async_try_lock(use_awaitable);  // free: taken at once
@@ -24,18 +41,14 @@ asio::awaitable<void> run(coetcd::client& etcd) {
   auto [busy, none] = co_await b.async_try_lock(no_throw);  // held: error::locked, no key left behind
   std::cout << "bob's try_lock: " << busy.message() << "\n";
 
-  // Wait at most 500 ms. Whichever finishes first cancels the other; a cancelled lock removes
-  // bob's waiting key before it completes, so nothing is left on the server.
-  asio::steady_timer deadline(co_await asio::this_coro::executor, std::chrono::milliseconds(500));
-  auto r = co_await (b.async_lock(no_throw) || deadline.async_wait(no_throw));
-  if (r.index() == 1) std::cout << "bob's lock with a 500 ms deadline: timed out\n";
-  else if (auto& [ec, got] = std::get<0>(r); ec) std::cout << "bob's lock with a 500 ms deadline: " << ec.message() << "\n";
-  else std::cout << "bob's lock with a 500 ms deadline: acquired\n";
-
+  std::cout << "bob's lock with a 500 ms deadline, alice holding: " << co_await lock_within_500ms(b) << "\n";
   co_await held_by_alice.async_release(use_awaitable);
-  auto held_by_bob = co_await b.async_lock(use_awaitable);  // now free
-  std::cout << "bob took " << held_by_bob.key() << " after alice released it\n";
-  co_await held_by_bob.async_release(use_awaitable);
+  std::cout << "bob's lock with a 500 ms deadline, alice released it: " << co_await lock_within_500ms(b) << "\n";
+
+  // Bob's lease revoked (an operator, or a pause longer than its TTL): his lock fails at once.
+  co_await etcd.async_lease_revoke(bob.lease(), use_awaitable);
+  co_await bob.async_wait_lost(use_awaitable);
+  std::cout << "bob's lock with a 500 ms deadline, his session lost: " << co_await lock_within_500ms(b) << "\n";
   co_await alice.async_close(use_awaitable);
   co_await bob.async_close(use_awaitable);
 }

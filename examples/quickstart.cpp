@@ -18,6 +18,16 @@ asio::awaitable<void> run(coetcd::client& etcd) {
   co_await etcd.async_txn(t, use_awaitable);
   auto batch = co_await w.async_next(use_awaitable);  // the txn's PUT
   std::cout << batch.events.at(0).kv.value << "\n";
+
+  // A named lock: a session (a lease kept alive), a mutex, and a write that lands only while held.
+  auto s = co_await coetcd::session::async_create(etcd, use_awaitable);
+  coetcd::mutex m(s, "/locks/config");
+  auto held = co_await m.async_lock(use_awaitable);  // waits its turn, behind other processes too
+  auto fenced = coetcd::txn().when(held.fence()).then(coetcd::txn_op::put("/config/mode", "locked"));
+  auto r = co_await etcd.async_txn(fenced, use_awaitable);
+  std::cout << "written under the lock: " << (r.succeeded ? "yes" : "no") << "\n";
+  co_await held.async_release(use_awaitable);
+  co_await s.async_close(use_awaitable);
   etcd.close();
 }
 

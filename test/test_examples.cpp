@@ -28,6 +28,15 @@ command_result run_example(const std::string& name, const std::string& args = ""
   return run_command("exec " COETCD_EXAMPLES_DIR "/" + name + " " + server().endpoint() + args);
 }
 
+// The IDs (hex) of the leases etcd has now.
+std::set<std::string> lease_ids() {
+  std::set<std::string> ids;
+  auto out = etcdctl(server(), "lease list").output;
+  const std::regex id("^[0-9a-f]+$", std::regex::multiline);
+  for (std::sregex_iterator it(out.begin(), out.end(), id), end; it != end; ++it) ids.insert(it->str());
+  return ids;
+}
+
 void expect_lines(const std::string& name, std::initializer_list<const char*> lines) {
   auto r = run_example(name);
   BOOST_TEST(r.exit_code == 0, name << ": " << r.output);
@@ -54,10 +63,24 @@ std::string http_request(int port, http::verb verb, const std::string& target) {
 
 }  // namespace
 
+// quickstart, the README's Quickstart: KV, a txn seen by a watch, and a write under a lock.
+BOOST_AUTO_TEST_CASE(quickstart_prints_what_the_readme_promises) {
+  etcdctl(server(), "del --prefix /config/");
+  expect_lines("quickstart", {"/config/mode = fast\n", "\nsafe\n", "written under the lock: yes\n"});
+  BOOST_TEST(etcdctl(server(), "get --print-value-only /config/mode").output == "locked\n");
+  BOOST_TEST(etcdctl(server(), "get --prefix --keys-only /locks/config").output.empty());
+  etcdctl(server(), "del --prefix /config/");
+}
+
 BOOST_AUTO_TEST_CASE(lock_examples_print_what_they_promise) {
   expect_lines("lock_basic", {"fenced write applied", "with_lock: job done"});
+  // Each way a lock with a deadline ends is told as it happened: a lock that failed (bob's session
+  // lost) is not reported as acquired.
   expect_lines("lock_timeout_try", {"bob's try_lock: lock is taken: another caller holds it",
-                                    "bob's lock with a 500 ms deadline: timed out", "bob took printer/"});
+                                    "bob's lock with a 500 ms deadline, alice holding: timed out\n",
+                                    "bob's lock with a 500 ms deadline, alice released it: acquired printer/",
+                                    "bob's lock with a 500 ms deadline, his session lost: failed: session lost"});
+  BOOST_TEST(etcdctl(server(), "get --prefix --keys-only printer/").output.empty());
   expect_lines("watchdog_long_job", {"max hold 10 s: finished", "max hold 1 s:          stopped: lock held longer",
                                      "revoked at 0.7 s: stopped: session lost"});
   expect_lines("leader_election", {"observer: leader is node-a\n", "observer: leader is node-a (draining)",
@@ -65,6 +88,28 @@ BOOST_AUTO_TEST_CASE(lock_examples_print_what_they_promise) {
   expect_lines("fenced_write", {"slow writes: applied", "fast writes: applied", "slow (stale) writes: rejected",
                                 "/fenced/data = from fast"});
   BOOST_TEST(etcdctl(server(), "get --prefix --keys-only jobs/").output.find("jobs/") == std::string::npos);
+}
+
+// lock_server: nine requests on one mutex, the lease revoked during the middle three. The session
+// is made again, so the last three write; the values written are 1..N, each once (no two
+// requests held the lock together, a lost hold wrote nothing), and the counter ends at N.
+BOOST_AUTO_TEST_CASE(lock_server_makes_a_new_session_after_a_loss) {
+  auto r = run_example("lock_server");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
+  BOOST_TEST(r.output.find("session lost (") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("making a new one") < r.output.find("request 7: "), r.output);
+  for (int id : {1, 2, 3, 7, 8, 9})
+    BOOST_TEST(r.output.find("request " + std::to_string(id) + ": wrote ") != std::string::npos, id << ": " << r.output);
+  std::multiset<long> written;
+  const std::regex wrote("request [0-9]: wrote ([0-9]+)\n");
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), wrote), end; it != end; ++it) written.insert(std::stol((*it)[1]));
+  BOOST_TEST(written.size() >= 6u, r.output);
+  long expected = 0;
+  for (long v : written) BOOST_TEST(v == ++expected, "values written are not 1..N once each: " << r.output);
+  BOOST_TEST(r.output.find("counter = " + std::to_string(written.size()) + "\n") != std::string::npos, r.output);
+  BOOST_TEST(etcdctl(server(), "get --print-value-only lock_server/counter").output == std::to_string(written.size()) + "\n");
+  BOOST_TEST(etcdctl(server(), "get --prefix --keys-only lock_server/orders").output.empty());
+  etcdctl(server(), "del lock_server/counter");
 }
 
 BOOST_AUTO_TEST_CASE(rw_config_readers_share_and_the_writer_goes_in_turn) {
@@ -141,13 +186,17 @@ BOOST_AUTO_TEST_CASE(two_http_counters_lose_no_increment) {
     BOOST_TEST_CONTEXT(mode) {
       etcdctl(server(), "del /http_counter/value");
       int ports[2] = {free_port(), free_port()};
-      auto start = [&](int port) {
-        return "exec " COETCD_EXAMPLES_DIR "/http_counter " + server().endpoint() + " " + std::to_string(port) + " " + mode;
+      auto start = [&](int port) {  // TTL 3 s: a lost session is noticed within about a second
+        return "exec " COETCD_EXAMPLES_DIR "/http_counter " + server().endpoint() + " " + std::to_string(port) + " " + mode + " 3";
       };
+      const auto leases_before = lease_ids();
       child_process a(start(ports[0]));
       child_process b(start(ports[1]));
       BOOST_TEST_REQUIRE(a.wait_for_output("listening", 10s), a.output());
       BOOST_TEST_REQUIRE(b.wait_for_output("listening", 10s), b.output());
+      std::vector<std::string> servers_leases;
+      for (auto& id : lease_ids())
+        if (!leases_before.count(id)) servers_leases.push_back(id);
 
       // 4 clients, each 10 increments, alternating between the two servers.
       std::vector<std::string> answers(40);
@@ -163,6 +212,25 @@ BOOST_AUTO_TEST_CASE(two_http_counters_lose_no_increment) {
       BOOST_TEST(!distinct.count(""));      // and none failed
       BOOST_TEST(http_request(ports[0], http::verb::get, "/value") == "40\n");
       BOOST_TEST(http_request(ports[1], http::verb::get, "/value") == "40\n");
+      if (mode == "lock") {
+        // Both servers' leases revoked: each makes a new session and serves increments again
+        // (the example's first version failed every request after a loss). The requests that
+        // failed meanwhile wrote nothing, so the next values are 41 and 42.
+        BOOST_TEST_REQUIRE(servers_leases.size() == 2u);
+        for (auto& id : servers_leases) BOOST_TEST(etcdctl(server(), "lease revoke " + id).exit_code == 0);
+        const char* next[2] = {"41\n", "42\n"};
+        for (int i = 0; i < 2; ++i) {
+          std::string got;
+          for (auto until = std::chrono::steady_clock::now() + 15s; got.empty() && std::chrono::steady_clock::now() < until;) {
+            got = http_request(ports[i], http::verb::post, "/increment");
+            if (got.empty()) std::this_thread::sleep_for(100ms);
+          }
+          BOOST_TEST(got == next[i], "server " << i << " after the loss: '" << got << "'");
+        }
+        BOOST_TEST(a.output().find("session lost (") != std::string::npos, a.output());
+        BOOST_TEST(b.output().find("session lost (") != std::string::npos, b.output());
+        BOOST_TEST(http_request(ports[0], http::verb::get, "/value") == "42\n");
+      }
       a.signal(SIGTERM);
       b.signal(SIGTERM);
       BOOST_TEST(a.wait(10s).value_or(-1) == 0, a.output());
