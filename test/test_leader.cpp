@@ -497,17 +497,9 @@ BOOST_AUTO_TEST_CASE(a_body_that_returns_or_throws_resigns) {
 BOOST_AUTO_TEST_CASE(bad_input_unreachable_endpoints_and_a_closed_client) {
   asio::io_context ioc;
   client c(ioc, direct());
-  auto code = [](auto f) {
-    try {
-      f();
-    } catch (const boost::system::system_error& e) {
-      return e.code();
-    }
-    return error_code{};
-  };
-  BOOST_TEST(code([&] { leader l(c, ""); }) == error::empty_key);
-  BOOST_TEST(code([&] { leader l(c, "x", leader_options{.ttl = 0s}); }) == error::invalid_argument);
-  BOOST_TEST(code([&] { leader l(c, "x", leader_options{.retry_min = 10s, .retry_max = 1s}); }) == error::invalid_argument);
+  BOOST_TEST(thrown_code([&] { leader l(c, ""); }) == error::empty_key);
+  BOOST_TEST(thrown_code([&] { leader l(c, "x", leader_options{.ttl = 0s}); }) == error::invalid_argument);
+  BOOST_TEST(thrown_code([&] { leader l(c, "x", leader_options{.retry_min = 10s, .retry_max = 1s}); }) == error::invalid_argument);
   client nowhere(ioc, options({"127.0.0.1:" + std::to_string(free_port())}, 500ms));
   run_for(ioc, [](client& c, client& nowhere) -> asio::awaitable<void> {
     // Unreachable: each failed attempt is told with its reason; cancelling ends the run at once.

@@ -436,24 +436,16 @@ BOOST_AUTO_TEST_CASE(bad_input) {
   asio::io_context ioc;
   client c(ioc, cluster_options());
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto code = [](auto f) {
-      try {
-        f();
-      } catch (const boost::system::system_error& e) {
-        return e.code();
-      }
-      return error_code{};
-    };
     auto s = co_await session::async_create(c, use_awaitable);
     session empty;
-    BOOST_TEST(code([&] { queue q(s, ""); }) == error::empty_key);
-    BOOST_TEST(code([&] { queue q(empty, "x"); }) == error::session_lost);
-    BOOST_TEST(code([&] { queue q(s, "x", queue_options{.max_batch = 0}); }) == error::invalid_argument);
-    BOOST_TEST(code([&] { priority_queue q(s, "", {}); }) == error::empty_key);
-    BOOST_TEST(code([&] { barrier b(c, ""); }) == error::empty_key);
-    BOOST_TEST(code([&] { barrier b(empty, "x"); }) == error::session_lost);
-    BOOST_TEST(code([&] { double_barrier b(s, "x", 0); }) == error::invalid_argument);
-    BOOST_TEST(code([&] { double_barrier b(empty, "x", 2); }) == error::session_lost);
+    BOOST_TEST(thrown_code([&] { queue q(s, ""); }) == error::empty_key);
+    BOOST_TEST(thrown_code([&] { queue q(empty, "x"); }) == error::session_lost);
+    BOOST_TEST(thrown_code([&] { queue q(s, "x", queue_options{.max_batch = 0}); }) == error::invalid_argument);
+    BOOST_TEST(thrown_code([&] { priority_queue q(s, "", {}); }) == error::empty_key);
+    BOOST_TEST(thrown_code([&] { barrier b(c, ""); }) == error::empty_key);
+    BOOST_TEST(thrown_code([&] { barrier b(empty, "x"); }) == error::session_lost);
+    BOOST_TEST(thrown_code([&] { double_barrier b(s, "x", 0); }) == error::invalid_argument);
+    BOOST_TEST(thrown_code([&] { double_barrier b(empty, "x", 2); }) == error::session_lost);
     queue q(s, "q-bad");
     queue moved(std::move(q));
     auto [ec, v] = co_await q.async_dequeue(asio::as_tuple(use_awaitable));
