@@ -4,7 +4,7 @@
 // late, Go's contrib/recipes on the same names (a helper built from Debian's sources), bad input.
 #define BOOST_TEST_MODULE coetcd_queue
 #include "support/child_process.hpp"
-#include "support/fixture.hpp"
+#include "support/cluster.hpp"
 
 #include <coetcd/barrier.hpp>
 #include <coetcd/double_barrier.hpp>
@@ -19,30 +19,6 @@ using namespace coetcd::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-struct shared_cluster {
-  shared_cluster() { instance() = std::make_unique<etcd_cluster>(3); }
-  ~shared_cluster() { instance().reset(); }
-  static std::unique_ptr<etcd_cluster>& instance() {
-    static std::unique_ptr<etcd_cluster> p;
-    return p;
-  }
-};
-
-etcd_cluster& cluster() { return *shared_cluster::instance(); }
-
-client_options cluster_options(std::vector<int> order = {0, 1, 2}) {
-  client_options o;
-  for (int i : order) o.endpoints.push_back(cluster().member(i).endpoint());
-  o.request_timeout = 10s;
-  return o;
-}
-
-std::string endpoint_list() {
-  std::string out;
-  for (auto& e : cluster().endpoints()) out += (out.empty() ? "" : ",") + e;
-  return out;
-}
 
 struct restore_cluster {
   ~restore_cluster() { cluster().start_all(); }
