@@ -16,16 +16,6 @@ BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
 namespace {
 
-/// record() for an acquisition: its outcome, and the hold it handed over kept in `h` (a handler
-/// that dropped it would release it at once).
-template <class Hold>
-auto record_hold(outcome o, std::shared_ptr<Hold> h) {
-  return [o, h](error_code ec, Hold got) {
-    *h = std::move(got);
-    *o = ec;
-  };
-}
-
 /// Successful acquisitions of `name` by this client's objects so far: bumped by the grant's body,
 /// before its handler is posted.
 std::uint64_t acquired_count(const client& c, const std::string& name) {
@@ -36,13 +26,14 @@ std::uint64_t acquired_count(const client& c, const std::string& name) {
 
 /// Runs the handlers waiting on `gate` (an io_context the test runs by hand) until `o` is set,
 /// for up to 5 s; whether it was.
-asio::awaitable<bool> settled_through(asio::io_context& gate, outcome o) {
-  for (int i = 0; i < 500 && !o->has_value(); ++i) {
+template <class Hold>
+asio::awaitable<bool> settled_through(asio::io_context& gate, acquired<Hold> o) {
+  for (int i = 0; i < 500 && !o->ec.has_value(); ++i) {
     gate.restart();
     gate.poll();
-    if (!o->has_value()) co_await sleep_for(10ms);
+    if (!o->ec.has_value()) co_await sleep_for(10ms);
   }
-  co_return o->has_value();
+  co_return o->ec.has_value();
 }
 
 }  // namespace
@@ -64,30 +55,28 @@ BOOST_AUTO_TEST_CASE(a_mutex_destroyed_while_its_grant_is_on_the_way_reports_abo
       // Round 0..4: a callback (no cancellation slot); 5..9: a handler with a slot, as a
       // coroutine's, which takes the other delivery path.
       auto a = std::make_unique<mutex>(s, name);
-      auto result = started();
-      auto got = std::make_shared<mutex::hold>();
+      auto result = acquiring<mutex::hold>();
       asio::cancellation_signal never;
-      if (round < 5) a->async_lock(record_hold(result, got));
-      else a->async_lock(asio::bind_cancellation_slot(never.slot(), record_hold(result, got)));
+      if (round < 5) a->async_lock(record(result));
+      else a->async_lock(asio::bind_cancellation_slot(never.slot(), record(result)));
       co_await sleep_for(50ms);  // a queues behind b locally
-      BOOST_TEST_REQUIRE(!result->has_value());
+      BOOST_TEST_REQUIRE(!result->ec.has_value());
       auto released = started();
       held.async_release(record(released));
       a.reset();  // before the strand runs the release that grants a
       BOOST_TEST_REQUIRE(co_await settled(result));
-      BOOST_TEST(**result == asio::error::operation_aborted, (*result)->message());
-      BOOST_TEST(!*got, "round " << round << ": the aborted lock handed over a hold");
+      BOOST_TEST(*result->ec == asio::error::operation_aborted, result->ec->message());
+      BOOST_TEST(!result->hold, "round " << round << ": the aborted lock handed over a hold");
       BOOST_TEST_REQUIRE(co_await settled(released));
       // The name is free once the given-back key's delete is done: another session takes it.
       BOOST_TEST(co_await settled_keys(c, name + "/", 0) == 0);
       mutex third(other, name);
-      auto t = started();
-      auto third_hold = std::make_shared<mutex::hold>();
-      third.async_try_lock(record_hold(t, third_hold));
+      auto t = acquiring<mutex::hold>();
+      third.async_try_lock(record(t));
       BOOST_TEST_REQUIRE(co_await settled(t));
-      BOOST_TEST(!**t, "round " << round << ": " << (*t)->message());
-      BOOST_TEST(bool(*third_hold));
-      co_await third_hold->async_release(use_awaitable);
+      BOOST_TEST(!*t->ec, "round " << round << ": " << t->ec->message());
+      BOOST_TEST(bool(t->hold));
+      co_await t->hold.async_release(use_awaitable);
       co_await expect_no_keys(c, name);
     }
   }(c));
@@ -115,27 +104,25 @@ BOOST_AUTO_TEST_CASE(grant_ops_destroyed_before_their_handler_runs_report_aborte
         semaphore b(s, name, 1);
         auto held = co_await b.async_acquire(1, use_awaitable);
         auto a = std::make_unique<semaphore>(other, name, 1);
-        auto result = started();
-        auto got = std::make_shared<semaphore::hold>();
-        a->async_acquire(1, asio::bind_executor(gate, record_hold(result, got)));
+        auto result = acquiring<semaphore::hold>();
+        a->async_acquire(1, asio::bind_executor(gate, record(result)));
         co_await sleep_for(50ms);
         held.async_release([](error_code) {});
         // b's acquisition was the name's first; a's grant is the second.
         std::function<bool()> granted = [&c, &name] { return acquired_count(c, name) >= 2; };
         BOOST_TEST_REQUIRE(co_await eventually(std::move(granted), 5000ms));
-        BOOST_TEST_REQUIRE(!result->has_value());
+        BOOST_TEST_REQUIRE(!result->ec.has_value());
         a.reset();
         BOOST_TEST_REQUIRE(co_await settled_through(gate, result));
-        BOOST_TEST(**result == asio::error::operation_aborted, (*result)->message());
-        BOOST_TEST(!*got, "the aborted acquisition handed over a hold");
+        BOOST_TEST(*result->ec == asio::error::operation_aborted, result->ec->message());
+        BOOST_TEST(!result->hold, "the aborted acquisition handed over a hold");
         // The permit went back: b takes it again.
         BOOST_TEST(co_await settled_keys(c, name + "/", 0) == 0);
-        auto again = started();
-        auto again_hold = std::make_shared<semaphore::hold>();
-        b.async_try_acquire(1, record_hold(again, again_hold));
+        auto again = acquiring<semaphore::hold>();
+        b.async_try_acquire(1, record(again));
         BOOST_TEST_REQUIRE(co_await settled(again));
-        BOOST_TEST(!**again, (*again)->message());
-        co_await again_hold->async_release(use_awaitable);
+        BOOST_TEST(!*again->ec, again->ec->message());
+        co_await again->hold.async_release(use_awaitable);
         co_await expect_no_keys(c, name);
       }
       {  // election: a campaigns behind b, b resigns, a is destroyed as it wins
@@ -144,19 +131,18 @@ BOOST_AUTO_TEST_CASE(grant_ops_destroyed_before_their_handler_runs_report_aborte
         auto lead = co_await b.async_campaign("b", use_awaitable);
         auto a = std::make_unique<election>(other, name);
         const std::string a_key = a->key();
-        auto result = started();
-        auto got = std::make_shared<election::hold>();
-        a->async_campaign("a", asio::bind_executor(gate, record_hold(result, got)));
+        auto result = acquiring<election::hold>();
+        a->async_campaign("a", asio::bind_executor(gate, record(result)));
         co_await sleep_for(50ms);
         lead.async_release([](error_code) {});
         // The campaign's body tells of its win (leader_changed, our key) just before it succeeds.
         std::function<bool()> wins = [won, a_key] { return std::find(won->begin(), won->end(), a_key) != won->end(); };
         BOOST_TEST_REQUIRE(co_await eventually(std::move(wins), 5000ms));
-        BOOST_TEST_REQUIRE(!result->has_value());
+        BOOST_TEST_REQUIRE(!result->ec.has_value());
         a.reset();
         BOOST_TEST_REQUIRE(co_await settled_through(gate, result));
-        BOOST_TEST(**result == asio::error::operation_aborted, (*result)->message());
-        BOOST_TEST(!*got, "the aborted campaign handed over a leadership");
+        BOOST_TEST(*result->ec == asio::error::operation_aborted, result->ec->message());
+        BOOST_TEST(!result->hold, "the aborted campaign handed over a leadership");
         co_await expect_no_keys(c, name);
       }
       {  // multi_lock over two names
@@ -165,9 +151,8 @@ BOOST_AUTO_TEST_CASE(grant_ops_destroyed_before_their_handler_runs_report_aborte
         auto held = co_await b1.async_lock(use_awaitable);
         mutex a1(other, n1), a2(other, n2);
         auto a = std::make_unique<multi_lock>(std::vector<multi_lock::part>{a1, a2});
-        auto result = started();
-        auto got = std::make_shared<multi_lock::hold>();
-        a->async_lock(asio::bind_executor(gate, record_hold(result, got)));
+        auto result = acquiring<multi_lock::hold>();
+        a->async_lock(asio::bind_executor(gate, record(result)));
         co_await sleep_for(50ms);
         held.async_release([](error_code) {});
         // n2 is the last part: its grant is the name's first. After it the body only resumes and
@@ -175,23 +160,22 @@ BOOST_AUTO_TEST_CASE(grant_ops_destroyed_before_their_handler_runs_report_aborte
         std::function<bool()> last_part = [&c, &n2] { return acquired_count(c, n2) >= 1; };
         BOOST_TEST_REQUIRE(co_await eventually(std::move(last_part), 5000ms));
         co_await sleep_for(100ms);
-        BOOST_TEST_REQUIRE(!result->has_value());
+        BOOST_TEST_REQUIRE(!result->ec.has_value());
         a.reset();
         BOOST_TEST_REQUIRE(co_await settled_through(gate, result));
-        BOOST_TEST(**result == asio::error::operation_aborted, (*result)->message());
-        BOOST_TEST(!*got, "the aborted multi_lock handed over a hold");
+        BOOST_TEST(*result->ec == asio::error::operation_aborted, result->ec->message());
+        BOOST_TEST(!result->hold, "the aborted multi_lock handed over a hold");
         BOOST_TEST(co_await settled_keys(c, n1 + "/", 0) == 0);
         BOOST_TEST(co_await settled_keys(c, n2 + "/", 0) == 0);
-        auto t1 = started(), t2 = started();
-        auto h1 = std::make_shared<mutex::hold>(), h2 = std::make_shared<mutex::hold>();
-        b1.async_try_lock(record_hold(t1, h1));
-        b2.async_try_lock(record_hold(t2, h2));
+        auto t1 = acquiring<mutex::hold>(), t2 = acquiring<mutex::hold>();
+        b1.async_try_lock(record(t1));
+        b2.async_try_lock(record(t2));
         BOOST_TEST_REQUIRE(co_await settled(t1));
         BOOST_TEST_REQUIRE(co_await settled(t2));
-        BOOST_TEST(!**t1, (*t1)->message());
-        BOOST_TEST(!**t2, (*t2)->message());
-        co_await h1->async_release(use_awaitable);
-        co_await h2->async_release(use_awaitable);
+        BOOST_TEST(!*t1->ec, t1->ec->message());
+        BOOST_TEST(!*t2->ec, t2->ec->message());
+        co_await t1->hold.async_release(use_awaitable);
+        co_await t2->hold.async_release(use_awaitable);
         co_await expect_no_keys(c, n1);
         co_await expect_no_keys(c, n2);
       }
@@ -217,12 +201,11 @@ BOOST_AUTO_TEST_CASE(a_semaphore_under_an_adopted_lease_never_over_admits) {
     auto b_hold = co_await b.async_acquire(1, use_awaitable);
     BOOST_TEST(a_hold.key() != b_hold.key());
     BOOST_TEST(co_await count_keys(c1, name + "/") == 2, "each acquisition keeps a key of its own");
-    auto t = started();
-    auto third_hold = std::make_shared<semaphore::hold>();
-    third.async_try_acquire(1, record_hold(t, third_hold));
+    auto t = acquiring<semaphore::hold>();
+    third.async_try_acquire(1, record(t));
     BOOST_TEST_REQUIRE(co_await settled(t));
-    BOOST_TEST(**t == error::locked, "a third holder of 2 permits: " << (*t)->message());
-    BOOST_TEST(!*third_hold);
+    BOOST_TEST(*t->ec == error::locked, "a third holder of 2 permits: " << t->ec->message());
+    BOOST_TEST(!t->hold);
     co_await b_hold.async_release(use_awaitable);
     BOOST_TEST(co_await count_keys(c1, name + "/") == 1, "b's release deleted only its own key");
     BOOST_TEST(bool(a_hold));
@@ -320,25 +303,26 @@ BOOST_AUTO_TEST_CASE(a_refused_try_cancelled_during_its_clean_up_completes_at_on
           semaphore p(s, name, 1);
           proxy.delay(1500ms);
           asio::cancellation_signal sig;
-          auto result = started();
-          auto lock_got = std::make_shared<mutex::hold>();
-          auto permit_got = std::make_shared<semaphore::hold>();
+          auto lock_got = acquiring<mutex::hold>();
+          auto permit_got = acquiring<semaphore::hold>();
+          const std::optional<error_code>& result = sem ? permit_got->ec : lock_got->ec;  // the one started
           const auto txns = rpcs_sent(slow, "Txn");
-          if (sem) p.async_try_acquire(1, asio::bind_cancellation_slot(sig.slot(), record_hold(result, permit_got)));
-          else m->async_try_lock(asio::bind_cancellation_slot(sig.slot(), record_hold(result, lock_got)));
+          if (sem) p.async_try_acquire(1, asio::bind_cancellation_slot(sig.slot(), record(permit_got)));
+          else m->async_try_lock(asio::bind_cancellation_slot(sig.slot(), record(lock_got)));
           // The try's txn, then (once it is answered, ~3 s) the clean-up's guarded delete, a txn
           // too, answered ~3 s after it went out: cancel halfway.
           BOOST_TEST_REQUIRE(co_await eventually([&] { return rpcs_sent(slow, "Txn") >= txns + 2; }, 15000ms));
           co_await sleep_for(1500ms);
-          BOOST_TEST_REQUIRE(!result->has_value(), "the try completed before its delete was answered");
+          BOOST_TEST_REQUIRE(!result.has_value(), "the try completed before its delete was answered");
           const auto cancelled_at = std::chrono::steady_clock::now();
           if (variant == 2) m.reset();
           else sig.emit(asio::cancellation_type::terminal);
-          BOOST_TEST_REQUIRE(co_await settled(result, 5000ms));
+          std::function<bool()> done = [&result] { return result.has_value(); };
+          BOOST_TEST_REQUIRE(co_await eventually(std::move(done), 5000ms));
           const auto took = std::chrono::steady_clock::now() - cancelled_at;
-          BOOST_TEST(**result == asio::error::operation_aborted, (*result)->message());
-          BOOST_TEST(!*lock_got);
-          BOOST_TEST(!*permit_got);
+          BOOST_TEST(*result == asio::error::operation_aborted, result->message());
+          BOOST_TEST(!lock_got->hold);
+          BOOST_TEST(!permit_got->hold);
           BOOST_TEST(took < 500ms, "variant " << variant << ": the cancelled try took "
                                    << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
                                    << " ms after its cancellation");

@@ -3,7 +3,7 @@
 // Each case leaves the cluster whole again for the next one.
 #define BOOST_TEST_MODULE coetcd_faults
 #include "support/child_process.hpp"
-#include "support/fixture.hpp"
+#include "support/cluster.hpp"
 
 #include <csignal>
 #include <cstdlib>
@@ -14,31 +14,6 @@ using namespace coetcd::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-struct shared_cluster {
-  shared_cluster() { instance() = std::make_unique<etcd_cluster>(3); }
-  ~shared_cluster() { instance().reset(); }
-  static std::unique_ptr<etcd_cluster>& instance() {
-    static std::unique_ptr<etcd_cluster> p;
-    return p;
-  }
-};
-
-etcd_cluster& cluster() { return *shared_cluster::instance(); }
-
-/// Every member, in the order given (a dead first entry is the interesting case).
-client_options cluster_options(std::vector<int> order = {0, 1, 2}) {
-  client_options o;
-  for (int i : order) o.endpoints.push_back(cluster().member(i).endpoint());
-  o.request_timeout = 10s;
-  return o;
-}
-
-std::string endpoint_list() {
-  std::string out;
-  for (auto& e : cluster().endpoints()) out += (out.empty() ? "" : ",") + e;
-  return out;
-}
 
 std::string cli(const std::string& args) {
   return "exec env COETCD_ENDPOINTS=" + endpoint_list() + " " COETCD_CLI_PATH " " + args;

@@ -5,7 +5,7 @@
 // ways out, and bad input. Every case checks one leader at a time by the fenced writes' order.
 #define BOOST_TEST_MODULE coetcd_leader
 #include "support/child_process.hpp"
-#include "support/fixture.hpp"
+#include "support/cluster.hpp"
 
 #include <coetcd/leader.hpp>
 
@@ -20,36 +20,6 @@ using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
-
-struct shared_cluster {
-  shared_cluster() { instance() = std::make_unique<etcd_cluster>(3, etcd_config{}, true); }
-  ~shared_cluster() { instance().reset(); }
-  static std::unique_ptr<etcd_cluster>& instance() {
-    static std::unique_ptr<etcd_cluster> p;
-    return p;
-  }
-};
-
-etcd_cluster& cluster() { return *shared_cluster::instance(); }
-
-struct heal_cluster {
-  ~heal_cluster() {
-    // A destructor may not throw (std::terminate): a cluster that does not settle fails the case.
-    try {
-      cluster().heal();
-      cluster().wait_for_settled_leader(30s);
-    } catch (const std::exception& e) {
-      BOOST_ERROR(e.what());
-    }
-  }
-};
-
-client_options options(std::vector<std::string> endpoints, std::chrono::milliseconds timeout = 5000ms) {
-  client_options o;
-  o.endpoints = std::move(endpoints);
-  o.request_timeout = timeout;
-  return o;
-}
 
 client_options direct() { return options(cluster().endpoints()); }
 
@@ -190,7 +160,7 @@ asio::awaitable<void> stop_run(candidate& c) {
 
 }  // namespace
 
-BOOST_TEST_GLOBAL_FIXTURE(shared_cluster);
+BOOST_TEST_GLOBAL_FIXTURE(shared_partitionable_cluster);
 
 // 1. The leader's session is revoked by hand: it is told (lease_not_found), the waiting
 // candidate leads within a second, and the old leader campaigns again on a fresh session, leading
@@ -497,17 +467,9 @@ BOOST_AUTO_TEST_CASE(a_body_that_returns_or_throws_resigns) {
 BOOST_AUTO_TEST_CASE(bad_input_unreachable_endpoints_and_a_closed_client) {
   asio::io_context ioc;
   client c(ioc, direct());
-  auto code = [](auto f) {
-    try {
-      f();
-    } catch (const boost::system::system_error& e) {
-      return e.code();
-    }
-    return error_code{};
-  };
-  BOOST_TEST(code([&] { leader l(c, ""); }) == error::empty_key);
-  BOOST_TEST(code([&] { leader l(c, "x", leader_options{.ttl = 0s}); }) == error::invalid_argument);
-  BOOST_TEST(code([&] { leader l(c, "x", leader_options{.retry_min = 10s, .retry_max = 1s}); }) == error::invalid_argument);
+  BOOST_TEST(thrown_code([&] { leader l(c, ""); }) == error::empty_key);
+  BOOST_TEST(thrown_code([&] { leader l(c, "x", leader_options{.ttl = 0s}); }) == error::invalid_argument);
+  BOOST_TEST(thrown_code([&] { leader l(c, "x", leader_options{.retry_min = 10s, .retry_max = 1s}); }) == error::invalid_argument);
   client nowhere(ioc, options({"127.0.0.1:" + std::to_string(free_port())}, 500ms));
   run_for(ioc, [](client& c, client& nowhere) -> asio::awaitable<void> {
     // Unreachable: each failed attempt is told with its reason; cancelling ends the run at once.

@@ -11,17 +11,6 @@ using namespace std::chrono_literals;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
-namespace {
-
-/// What a loss wait started with a callback completed with, once it did.
-using loss_outcome = std::shared_ptr<std::optional<std::pair<error_code, loss_reason>>>;
-inline loss_outcome not_yet() { return std::make_shared<loss_outcome::element_type>(); }
-auto record_loss(loss_outcome o) {
-  return [o](error_code ec, loss_reason why) { *o = std::pair(ec, why); };
-}
-
-}  // namespace
-
 BOOST_AUTO_TEST_CASE(grant_ttl_list_revoke) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
@@ -158,15 +147,15 @@ BOOST_AUTO_TEST_CASE(keepalive_survives_a_restart_shorter_than_the_ttl) {
   run_for(ioc, [](client& c, etcd_process& own) -> asio::awaitable<void> {
     auto l = co_await c.async_lease_grant(std::chrono::seconds(8), use_awaitable);
     auto keep = c.keep_alive(l.id, std::chrono::seconds(l.ttl));
-    auto lost = not_yet();
-    keep.async_wait_lost(record_loss(lost));
+    auto lost = waiting_for_loss();
+    keep.async_wait_lost(record(lost));
     co_await sleep_for(500ms);
     own.stop();
     own.start();
     co_await sleep_for(9s);  // longer than the TTL: only renewals on the new stream keep it
     auto ttl = co_await c.async_lease_time_to_live(l.id, use_awaitable);
     BOOST_TEST(ttl.ttl.count() > 0);
-    BOOST_TEST(!lost->has_value(), "told lost: " << (lost->has_value() ? (*lost)->second.cause.message() : ""));
+    BOOST_TEST(!lost->has_value(), "told lost: " << (lost->has_value() ? (*lost)->reason.cause.message() : ""));
   }(c, own), 40s);
 }
 
@@ -179,14 +168,14 @@ BOOST_AUTO_TEST_CASE(waits_that_end_without_a_loss_are_no_success) {
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
     auto l = co_await c.async_lease_grant(std::chrono::seconds(10), use_awaitable);
     auto keep = c.keep_alive(l.id, std::chrono::seconds(10));
-    auto pending = not_yet();
-    keep.async_wait_lost(record_loss(pending));
+    auto pending = waiting_for_loss();
+    keep.async_wait_lost(record(pending));
     co_await sleep_for(300ms);
     BOOST_TEST_REQUIRE(!pending->has_value(), "a live lease was told lost");
     keep.close();
     std::function<bool()> told = [pending] { return pending->has_value(); };
     BOOST_TEST_REQUIRE(co_await eventually(std::move(told), 2000ms));
-    BOOST_TEST((*pending)->first == asio::error::operation_aborted, (*pending)->first.message());
+    BOOST_TEST((*pending)->ec == asio::error::operation_aborted, (*pending)->ec.message());
     auto [after, after_why] = co_await keep.async_wait_lost(asio::as_tuple(use_awaitable));
     BOOST_TEST(after == asio::error::operation_aborted, after.message());
 
@@ -198,12 +187,12 @@ BOOST_AUTO_TEST_CASE(waits_that_end_without_a_loss_are_no_success) {
     BOOST_TEST(empty_ec == asio::error::bad_descriptor, empty_ec.message());
 
     auto s = co_await session::async_create(c, session_options{.ttl = 10s}, use_awaitable);
-    auto closing = not_yet();
-    s.async_wait_lost(record_loss(closing));
+    auto closing = waiting_for_loss();
+    s.async_wait_lost(record(closing));
     co_await s.async_close(use_awaitable);
     std::function<bool()> closed = [closing] { return closing->has_value(); };
     BOOST_TEST_REQUIRE(co_await eventually(std::move(closed), 2000ms));
-    BOOST_TEST((*closing)->first == asio::error::operation_aborted, (*closing)->first.message());
+    BOOST_TEST((*closing)->ec == asio::error::operation_aborted, (*closing)->ec.message());
     co_await c.async_lease_revoke(l.id, use_awaitable);
   }(c));
 }

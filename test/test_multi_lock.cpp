@@ -21,20 +21,6 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
-namespace {
-
-/// record(o) for an operation that hands over a value with its code (a hold, a loss_reason): the
-/// value is kept in `*v`, so a hold outlives the handler (a dropped one would be released at once).
-template <class T>
-auto record_with(outcome o, std::shared_ptr<T> v) {
-  return [o, v](error_code ec, T got) {
-    *v = std::move(got);
-    *o = ec;
-  };
-}
-
-}  // namespace
-
 // Two clients (two connections, as two processes would have), 8 sessions: half list the names
 // a, b, c and half c, b, a, while 2 more sessions take b alone. Every round completes (no
 // deadlock), and no name is ever held by two of them.
@@ -115,30 +101,29 @@ BOOST_AUTO_TEST_CASE(cancelled_part_way_releases_what_it_took) {
       BOOST_TEST(co_await settled_keys(c, "ml-x/", 0) == 0, "delay " << d << " ms");
       BOOST_TEST(co_await settled_keys(c, "ml-y/", 1) == 1, "delay " << d << " ms");
     }
-    auto w = started();
-    auto all = std::make_shared<multi_lock::hold>();
-    both.async_lock(record_with(w, all));
+    auto w = acquiring<multi_lock::hold>();
+    both.async_lock(record(w));
     co_await sleep_for(100ms);
-    BOOST_TEST(!w->has_value());
+    BOOST_TEST(!w->ec.has_value());
     co_await theirs.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(w));
-    BOOST_TEST(!**w, (*w)->message());
-    BOOST_TEST(bool(*all));
-    BOOST_TEST((all->names() == std::vector<std::string>{"ml-x", "ml-y"}));
-    const auto tokens = all->fencing_tokens();
+    BOOST_TEST(!*w->ec, w->ec->message());
+    BOOST_TEST(bool(w->hold));
+    BOOST_TEST((w->hold.names() == std::vector<std::string>{"ml-x", "ml-y"}));
+    const auto tokens = w->hold.fencing_tokens();
     BOOST_TEST_REQUIRE(tokens.size() == 2u);
     BOOST_TEST(tokens[0] > 0);
     BOOST_TEST(tokens[1] > 0);
     BOOST_TEST(co_await count_keys(c, "ml-x/") == 1);
-    const auto fence = all->fence();
+    const auto fence = w->hold.fence();
     BOOST_TEST(fence.size() == 2u);
     auto fenced = co_await c.async_txn(txn().when(fence).then(txn_op::put("ml-data", "1")), use_awaitable);
     BOOST_TEST(fenced.succeeded);
-    co_await all->async_release(use_awaitable);
-    BOOST_TEST(!*all);
+    co_await w->hold.async_release(use_awaitable);
+    BOOST_TEST(!w->hold);
     auto stale = co_await c.async_txn(txn().when(fence).then(txn_op::put("ml-data", "2")), use_awaitable);
     BOOST_TEST(!stale.succeeded);
-    auto [e] = co_await all->async_release(asio::as_tuple(use_awaitable));
+    auto [e] = co_await w->hold.async_release(asio::as_tuple(use_awaitable));
     BOOST_TEST(e == error::not_locked, e.message());
     multi_lock::hold none;
     auto [e2] = co_await none.async_release(asio::as_tuple(use_awaitable));
@@ -162,15 +147,14 @@ BOOST_AUTO_TEST_CASE(a_failed_part_releases_the_parts_taken) {
     auto theirs = co_await other.async_lock(use_awaitable);
     mutex p1(sa, "ml-q1"), p2(sb, "ml-q2");
     multi_lock both({p2, p1});
-    auto w = started();
-    auto all = std::make_shared<multi_lock::hold>();
-    both.async_lock(record_with(w, all));
+    auto w = acquiring<multi_lock::hold>();
+    both.async_lock(record(w));
     BOOST_TEST(co_await settled_keys(c, "ml-q1/", 1) == 1);  // the first part is held
     auto rev = etcdctl(server(), "lease revoke " + hex(sb.lease()));
     BOOST_TEST_REQUIRE(rev.exit_code == 0, rev.output);
     BOOST_TEST_REQUIRE(co_await settled(w));
-    BOOST_TEST(**w == error::session_lost, (*w)->message());
-    BOOST_TEST(!*all);
+    BOOST_TEST(*w->ec == error::session_lost, w->ec->message());
+    BOOST_TEST(!w->hold);
     BOOST_TEST(co_await settled_keys(c, "ml-q1/", 0) == 0);
     co_await theirs.async_release(use_awaitable);
     co_await expect_no_keys(c, "ml-q2");
@@ -235,26 +219,25 @@ BOOST_AUTO_TEST_CASE(a_second_lock_of_one_multi_lock_waits_for_the_first_hold) {
     multi_lock both({b, a});
     auto first = co_await both.async_lock(use_awaitable);
     const auto first_fence = first.fence();
-    auto w = started();
-    auto second = std::make_shared<multi_lock::hold>();
-    both.async_lock(record_with(w, second));
+    auto w = acquiring<multi_lock::hold>();
+    both.async_lock(record(w));
     co_await sleep_for(300ms);
-    BOOST_TEST_REQUIRE(!w->has_value(), "the second lock of one multi_lock did not wait for the first hold");
+    BOOST_TEST_REQUIRE(!w->ec.has_value(), "the second lock of one multi_lock did not wait for the first hold");
     BOOST_TEST(bool(first));
     auto fenced = co_await c.async_txn(txn().when(first_fence).then(txn_op::put("ml-w-data", "first")), use_awaitable);
     BOOST_TEST(fenced.succeeded);
     co_await first.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(w));
-    BOOST_TEST(!**w, (*w)->message());
-    BOOST_TEST(bool(*second));
+    BOOST_TEST(!*w->ec, w->ec->message());
+    BOOST_TEST(bool(w->hold));
     BOOST_TEST(!first);
     BOOST_TEST(co_await count_keys(c, "ml-w1/") == 1);
     BOOST_TEST(co_await count_keys(c, "ml-w2/") == 1);
     auto stale = co_await c.async_txn(txn().when(first_fence).then(txn_op::put("ml-w-data", "stale")), use_awaitable);
     BOOST_TEST(!stale.succeeded, "the first hold's fence passed under the second");
-    auto own = co_await c.async_txn(txn().when(second->fence()).then(txn_op::put("ml-w-data", "second")), use_awaitable);
+    auto own = co_await c.async_txn(txn().when(w->hold.fence()).then(txn_op::put("ml-w-data", "second")), use_awaitable);
     BOOST_TEST(own.succeeded);
-    co_await second->async_release(use_awaitable);
+    co_await w->hold.async_release(use_awaitable);
     co_await c.async_delete("ml-w-data", use_awaitable);
     co_await expect_no_keys(c, "ml-w1");
     co_await expect_no_keys(c, "ml-w2");
@@ -271,17 +254,9 @@ BOOST_AUTO_TEST_CASE(bad_lists_are_refused_and_a_destroyed_hold_releases) {
     auto s = co_await session::async_create(c, use_awaitable);
     mutex a(s, "ml-d1"), a2(s, "ml-d1"), b(s, "ml-d2");
     rw_mutex rw(s, "ml-d3");
-    auto code_of = [](auto make) {
-      try {
-        make();
-      } catch (const boost::system::system_error& e) {
-        return e.code();
-      }
-      return error_code{};
-    };
-    BOOST_TEST(code_of([] { multi_lock({}); }) == error::invalid_argument);
-    BOOST_TEST(code_of([&] { multi_lock({a, b, a2}); }) == error::invalid_argument);
-    BOOST_TEST(code_of([&] { multi_lock({multi_lock::part::shared(rw), multi_lock::part::exclusive(rw)}); }) ==
+    BOOST_TEST(thrown_code([] { multi_lock({}); }) == error::invalid_argument);
+    BOOST_TEST(thrown_code([&] { multi_lock({a, b, a2}); }) == error::invalid_argument);
+    BOOST_TEST(thrown_code([&] { multi_lock({multi_lock::part::shared(rw), multi_lock::part::exclusive(rw)}); }) ==
                error::invalid_argument);
     multi_lock::hold kept;
     {
@@ -325,27 +300,25 @@ BOOST_AUTO_TEST_CASE(a_lost_part_is_told_and_with_lock_stops_its_body) {
     // operation_aborted, and so does one pending when the hold is released.
     auto held = co_await all.async_lock(use_awaitable);
     asio::cancellation_signal stop;
-    auto cancelled = started(), ended = started();
-    auto why_cancelled = std::make_shared<loss_reason>(), why_ended = std::make_shared<loss_reason>();
-    held.async_wait_lost(asio::bind_cancellation_slot(stop.slot(), record_with(cancelled, why_cancelled)));
+    auto cancelled = waiting_for_loss(), ended = waiting_for_loss();
+    held.async_wait_lost(asio::bind_cancellation_slot(stop.slot(), record(cancelled)));
     co_await sleep_for(200ms);
     BOOST_TEST(!cancelled->has_value());
     stop.emit(asio::cancellation_type::partial);
     BOOST_TEST_REQUIRE(co_await settled(cancelled));
-    BOOST_TEST(**cancelled == asio::error::operation_aborted, (*cancelled)->message());
-    held.async_wait_lost(record_with(ended, why_ended));
+    BOOST_TEST((*cancelled)->ec == asio::error::operation_aborted, (*cancelled)->ec.message());
+    held.async_wait_lost(record(ended));
     co_await held.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(ended));
-    BOOST_TEST(**ended == asio::error::operation_aborted, (*ended)->message());
+    BOOST_TEST((*ended)->ec == asio::error::operation_aborted, (*ended)->ec.message());
 
     // with_lock: the body waits; losing sb's lease (the middle part's) stops it.
     auto body_started = std::make_shared<bool>(false);
     auto body_cancelled = std::make_shared<bool>(false);
-    auto lost = started();
-    auto why = std::make_shared<loss_reason>();
-    auto body = [body_started, body_cancelled, lost, why](multi_lock::hold& h) -> asio::awaitable<void> {
+    auto lost = waiting_for_loss();
+    auto body = [body_started, body_cancelled, lost](multi_lock::hold& h) -> asio::awaitable<void> {
       *body_started = true;
-      h.async_wait_lost(record_with(lost, why));
+      h.async_wait_lost(record(lost));
       try {
         co_await sleep_for(30s);
       } catch (const boost::system::system_error&) {
@@ -373,8 +346,8 @@ BOOST_AUTO_TEST_CASE(a_lost_part_is_told_and_with_lock_stops_its_body) {
     BOOST_TEST(**thrown == error::session_lost, (*thrown)->message());
     BOOST_TEST(*body_cancelled);
     BOOST_TEST_REQUIRE(co_await settled(lost));
-    BOOST_TEST(!**lost, (*lost)->message());
-    BOOST_TEST(why->cause == error::lease_not_found, why->cause.message());  // the revoke, as session::async_wait_lost
+    BOOST_TEST(!(*lost)->ec, (*lost)->ec.message());
+    BOOST_TEST((*lost)->reason.cause == error::lease_not_found, (*lost)->reason.cause.message());  // the revoke, as session::async_wait_lost
     // The parts of the live sessions were released on the way out.
     BOOST_TEST(co_await settled_keys(c, "ml-l1/", 0) == 0);
     BOOST_TEST(co_await settled_keys(c, "ml-l3/", 0) == 0);
@@ -398,26 +371,24 @@ BOOST_AUTO_TEST_CASE(a_lost_parts_fence_fails_in_a_txn) {
     BOOST_TEST_REQUIRE(fence.size() == 2u);
     auto before = co_await c.async_txn(txn().when(fence).then(txn_op::put("ml-f-data", "held")), use_awaitable);
     BOOST_TEST(before.succeeded);
-    auto lost = started();
-    auto why = std::make_shared<loss_reason>();
-    held.async_wait_lost(record_with(lost, why));
+    auto lost = waiting_for_loss();
+    held.async_wait_lost(record(lost));
     auto rev = etcdctl(server(), "lease revoke " + hex(sb.lease()));
     BOOST_TEST_REQUIRE(rev.exit_code == 0, rev.output);
     auto after = co_await c.async_txn(txn().when(fence).then(txn_op::put("ml-f-data", "lost")), use_awaitable);
     BOOST_TEST(!after.succeeded, "a txn fenced by a hold whose part was lost passed");
     BOOST_TEST(co_await value_of(c, "ml-f-data") == "held");
     BOOST_TEST_REQUIRE(co_await settled(lost));
-    BOOST_TEST(!**lost, (*lost)->message());
-    BOOST_TEST(why->cause == error::lease_not_found, why->cause.message());
+    BOOST_TEST(!(*lost)->ec, (*lost)->ec.message());
+    BOOST_TEST((*lost)->reason.cause == error::lease_not_found, (*lost)->reason.cause.message());
     BOOST_TEST(!held);
     auto rebuilt = co_await c.async_txn(txn().when(held.fence()).then(txn_op::put("ml-f-data", "rebuilt")), use_awaitable);
     BOOST_TEST(!rebuilt.succeeded);
-    auto again = started();
-    auto why_again = std::make_shared<loss_reason>();
-    held.async_wait_lost(record_with(again, why_again));
+    auto again = waiting_for_loss();
+    held.async_wait_lost(record(again));
     BOOST_TEST_REQUIRE(co_await settled(again, 1s));
-    BOOST_TEST(!**again, (*again)->message());
-    BOOST_TEST(why_again->cause == error::lease_not_found, why_again->cause.message());
+    BOOST_TEST(!(*again)->ec, (*again)->ec.message());
+    BOOST_TEST((*again)->reason.cause == error::lease_not_found, (*again)->reason.cause.message());
     auto [released] = co_await held.async_release(asio::as_tuple(use_awaitable));
     BOOST_TEST(released == error::session_lost, released.message());
     BOOST_TEST(co_await settled_keys(c, "ml-f1/", 0) == 0);

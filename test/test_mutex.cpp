@@ -17,23 +17,6 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
-namespace {
-
-/// A lock started with a callback (keep(k) as its handler): its outcome, and the hold it handed
-/// over, kept here so that the lock stays held (a dropped hold releases itself).
-struct kept_lock {
-  std::optional<error_code> ec;
-  mutex::hold hold;
-};
-auto keep(std::shared_ptr<kept_lock> k) {
-  return [k](error_code ec, mutex::hold h) {
-    k->hold = std::move(h);
-    k->ec = ec;
-  };
-}
-
-}  // namespace
-
 BOOST_AUTO_TEST_CASE(session_grants_keeps_and_revokes) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
@@ -243,8 +226,8 @@ BOOST_AUTO_TEST_CASE(try_lock_cancel_and_timeout_leave_no_key) {
     BOOST_TEST(co_await settled_keys(c, "busy/", 1) == 1);
     // An explicit cancellation signal: operation_aborted with an empty hold, and no key left either.
     asio::cancellation_signal sig;
-    auto result = std::make_shared<kept_lock>();
-    other.async_lock(asio::bind_cancellation_slot(sig.slot(), keep(result)));
+    auto result = acquiring<mutex::hold>();
+    other.async_lock(asio::bind_cancellation_slot(sig.slot(), record(result)));
     co_await sleep_for(200ms);
     sig.emit(asio::cancellation_type::terminal);
     for (int i = 0; i < 100 && !result->ec.has_value(); ++i) co_await sleep_for(10ms);
@@ -269,10 +252,10 @@ BOOST_AUTO_TEST_CASE(session_loss_fails_waiters_and_hands_over) {
     mutex m1(s1, "loss"), m2(s2, "loss"), m3(s3, "loss");
     auto h1 = co_await m1.async_lock(use_awaitable);
     // A waiter whose session is closed fails promptly with session_lost.
-    auto r2 = std::make_shared<kept_lock>();
-    m2.async_lock(keep(r2));
-    auto r3 = std::make_shared<kept_lock>();
-    m3.async_lock(keep(r3));
+    auto r2 = acquiring<mutex::hold>();
+    m2.async_lock(record(r2));
+    auto r3 = acquiring<mutex::hold>();
+    m3.async_lock(record(r3));
     co_await sleep_for(200ms);
     co_await s2.async_close(use_awaitable);
     for (int i = 0; i < 100 && !r2->ec.has_value(); ++i) co_await sleep_for(10ms);
@@ -320,8 +303,8 @@ BOOST_AUTO_TEST_CASE(objects_of_one_session_exclude_each_other_and_a_hold_releas
     auto [tl, refused] = co_await b.async_try_lock(asio::as_tuple(use_awaitable));
     BOOST_TEST(tl == error::locked);
     BOOST_TEST(!refused);
-    auto got_b = std::make_shared<kept_lock>();
-    b.async_lock(keep(got_b));
+    auto got_b = acquiring<mutex::hold>();
+    b.async_lock(record(got_b));
     co_await sleep_for(100ms);
     BOOST_TEST(!got_b->ec.has_value());  // waits behind a, although it is the same session
     BOOST_TEST(!got_b->hold);
@@ -494,8 +477,8 @@ BOOST_AUTO_TEST_CASE(with_lock_body_is_cancelled_when_the_holders_lease_is_revok
     co_await sleep_for(300ms);
     BOOST_TEST(*body_held);
     BOOST_TEST(!outcome->has_value());  // still in the body
-    auto waiter = std::make_shared<kept_lock>();
-    next.async_lock(keep(waiter));
+    auto waiter = acquiring<mutex::hold>();
+    next.async_lock(record(waiter));
     auto r = etcdctl(server(), "lease revoke " + hex(holder_s.lease()));
     BOOST_TEST_REQUIRE(r.exit_code == 0, r.output);
     for (int i = 0; i < 300 && !(outcome->has_value() && waiter->ec.has_value()); ++i) co_await sleep_for(10ms);

@@ -18,29 +18,6 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
-namespace {
-
-/// A lock started with a callback (keep(k) as its handler): its outcome, and the hold it handed
-/// over, kept here so that the lock stays held (a dropped hold releases itself).
-struct kept_lock {
-  std::optional<error_code> ec;
-  mutex::hold hold;
-};
-auto keep(std::shared_ptr<kept_lock> k) {
-  return [k](error_code ec, mutex::hold h) {
-    k->hold = std::move(h);
-    k->ec = ec;
-  };
-}
-
-/// A loss wait started with a callback (record_loss(w) as its handler), once it completed.
-using loss_outcome = std::shared_ptr<std::optional<std::pair<error_code, loss_reason>>>;
-auto record_loss(loss_outcome w) {
-  return [w](error_code ec, loss_reason why) { *w = std::pair(ec, why); };
-}
-
-}  // namespace
-
 // A release cancelled at once still deletes the key: the hold already counts itself released, so
 // stopping before the delete would leave the name locked until the session ends. (The release
 // takes no cancellation: a slot bound to it must change nothing.)
@@ -323,10 +300,10 @@ BOOST_AUTO_TEST_CASE(a_hold_dropped_without_release_lets_the_next_waiter_in) {
     auto s1 = co_await session::async_create(c, use_awaitable);
     auto s2 = co_await session::async_create(c, use_awaitable);
     mutex first(s1, "dropped-hold"), second(s2, "dropped-hold");
-    auto next = std::make_shared<kept_lock>();
+    auto next = acquiring<mutex::hold>();
     {
       auto held = co_await first.async_lock(use_awaitable);
-      second.async_lock(keep(next));
+      second.async_lock(record(next));
       BOOST_TEST_REQUIRE(co_await settled_keys(c, "dropped-hold/", 2) == 2);  // the waiter is queued
       BOOST_TEST(!next->ec.has_value());
     }  // dropped here, never released
@@ -343,8 +320,8 @@ BOOST_AUTO_TEST_CASE(a_hold_dropped_without_release_lets_the_next_waiter_in) {
     co_await next->hold.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await eventually([&] { return dropped->has_value(); }, 5000ms));
     BOOST_TEST(!**dropped, (*dropped)->message());
-    auto again = std::make_shared<kept_lock>();
-    second.async_lock(keep(again));
+    auto again = acquiring<mutex::hold>();
+    second.async_lock(record(again));
     BOOST_TEST_REQUIRE(co_await eventually([&] { return again->ec.has_value(); }, 5000ms),
                        "the hold a callback dropped still blocked the name");
     BOOST_TEST(!*again->ec, again->ec->message());
@@ -366,8 +343,8 @@ BOOST_AUTO_TEST_CASE(destroying_the_mutex_leaves_its_hold_held_until_released) {
     std::optional<mutex> m(std::in_place, s, name);
     const std::string key = m->key();
     auto held = co_await m->async_lock(use_awaitable);
-    auto pending = std::make_shared<kept_lock>();
-    m->async_lock(keep(pending));  // waits behind the hold, on the same session
+    auto pending = acquiring<mutex::hold>();
+    m->async_lock(record(pending));  // waits behind the hold, on the same session
     co_await sleep_for(50ms);
     BOOST_TEST(!pending->ec.has_value());
     m.reset();
@@ -459,8 +436,8 @@ BOOST_AUTO_TEST_CASE(a_holds_wait_lost_succeeds_on_loss_and_is_aborted_by_its_re
     auto s = co_await session::async_create(c, session_options{.ttl = 3s}, use_awaitable);
     mutex m(s, "hold-lost");
     auto held = co_await m.async_lock(use_awaitable);
-    loss_outcome lost = std::make_shared<loss_outcome::element_type>();
-    held.async_wait_lost(record_loss(lost));
+    auto lost = waiting_for_loss();
+    held.async_wait_lost(record(lost));
     co_await sleep_for(100ms);
     BOOST_TEST(!lost->has_value());  // nothing is lost yet
     co_await revoker.async_lease_revoke(s.lease(), use_awaitable);
@@ -482,24 +459,24 @@ BOOST_AUTO_TEST_CASE(a_holds_wait_lost_succeeds_on_loss_and_is_aborted_by_its_re
     auto s2 = co_await session::async_create(c, use_awaitable);
     mutex m2(s2, "hold-lost");
     auto released = co_await m2.async_lock(use_awaitable);
-    loss_outcome aborted = std::make_shared<loss_outcome::element_type>();
-    released.async_wait_lost(record_loss(aborted));
+    auto aborted = waiting_for_loss();
+    released.async_wait_lost(record(aborted));
     co_await sleep_for(50ms);
     BOOST_TEST(!aborted->has_value());
     co_await released.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await eventually([&] { return aborted->has_value(); }, 5000ms));
-    BOOST_TEST((*aborted)->first == asio::error::operation_aborted, (*aborted)->first.message());
+    BOOST_TEST((*aborted)->ec == asio::error::operation_aborted, (*aborted)->ec.message());
 
     // Dropped first: the same.
-    loss_outcome dropped = std::make_shared<loss_outcome::element_type>();
+    auto dropped = waiting_for_loss();
     {
       auto brief = co_await m2.async_lock(use_awaitable);
-      brief.async_wait_lost(record_loss(dropped));
+      brief.async_wait_lost(record(dropped));
       co_await sleep_for(50ms);
       BOOST_TEST(!dropped->has_value());
     }
     BOOST_TEST_REQUIRE(co_await eventually([&] { return dropped->has_value(); }, 5000ms));
-    BOOST_TEST((*dropped)->first == asio::error::operation_aborted, (*dropped)->first.message());
+    BOOST_TEST((*dropped)->ec == asio::error::operation_aborted, (*dropped)->ec.message());
     BOOST_TEST(!s2.lost());
     co_await expect_no_keys(c, "hold-lost");
     co_await s2.async_close(use_awaitable);

@@ -31,19 +31,6 @@ lock_stats stats_of(client& c, const std::string& name) {
   return {};
 }
 
-/// A lock started with a callback (keep(k) as its handler): its outcome, and the hold it handed
-/// over, kept here so that the lock stays held (a dropped hold releases itself).
-struct kept_lock {
-  std::optional<error_code> ec;
-  mutex::hold hold;
-};
-auto keep(std::shared_ptr<kept_lock> k) {
-  return [k](error_code ec, mutex::hold h) {
-    k->hold = std::move(h);
-    k->ec = ec;
-  };
-}
-
 /// Holds and order seen by the callers of one test.
 struct ledger {
   int inside = 0, max_inside = 0, holds = 0;
@@ -260,8 +247,8 @@ BOOST_AUTO_TEST_CASE(cancelled_local_waiters_at_every_delay) {
     BOOST_TEST(bool(held));
     BOOST_TEST(co_await count_keys(c, "cancel-local/") == 1);
     // The queue still works: a waiter behind the holder gets it on release.
-    auto got = std::make_shared<kept_lock>();
-    waiter.async_lock(keep(got));
+    auto got = acquiring<mutex::hold>();
+    waiter.async_lock(record(got));
     co_await held.async_release(use_awaitable);
     for (int i = 0; i < 100 && !got->ec.has_value(); ++i) co_await sleep_for(1ms);
     BOOST_TEST_REQUIRE(got->ec.has_value());
@@ -302,7 +289,7 @@ BOOST_AUTO_TEST_CASE(with_lock_of_a_local_holder_is_cancelled_and_hands_on) {
     auto body = []() -> asio::awaitable<void> { co_await sleep_for(10s); };
     const with_lock_options short_hold{.max_hold = 200ms};
     auto ex = co_await asio::this_coro::executor;
-    auto next = std::make_shared<kept_lock>();
+    auto next = acquiring<mutex::hold>();
     bool max_hold_seen = false;
     asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
       try {
@@ -313,7 +300,7 @@ BOOST_AUTO_TEST_CASE(with_lock_of_a_local_holder_is_cancelled_and_hands_on) {
     }, asio::detached);
     co_await sleep_for(20ms);
     auto t0 = clock_type::now();
-    m.async_lock(keep(next));
+    m.async_lock(record(next));
     for (int i = 0; i < 300 && !next->ec.has_value(); ++i) co_await sleep_for(5ms);
     BOOST_TEST_REQUIRE(next->ec.has_value());
     BOOST_TEST(!*next->ec);
@@ -342,8 +329,8 @@ BOOST_AUTO_TEST_CASE(session_loss_fails_every_local_caller) {
         if (h) ++*granted;
         (*results)[i] = ec;
       });
-    auto lost = std::make_shared<std::optional<std::pair<error_code, loss_reason>>>();
-    held.async_wait_lost([lost](error_code ec, loss_reason why) { *lost = std::pair(ec, why); });
+    auto lost = waiting_for_loss();
+    held.async_wait_lost(record(lost));
     co_await sleep_for(50ms);
     co_await c.async_lease_revoke(s.lease(), use_awaitable);
     for (int i = 0; i < 300; ++i) {
@@ -352,8 +339,8 @@ BOOST_AUTO_TEST_CASE(session_loss_fails_every_local_caller) {
       co_await sleep_for(10ms);
     }
     BOOST_TEST_REQUIRE(lost->has_value());
-    BOOST_TEST(!(*lost)->first, (*lost)->first.message());  // the loss is what the wait waits for
-    BOOST_TEST(((*lost)->second.what == loss_reason::kind::lease_gone), (*lost)->second.cause.message());
+    BOOST_TEST(!(*lost)->ec, (*lost)->ec.message());  // the loss is what the wait waits for
+    BOOST_TEST(((*lost)->reason.what == loss_reason::kind::lease_gone), (*lost)->reason.cause.message());
     BOOST_TEST(!held);
     for (auto& r : *results) {
       BOOST_TEST_REQUIRE(r.has_value());
@@ -499,8 +486,8 @@ BOOST_AUTO_TEST_CASE(a_waiter_cancelled_during_an_outage_does_not_block_the_name
     BOOST_TEST(**rb == asio::error::operation_aborted);
     std::function<bool()> cleaned = [&] { return cleaning() == 0; };
     BOOST_TEST(co_await eventually(std::move(cleaned), 10s));
-    auto rc = std::make_shared<kept_lock>();
-    mc.async_lock(keep(rc));
+    auto rc = acquiring<mutex::hold>();
+    mc.async_lock(record(rc));
     co_await sleep_for(200ms);
     co_await held_a.async_release(use_awaitable);
     for (int i = 0; i < 500 && !rc->ec.has_value(); ++i) co_await sleep_for(10ms);

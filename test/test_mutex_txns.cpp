@@ -17,23 +17,6 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
-namespace {
-
-/// A lock started with a callback (keep(k) as its handler): its outcome, and the hold it handed
-/// over, kept here so that the lock stays held (a dropped hold releases itself).
-struct kept_lock {
-  std::optional<error_code> ec;
-  mutex::hold hold;
-};
-auto keep(std::shared_ptr<kept_lock> k) {
-  return [k](error_code ec, mutex::hold h) {
-    k->hold = std::move(h);
-    k->ec = ec;
-  };
-}
-
-}  // namespace
-
 // Regression: with two sessions taking turns, a waiter is often granted the moment it registers
 // (the view already saw the previous owner's delete); that grant must not be lost.
 BOOST_AUTO_TEST_CASE(two_sessions_alternating_never_stall) {
@@ -137,16 +120,16 @@ BOOST_AUTO_TEST_CASE(a_rider_with_a_revoked_lease_does_not_block_the_release) {
         // never rode, and passed whatever the release did with a refused rider.)
         mutex mh2(holder, "rider-lost");
         asio::cancellation_signal sig;
-        auto r2 = std::make_shared<kept_lock>();
-        mh2.async_lock(asio::bind_cancellation_slot(sig.slot(), keep(r2)));
+        auto r2 = acquiring<mutex::hold>();
+        mh2.async_lock(asio::bind_cancellation_slot(sig.slot(), record(r2)));
         co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
         sig.emit(asio::cancellation_type::terminal);
         BOOST_TEST_REQUIRE(co_await eventually([&] { return r2->ec.has_value(); }, 5000ms));
         BOOST_TEST(*r2->ec == asio::error::operation_aborted, r2->ec->message());
         BOOST_TEST(!r2->hold);
       }
-      auto rw = std::make_shared<kept_lock>();
-      mw.async_lock(keep(rw));
+      auto rw = acquiring<mutex::hold>();
+      mw.async_lock(record(rw));
       // The waiter is queued (its key in etcd, the caller counted): the name now has a view.
       bool queued = false;
       for (auto until = std::chrono::steady_clock::now() + 5s; !queued && std::chrono::steady_clock::now() < until;) {
@@ -158,9 +141,9 @@ BOOST_AUTO_TEST_CASE(a_rider_with_a_revoked_lease_does_not_block_the_release) {
       }
       BOOST_TEST_REQUIRE(queued, "the waiter's key did not show");
       co_await c.async_lease_revoke(doomed.lease(), use_awaitable);
-      auto rd = std::make_shared<kept_lock>();
+      auto rd = acquiring<mutex::hold>();
       const auto doomed_at = std::chrono::steady_clock::now();
-      md.async_lock(keep(rd));  // parks, waiting for the holder's release
+      md.async_lock(record(rd));  // parks, waiting for the holder's release
       for (int i = 0; i < 20; ++i) co_await asio::post(co_await asio::this_coro::executor, use_awaitable);
       const auto refused_before = c.stats().rpcs["Txn"].failed;
       const bool over_before = rd->ec.has_value();

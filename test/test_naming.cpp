@@ -38,17 +38,6 @@ struct running {
   }
 };
 
-/// The error `f` throws as a boost::system::system_error, else none.
-template <class F>
-error_code code_of(F f) {
-  try {
-    f();
-  } catch (const boost::system::system_error& e) {
-    return e.code();
-  }
-  return {};
-}
-
 asio::awaitable<std::optional<key_value>> read(client& c, const std::string& key) {
   auto r = co_await c.async_get(key, use_awaitable);
   if (r.kvs.empty()) co_return std::nullopt;
@@ -125,7 +114,7 @@ BOOST_AUTO_TEST_CASE(naming_reads_what_go_reads_and_writes_only_what_go_can_read
   BOOST_TEST(naming::encode({"h", " 1e5 "}) == R"({"Op":0,"Addr":"h","Metadata":1e5})");
   BOOST_TEST(naming::encode({"h", "-0.5E-3"}) == R"({"Op":0,"Addr":"h","Metadata":-0.5E-3})");
   for (const std::string& bad : std::initializer_list<std::string>{"01", "-", "1.", ".5", "+1", "1e", "0x10", "-Infinity", "truex", deepest})
-    BOOST_TEST(code_of([&] { naming::encode({"h", bad}); }) == error::invalid_argument, bad.substr(0, 20));
+    BOOST_TEST(thrown_code([&] { naming::encode({"h", bad}); }) == error::invalid_argument, bad.substr(0, 20));
 }
 
 // The key comes back after every way of losing it: its session revoked (a fresh session, a new
@@ -339,16 +328,8 @@ BOOST_AUTO_TEST_CASE(go_naming_endpoints_and_coetcd_list_the_same_values) {
 BOOST_AUTO_TEST_CASE(bad_input_unreachable_endpoints_and_a_closed_client) {
   asio::io_context ioc;
   client c(ioc, options_for(server()));
-  auto code = [](auto f) {
-    try {
-      f();
-    } catch (const boost::system::system_error& e) {
-      return e.code();
-    }
-    return error_code{};
-  };
-  BOOST_TEST(code([&] { registration r(c, "", "v"); }) == error::empty_key);
-  BOOST_TEST(code([&] { registration r(c, "k", "v", registration_options{.ttl = 0s}); }) == error::invalid_argument);
+  BOOST_TEST(thrown_code([&] { registration r(c, "", "v"); }) == error::empty_key);
+  BOOST_TEST(thrown_code([&] { registration r(c, "k", "v", registration_options{.ttl = 0s}); }) == error::invalid_argument);
   client nowhere(ioc, [] {
     client_options o;
     o.endpoints = {"127.0.0.1:" + std::to_string(free_port())};

@@ -43,16 +43,6 @@ double gauge(const etcd_process& e, const std::string& name) {
   return std::stod(text.substr(at + name.size() + 2));
 }
 
-/// record() for an acquisition: its outcome, and the hold it handed over kept in `h` (a handler
-/// that dropped it would release it at once).
-template <class Hold>
-auto record_hold(outcome o, std::shared_ptr<Hold> h) {
-  return [o, h](error_code ec, Hold got) {
-    *h = std::move(got);
-    *o = ec;
-  };
-}
-
 }  // namespace
 
 // Every kind of event, each from what causes it in production. The client talks to one etcd
@@ -76,9 +66,8 @@ BOOST_AUTO_TEST_CASE(every_event_kind_comes_from_a_real_scenario) {
     auto brief = co_await session::async_create(c, session_options{.ttl = 2s}, use_awaitable);
     mutex m1(s, "ev/lock"), m2(s, "ev/lock");
     auto h1 = co_await m1.async_lock(use_awaitable);
-    auto m2_result = started();
-    auto h2 = std::make_shared<mutex::hold>();
-    m2.async_lock(record_hold(m2_result, h2));  // waits locally: the name's view runs
+    auto m2_result = acquiring<mutex::hold>();
+    m2.async_lock(record(m2_result));  // waits locally: the name's view runs
     auto w = co_await c.async_watch("ev/w", use_awaitable);
     election_observer obs(c, "ev/elect");
     election el(s, "ev/elect");
@@ -127,14 +116,14 @@ BOOST_AUTO_TEST_CASE(every_event_kind_comes_from_a_real_scenario) {
 
     // A local hand-off, then a release.
     co_await h1.async_release(use_awaitable);
-    BOOST_TEST_REQUIRE(co_await eventually([&] { return m2_result->has_value(); }, 5000ms));
-    BOOST_TEST(!**m2_result);
-    BOOST_TEST(bool(*h2));
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return m2_result->ec.has_value(); }, 5000ms));
+    BOOST_TEST(!*m2_result->ec);
+    BOOST_TEST(bool(m2_result->hold));
     // Events reach the hook through the strand: shortly after the handlers they concern.
     BOOST_TEST(co_await eventually([&] {
       return log.has(event_kind::lock_acquired, [](const event& e) { return e.detail == "handed over locally"; });
     }, 2000ms), log.dump());
-    co_await h2->async_release(use_awaitable);
+    co_await m2_result->hold.async_release(use_awaitable);
     BOOST_TEST(co_await eventually([&] {
       return std::count_if(log.all.begin(), log.all.end(), [](const event& e) {
                return e.kind == event_kind::lock_released && e.name == "ev/lock";
@@ -199,16 +188,15 @@ BOOST_AUTO_TEST_CASE(stats_count_what_the_server_counts) {
     auto s = co_await session::async_create(c, session_options{.ttl = 10s}, use_awaitable);
     mutex m1(s, "stats/lock"), m2(s, "stats/lock");
     auto first = co_await m1.async_lock(use_awaitable);
-    auto second = started();
-    auto second_hold = std::make_shared<mutex::hold>();
-    m2.async_lock(record_hold(second, second_hold));
+    auto second = acquiring<mutex::hold>();
+    m2.async_lock(record(second));
     BOOST_TEST(co_await eventually([&] {
       auto st = c.stats();
       return st.locks.size() == 1 && st.locks[0].waiting == 1 && st.locks[0].held == 1;
     }, 5000ms));
     co_await first.async_release(use_awaitable);
-    BOOST_TEST_REQUIRE(co_await eventually([&] { return second->has_value(); }, 5000ms));
-    co_await second_hold->async_release(use_awaitable);
+    BOOST_TEST_REQUIRE(co_await eventually([&] { return second->ec.has_value(); }, 5000ms));
+    co_await second->hold.async_release(use_awaitable);
 
     auto st = c.stats();
     BOOST_TEST_REQUIRE(st.locks.size() == 1u);
@@ -265,9 +253,8 @@ BOOST_AUTO_TEST_CASE(status_of_a_queue_made_by_etcdctl_and_coetcd) {
     auto s2 = co_await session::async_create(c, session_options{.ttl = 20s}, use_awaitable);
     auto s3 = co_await session::async_create(c, session_options{.ttl = 20s}, use_awaitable);
     mutex m1(s1, "st/q"), m2(s2, "st/q"), nested(s3, "st/q/sub");
-    auto r1 = started(), r2 = started();
-    auto h1 = std::make_shared<mutex::hold>(), h2 = std::make_shared<mutex::hold>();
-    m1.async_lock(record_hold(r1, h1));
+    auto r1 = acquiring<mutex::hold>(), r2 = acquiring<mutex::hold>();
+    m1.async_lock(record(r1));
     auto queue_length = [&c]() -> asio::awaitable<std::int64_t> {
       for (int i = 0; i < 100; ++i) {
         auto n = co_await count_keys(c, "st/q/");
@@ -277,7 +264,7 @@ BOOST_AUTO_TEST_CASE(status_of_a_queue_made_by_etcdctl_and_coetcd) {
       co_return co_await count_keys(c, "st/q/");
     };
     while (co_await count_keys(c, "st/q/") < 2) co_await sleep_for(20ms);  // m1 queued first
-    m2.async_lock(record_hold(r2, h2));
+    m2.async_lock(record(r2));
     BOOST_TEST_REQUIRE(co_await queue_length() == 3);
     auto nested_hold = co_await nested.async_lock(use_awaitable);  // its own prefix is empty: held at once
 
@@ -303,7 +290,7 @@ BOOST_AUTO_TEST_CASE(status_of_a_queue_made_by_etcdctl_and_coetcd) {
     BOOST_TEST(st.holder->create_revision < st.waiters[0].create_revision);
     BOOST_TEST_REQUIRE(st.nested_names.size() == 1u);
     BOOST_TEST(st.nested_names[0] == "st/q/sub");
-    BOOST_TEST(!r1->has_value());  // still waiting behind etcdctl
+    BOOST_TEST(!r1->ec.has_value());  // still waiting behind etcdctl
 
     auto none = co_await async_lock_status(c, "st/nobody", use_awaitable);
     BOOST_TEST(!none.holder.has_value());
@@ -339,13 +326,12 @@ BOOST_AUTO_TEST_CASE(stats_read_from_another_thread_while_work_runs) {
     for (int round = 0; round < 20; ++round) {
       mutex a(s, "stats-thread/" + std::to_string(round % 3)), b(s, "stats-thread/" + std::to_string(round % 3));
       auto first = co_await a.async_lock(use_awaitable);
-      auto second = started();
-      auto second_hold = std::make_shared<mutex::hold>();
-      b.async_lock(record_hold(second, second_hold));
+      auto second = acquiring<mutex::hold>();
+      b.async_lock(record(second));
       co_await c.async_put("stats-thread/k", std::to_string(round), use_awaitable);
       co_await first.async_release(use_awaitable);
-      while (!second->has_value()) co_await sleep_for(1ms);
-      co_await second_hold->async_release(use_awaitable);
+      while (!second->ec.has_value()) co_await sleep_for(1ms);
+      co_await second->hold.async_release(use_awaitable);
     }
     co_await s.async_close(use_awaitable);
     // A lock view's first Range may still be on the wire after its mutexes went.

@@ -19,20 +19,6 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
-namespace {
-
-/// record() for an acquisition: its outcome, and the hold it handed over kept in `h` (a handler
-/// that dropped it would release it at once).
-template <class Hold>
-auto record_hold(outcome o, std::shared_ptr<Hold> h) {
-  return [o, h](error_code ec, Hold got) {
-    *h = std::move(got);
-    *o = ec;
-  };
-}
-
-}  // namespace
-
 // A client cut off while 1500 keys are written under a lock name comes back to a watch that
 // catches up 1000 revisions at a time, each response stamped with the current revision. A
 // waiter whose key was made after the gap must not look gone (session_lost) before the view has
@@ -49,9 +35,8 @@ BOOST_AUTO_TEST_CASE(a_waiter_behind_a_1500_revision_gap_keeps_its_place) {
     mutex mh(holder, "gap"), m1(s1, "gap"), m2(s2, "gap");
     auto holding = co_await mh.async_lock(use_awaitable);
     // s1 waits, so the far client's view of "gap/" is running before the cut.
-    auto r1 = started(), r2 = started();
-    auto h1 = std::make_shared<mutex::hold>(), h2 = std::make_shared<mutex::hold>();
-    m1.async_lock(record_hold(r1, h1));
+    auto r1 = acquiring<mutex::hold>(), r2 = acquiring<mutex::hold>();
+    m1.async_lock(record(r1));
     co_await sleep_for(300ms);
     proxy.cut();
     // 1500 revisions under the name, then s2's lock while the client is still cut off: its txn
@@ -67,23 +52,23 @@ BOOST_AUTO_TEST_CASE(a_waiter_behind_a_1500_revision_gap_keeps_its_place) {
                          });
       while (done < 100) co_await sleep_for(1ms);
     }
-    m2.async_lock(record_hold(r2, h2));
+    m2.async_lock(record(r2));
     co_await sleep_for(500ms);
     proxy.restore();
     co_await sleep_for(4s);  // the view catches up
-    BOOST_TEST(!r1->has_value());
-    BOOST_TEST(!r2->has_value(), "s2's lock ended early: " << (r2->has_value() ? r2->value().message() : ""));
+    BOOST_TEST(!r1->ec.has_value());
+    BOOST_TEST(!r2->ec.has_value(), "s2's lock ended early: " << (r2->ec.has_value() ? r2->ec.value().message() : ""));
     co_await direct.async_lease_revoke(junk.id, use_awaitable);
     co_await holding.async_release(use_awaitable);
-    auto r1_done = [r1] { return r1->has_value(); };  // named: see docs/how-it-works.md on g++ 12.2
+    auto r1_done = [r1] { return r1->ec.has_value(); };  // named: see docs/how-it-works.md on g++ 12.2
     BOOST_TEST_REQUIRE(co_await eventually(r1_done, 10s));
-    BOOST_TEST(!r1->value(), r1->value().message());
-    co_await h1->async_release(use_awaitable);
-    auto r2_done = [r2] { return r2->has_value(); };
+    BOOST_TEST(!r1->ec.value(), r1->ec.value().message());
+    co_await r1->hold.async_release(use_awaitable);
+    auto r2_done = [r2] { return r2->ec.has_value(); };
     BOOST_TEST_REQUIRE(co_await eventually(r2_done, 10s));
-    BOOST_TEST(!r2->value(), r2->value().message());
-    BOOST_TEST(bool(*h2));
-    co_await h2->async_release(use_awaitable);
+    BOOST_TEST(!r2->ec.value(), r2->ec.value().message());
+    BOOST_TEST(bool(r2->hold));
+    co_await r2->hold.async_release(use_awaitable);
     co_await expect_no_keys(direct, "gap");
   }(proxy, direct, far), 90s);
 }

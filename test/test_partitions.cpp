@@ -5,7 +5,7 @@
 // case heals the cluster for the next one.
 #define BOOST_TEST_MODULE coetcd_partitions
 #include "support/child_process.hpp"
-#include "support/fixture.hpp"
+#include "support/cluster.hpp"
 #include "support/tcp_proxy.hpp"
 
 #include <algorithm>
@@ -21,37 +21,6 @@ using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
-
-struct shared_cluster {
-  shared_cluster() { instance() = std::make_unique<etcd_cluster>(3, etcd_config{}, true); }
-  ~shared_cluster() { instance().reset(); }
-  static std::unique_ptr<etcd_cluster>& instance() {
-    static std::unique_ptr<etcd_cluster> p;
-    return p;
-  }
-};
-
-etcd_cluster& cluster() { return *shared_cluster::instance(); }
-
-/// Heals every link when a case ends, and waits until the cluster has a leader again.
-struct heal_cluster {
-  ~heal_cluster() {
-    // A destructor may not throw (std::terminate): a cluster that does not settle fails the case.
-    try {
-      cluster().heal();
-      cluster().wait_for_settled_leader(30s);
-    } catch (const std::exception& e) {
-      BOOST_ERROR(e.what());
-    }
-  }
-};
-
-client_options options(std::vector<std::string> endpoints, std::chrono::milliseconds timeout = 5000ms) {
-  client_options o;
-  o.endpoints = std::move(endpoints);
-  o.request_timeout = timeout;
-  return o;
-}
 
 double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
@@ -183,7 +152,7 @@ std::uint64_t raft_term(int i) {
 
 }  // namespace
 
-BOOST_TEST_GLOBAL_FIXTURE(shared_cluster);
+BOOST_TEST_GLOBAL_FIXTURE(shared_partitionable_cluster);
 
 // 1. The member a client's streams use is cut off from the other two (the client still reaches
 // it). Streams carry `hasleader`, so the member ends them once it has been without a leader for a

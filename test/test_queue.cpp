@@ -4,7 +4,7 @@
 // late, Go's contrib/recipes on the same names (a helper built from Debian's sources), bad input.
 #define BOOST_TEST_MODULE coetcd_queue
 #include "support/child_process.hpp"
-#include "support/fixture.hpp"
+#include "support/cluster.hpp"
 
 #include <coetcd/barrier.hpp>
 #include <coetcd/double_barrier.hpp>
@@ -19,30 +19,6 @@ using namespace coetcd::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-struct shared_cluster {
-  shared_cluster() { instance() = std::make_unique<etcd_cluster>(3); }
-  ~shared_cluster() { instance().reset(); }
-  static std::unique_ptr<etcd_cluster>& instance() {
-    static std::unique_ptr<etcd_cluster> p;
-    return p;
-  }
-};
-
-etcd_cluster& cluster() { return *shared_cluster::instance(); }
-
-client_options cluster_options(std::vector<int> order = {0, 1, 2}) {
-  client_options o;
-  for (int i : order) o.endpoints.push_back(cluster().member(i).endpoint());
-  o.request_timeout = 10s;
-  return o;
-}
-
-std::string endpoint_list() {
-  std::string out;
-  for (auto& e : cluster().endpoints()) out += (out.empty() ? "" : ",") + e;
-  return out;
-}
 
 struct restore_cluster {
   ~restore_cluster() { cluster().start_all(); }
@@ -436,24 +412,16 @@ BOOST_AUTO_TEST_CASE(bad_input) {
   asio::io_context ioc;
   client c(ioc, cluster_options());
   run_for(ioc, [](client& c) -> asio::awaitable<void> {
-    auto code = [](auto f) {
-      try {
-        f();
-      } catch (const boost::system::system_error& e) {
-        return e.code();
-      }
-      return error_code{};
-    };
     auto s = co_await session::async_create(c, use_awaitable);
     session empty;
-    BOOST_TEST(code([&] { queue q(s, ""); }) == error::empty_key);
-    BOOST_TEST(code([&] { queue q(empty, "x"); }) == error::session_lost);
-    BOOST_TEST(code([&] { queue q(s, "x", queue_options{.max_batch = 0}); }) == error::invalid_argument);
-    BOOST_TEST(code([&] { priority_queue q(s, "", {}); }) == error::empty_key);
-    BOOST_TEST(code([&] { barrier b(c, ""); }) == error::empty_key);
-    BOOST_TEST(code([&] { barrier b(empty, "x"); }) == error::session_lost);
-    BOOST_TEST(code([&] { double_barrier b(s, "x", 0); }) == error::invalid_argument);
-    BOOST_TEST(code([&] { double_barrier b(empty, "x", 2); }) == error::session_lost);
+    BOOST_TEST(thrown_code([&] { queue q(s, ""); }) == error::empty_key);
+    BOOST_TEST(thrown_code([&] { queue q(empty, "x"); }) == error::session_lost);
+    BOOST_TEST(thrown_code([&] { queue q(s, "x", queue_options{.max_batch = 0}); }) == error::invalid_argument);
+    BOOST_TEST(thrown_code([&] { priority_queue q(s, "", {}); }) == error::empty_key);
+    BOOST_TEST(thrown_code([&] { barrier b(c, ""); }) == error::empty_key);
+    BOOST_TEST(thrown_code([&] { barrier b(empty, "x"); }) == error::session_lost);
+    BOOST_TEST(thrown_code([&] { double_barrier b(s, "x", 0); }) == error::invalid_argument);
+    BOOST_TEST(thrown_code([&] { double_barrier b(empty, "x", 2); }) == error::session_lost);
     queue q(s, "q-bad");
     queue moved(std::move(q));
     auto [ec, v] = co_await q.async_dequeue(asio::as_tuple(use_awaitable));

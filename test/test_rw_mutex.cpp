@@ -40,17 +40,6 @@ struct checker {
   }
   void leave(bool write) { --(write ? writers : readers); }
 };
-
-/// record(o) for an operation that hands over a value with its code (a hold, a loss_reason): the
-/// value is kept in `*v`, so a hold outlives the handler (a dropped one would be released at once).
-template <class T>
-auto record_with(outcome o, std::shared_ptr<T> v) {
-  return [o, v](error_code ec, T got) {
-    *v = std::move(got);
-    *o = ec;
-  };
-}
-
 }  // namespace
 
 // Keys as Go's recipe.RWMutex lays them out, under the session's lease; none left after release.
@@ -301,36 +290,34 @@ BOOST_AUTO_TEST_CASE(a_waiting_writer_holds_back_later_readers) {
     auto sc = co_await session::async_create(c, use_awaitable);
     rw_mutex first(sa, "rw-fifo"), same_session(sa, "rw-fifo"), writer(sb, "rw-fifo"), other(sc, "rw-fifo");
     auto held = co_await first.async_lock_shared(use_awaitable);
-    auto w = started();
-    auto wh = std::make_shared<rw_mutex::hold>();
-    writer.async_lock(record_with(w, wh));
+    auto w = acquiring<rw_mutex::hold>();
+    writer.async_lock(record(w));
     // The writer's key is in the queue when the later readers come.
     for (int i = 0; i < 200 && co_await count_keys(c, "rw-fifo/write/") == 0; ++i) co_await sleep_for(5ms);
     co_await sleep_for(100ms);  // the view has seen it
-    auto r1 = started(), r2 = started();
-    auto r1h = std::make_shared<rw_mutex::shared_hold>(), r2h = std::make_shared<rw_mutex::shared_hold>();
-    same_session.async_lock_shared(record_with(r1, r1h));
-    other.async_lock_shared(record_with(r2, r2h));
+    auto r1 = acquiring<rw_mutex::shared_hold>(), r2 = acquiring<rw_mutex::shared_hold>();
+    same_session.async_lock_shared(record(r1));
+    other.async_lock_shared(record(r2));
     co_await sleep_for(300ms);
-    BOOST_TEST(!w->has_value());
-    BOOST_TEST(!r1->has_value());  // not joined: the writer came first
-    BOOST_TEST(!r2->has_value());
+    BOOST_TEST(!w->ec.has_value());
+    BOOST_TEST(!r1->ec.has_value());  // not joined: the writer came first
+    BOOST_TEST(!r2->ec.has_value());
     co_await held.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(w));
-    BOOST_TEST(!**w);
-    BOOST_TEST(bool(*wh));
+    BOOST_TEST(!*w->ec);
+    BOOST_TEST(bool(w->hold));
     co_await sleep_for(100ms);
-    BOOST_TEST(!r1->has_value());
-    BOOST_TEST(!r2->has_value());
-    co_await wh->async_release(use_awaitable);
+    BOOST_TEST(!r1->ec.has_value());
+    BOOST_TEST(!r2->ec.has_value());
+    co_await w->hold.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(r1));
     BOOST_TEST_REQUIRE(co_await settled(r2));
-    BOOST_TEST(!**r1);
-    BOOST_TEST(!**r2);
-    BOOST_TEST(bool(*r1h));
-    BOOST_TEST(bool(*r2h));
-    co_await r1h->async_release(use_awaitable);
-    co_await r2h->async_release(use_awaitable);
+    BOOST_TEST(!*r1->ec);
+    BOOST_TEST(!*r2->ec);
+    BOOST_TEST(bool(r1->hold));
+    BOOST_TEST(bool(r2->hold));
+    co_await r1->hold.async_release(use_awaitable);
+    co_await r2->hold.async_release(use_awaitable);
     co_await expect_no_keys(c, "rw-fifo");
   }(c));
 }
@@ -346,44 +333,42 @@ BOOST_AUTO_TEST_CASE(a_sessions_readers_and_writers_take_turns_in_the_order_they
     auto s = co_await session::async_create(c, use_awaitable);
     rw_mutex w1(s, "rw-turns"), reader(s, "rw-turns"), w2(s, "rw-turns"), w3(s, "rw-turns");
     auto h1 = co_await w1.async_lock(use_awaitable);
-    auto r = started(), second = started();
-    auto rh = std::make_shared<rw_mutex::shared_hold>();
-    auto h2 = std::make_shared<rw_mutex::hold>();
-    reader.async_lock_shared(record_with(r, rh));
+    auto r = acquiring<rw_mutex::shared_hold>();
+    auto second = acquiring<rw_mutex::hold>();
+    reader.async_lock_shared(record(r));
     for (int i = 0; i < 200 && co_await count_keys(c, "rw-turns/read/") == 0; ++i) co_await sleep_for(5ms);
-    w2.async_lock(record_with(second, h2));
+    w2.async_lock(record(second));
     co_await sleep_for(50ms);
-    BOOST_TEST(!r->has_value());
-    BOOST_TEST(!second->has_value());
+    BOOST_TEST(!r->ec.has_value());
+    BOOST_TEST(!second->ec.has_value());
     co_await h1.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(r));
-    BOOST_TEST(!**r);
-    BOOST_TEST(bool(*rh));
-    BOOST_TEST(!second->has_value());  // the reader asked first
+    BOOST_TEST(!*r->ec);
+    BOOST_TEST(bool(r->hold));
+    BOOST_TEST(!second->ec.has_value());  // the reader asked first
     // A writer asking while the reader holds queues behind w2, not beside the reader.
-    auto third = started();
-    auto h3 = std::make_shared<rw_mutex::hold>();
-    w3.async_lock(record_with(third, h3));
+    auto third = acquiring<rw_mutex::hold>();
+    w3.async_lock(record(third));
     co_await sleep_for(50ms);
-    BOOST_TEST(!second->has_value());
-    BOOST_TEST(!third->has_value());
-    co_await rh->async_release(use_awaitable);
+    BOOST_TEST(!second->ec.has_value());
+    BOOST_TEST(!third->ec.has_value());
+    co_await r->hold.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(second));
-    BOOST_TEST(!**second);
-    BOOST_TEST(bool(*h2));
-    BOOST_TEST(!third->has_value());
+    BOOST_TEST(!*second->ec);
+    BOOST_TEST(bool(second->hold));
+    BOOST_TEST(!third->ec.has_value());
     auto handoffs_of = [&c] {
       for (const auto& l : c.stats().locks)
         if (l.name == "rw-turns") return l.handoffs;
       return std::uint64_t(0);
     };
     const auto handoffs = handoffs_of();
-    co_await h2->async_release(use_awaitable);  // no reader waits: a local hand-off
+    co_await second->hold.async_release(use_awaitable);  // no reader waits: a local hand-off
     BOOST_TEST_REQUIRE(co_await settled(third));
-    BOOST_TEST(!**third);
-    BOOST_TEST(bool(*h3));
+    BOOST_TEST(!*third->ec);
+    BOOST_TEST(bool(third->hold));
     BOOST_TEST(handoffs_of() == handoffs + 1);
-    co_await h3->async_release(use_awaitable);
+    co_await third->hold.async_release(use_awaitable);
     co_await expect_no_keys(c, "rw-turns");
   }(c));
 }
@@ -400,9 +385,8 @@ BOOST_AUTO_TEST_CASE(a_writers_fence_fails_under_the_next_writer_of_its_session)
     auto ha = co_await a.async_lock(use_awaitable);
     const auto stale = txn().when(ha.fence()).then(txn_op::put("rw-fence-data", "from a"));
     const auto token_a = ha.fencing_token();
-    auto next = started();
-    auto hb = std::make_shared<rw_mutex::hold>();
-    b.async_lock(record_with(next, hb));
+    auto next = acquiring<rw_mutex::hold>();
+    b.async_lock(record(next));
     std::function<bool()> queued = [&c] {
       for (const auto& l : c.stats().locks)
         if (l.name == "rw-fence") return l.waiting == 1;
@@ -411,13 +395,13 @@ BOOST_AUTO_TEST_CASE(a_writers_fence_fails_under_the_next_writer_of_its_session)
     BOOST_TEST_REQUIRE(co_await eventually(std::move(queued), 5s));
     co_await ha.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(next));
-    BOOST_TEST_REQUIRE(!**next);
+    BOOST_TEST_REQUIRE(!*next->ec);
     auto late = co_await c.async_txn(stale, use_awaitable);
     BOOST_TEST(!late.succeeded, "the previous writer's fenced write passed under the next writer");
-    BOOST_TEST(hb->fencing_token() > token_a);
-    auto own = co_await c.async_txn(txn().when(hb->fence()).then(txn_op::put("rw-fence-data", "from b")), use_awaitable);
+    BOOST_TEST(next->hold.fencing_token() > token_a);
+    auto own = co_await c.async_txn(txn().when(next->hold.fence()).then(txn_op::put("rw-fence-data", "from b")), use_awaitable);
     BOOST_TEST(own.succeeded);
-    co_await hb->async_release(use_awaitable);
+    co_await next->hold.async_release(use_awaitable);
     co_await expect_no_keys(c, "rw-fence");
     co_await c.async_delete("rw-fence-data", {}, use_awaitable);
   }(c));
@@ -434,9 +418,8 @@ BOOST_AUTO_TEST_CASE(readers_held_back_by_a_writer_join_when_it_gives_up) {
     rw_mutex r1(s, "rw-parked"), r2(s, "rw-parked"), w(ws, "rw-parked");
     auto h1 = co_await r1.async_lock_shared(use_awaitable);
     asio::cancellation_signal sig;
-    auto wo = started();
-    auto wh = std::make_shared<rw_mutex::hold>();
-    w.async_lock(asio::bind_cancellation_slot(sig.slot(), record_with(wo, wh)));
+    auto wo = acquiring<rw_mutex::hold>();
+    w.async_lock(asio::bind_cancellation_slot(sig.slot(), record(wo)));
     // Until the view shows the writer, a reader would still join: try until it is refused.
     bool held_back = false;
     for (int i = 0; i < 200 && !held_back; ++i) {
@@ -446,21 +429,20 @@ BOOST_AUTO_TEST_CASE(readers_held_back_by_a_writer_join_when_it_gives_up) {
       if (!held_back) co_await sleep_for(5ms);
     }
     BOOST_TEST_REQUIRE(held_back);
-    auto r2o = started();
-    auto h2 = std::make_shared<rw_mutex::shared_hold>();
-    r2.async_lock_shared(record_with(r2o, h2));
+    auto r2o = acquiring<rw_mutex::shared_hold>();
+    r2.async_lock_shared(record(r2o));
     co_await sleep_for(50ms);
-    BOOST_TEST(!r2o->has_value());  // parked behind the writer
+    BOOST_TEST(!r2o->ec.has_value());  // parked behind the writer
     sig.emit(asio::cancellation_type::terminal);
     BOOST_TEST_REQUIRE(co_await settled(wo));
-    BOOST_TEST(**wo == asio::error::operation_aborted);
-    BOOST_TEST(!*wh);
+    BOOST_TEST(*wo->ec == asio::error::operation_aborted);
+    BOOST_TEST(!wo->hold);
     BOOST_TEST_REQUIRE(co_await settled(r2o, 2s), "the parked reader waited for the read hold to end");
-    BOOST_TEST(!**r2o);
+    BOOST_TEST(!*r2o->ec);
     BOOST_TEST(bool(h1));
-    BOOST_TEST(bool(*h2));
+    BOOST_TEST(bool(r2o->hold));
     co_await h1.async_release(use_awaitable);
-    co_await h2->async_release(use_awaitable);
+    co_await r2o->hold.async_release(use_awaitable);
     co_await expect_no_keys(c, "rw-parked");
   }(c));
 }
@@ -476,32 +458,31 @@ BOOST_AUTO_TEST_CASE(a_reader_asking_after_a_queued_writer_holds_after_it) {
     auto ws = co_await session::async_create(c, use_awaitable);
     rw_mutex first(hs, "rw-late"), r1(s, "rw-late"), r2(s, "rw-late"), w2(ws, "rw-late");
     auto hf = co_await first.async_lock(use_awaitable);
-    auto o1 = started(), o2 = started(), o3 = started();
-    auto h1 = std::make_shared<rw_mutex::shared_hold>(), h3 = std::make_shared<rw_mutex::shared_hold>();
-    auto h2 = std::make_shared<rw_mutex::hold>();
-    r1.async_lock_shared(record_with(o1, h1));
+    auto o1 = acquiring<rw_mutex::shared_hold>(), o3 = acquiring<rw_mutex::shared_hold>();
+    auto o2 = acquiring<rw_mutex::hold>();
+    r1.async_lock_shared(record(o1));
     for (int i = 0; i < 200 && co_await count_keys(c, "rw-late/read/") == 0; ++i) co_await sleep_for(5ms);
-    w2.async_lock(record_with(o2, h2));
+    w2.async_lock(record(o2));
     for (int i = 0; i < 200 && co_await count_keys(c, "rw-late/write/") < 2; ++i) co_await sleep_for(5ms);
     BOOST_TEST_REQUIRE(co_await count_keys(c, "rw-late/write/") == 2);
     co_await sleep_for(100ms);  // the view's watch shows w2's key (if not, r2 joins and this fails)
-    r2.async_lock_shared(record_with(o3, h3));
+    r2.async_lock_shared(record(o3));
     co_await hf.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(o1));
-    BOOST_TEST(!**o1);
+    BOOST_TEST(!*o1->ec);
     co_await sleep_for(50ms);
-    BOOST_TEST(!o3->has_value(), "a reader that asked after the writer went before it");
-    BOOST_TEST(!o2->has_value());
-    co_await h1->async_release(use_awaitable);
+    BOOST_TEST(!o3->ec.has_value(), "a reader that asked after the writer went before it");
+    BOOST_TEST(!o2->ec.has_value());
+    co_await o1->hold.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(o2));
-    BOOST_TEST(!**o2);
+    BOOST_TEST(!*o2->ec);
     co_await sleep_for(50ms);
-    BOOST_TEST(!o3->has_value());
-    co_await h2->async_release(use_awaitable);
+    BOOST_TEST(!o3->ec.has_value());
+    co_await o2->hold.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(o3));
-    BOOST_TEST(!**o3);
-    BOOST_TEST(bool(*h3));
-    co_await h3->async_release(use_awaitable);
+    BOOST_TEST(!*o3->ec);
+    BOOST_TEST(bool(o3->hold));
+    co_await o3->hold.async_release(use_awaitable);
     co_await expect_no_keys(c, "rw-late");
   }(c));
 }

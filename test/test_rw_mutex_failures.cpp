@@ -19,20 +19,6 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
-namespace {
-
-/// record(o) for an operation that hands over a value with its code (a hold, a loss_reason): the
-/// value is kept in `*v`, so a hold outlives the handler (a dropped one would be released at once).
-template <class T>
-auto record_with(outcome o, std::shared_ptr<T> v) {
-  return [o, v](error_code ec, T got) {
-    *v = std::move(got);
-    *o = ec;
-  };
-}
-
-}  // namespace
-
 // try_lock / try_lock_shared take it only when they would not wait, and leave no key otherwise.
 BOOST_AUTO_TEST_CASE(try_variants_never_wait_and_leave_no_key) {
   asio::io_context ioc;
@@ -44,13 +30,12 @@ BOOST_AUTO_TEST_CASE(try_variants_never_wait_and_leave_no_key) {
     auto ra = co_await a.async_lock_shared(use_awaitable);
     // A reader of another session, created later (its own revision), holds with it at once.
     rw_mutex b2(sb, "rw-try");
-    auto joined = started();
-    auto rj = std::make_shared<rw_mutex::shared_hold>();
-    b2.async_lock_shared(record_with(joined, rj));
+    auto joined = acquiring<rw_mutex::shared_hold>();
+    b2.async_lock_shared(record(joined));
     BOOST_TEST_REQUIRE(co_await settled(joined, 2s));
-    BOOST_TEST(!**joined);
-    BOOST_TEST(bool(*rj));
-    co_await rj->async_release(use_awaitable);
+    BOOST_TEST(!*joined->ec);
+    BOOST_TEST(bool(joined->hold));
+    co_await joined->hold.async_release(use_awaitable);
     auto rb = co_await b.async_try_lock_shared(use_awaitable);    // readers share
     auto ra2 = co_await a2.async_try_lock_shared(use_awaitable);  // and join locally
     BOOST_TEST((ra && rb && ra2));
@@ -140,35 +125,32 @@ BOOST_AUTO_TEST_CASE(session_loss_while_holding_and_while_waiting) {
     auto sc = co_await session::async_create(c, use_awaitable);
     rw_mutex reader(sa, "rw-loss"), writer(sb, "rw-loss"), late(sc, "rw-loss");
     auto rh = co_await reader.async_lock_shared(use_awaitable);
-    auto w = started();
-    auto wh = std::make_shared<rw_mutex::hold>();
-    writer.async_lock(record_with(w, wh));
+    auto w = acquiring<rw_mutex::hold>();
+    writer.async_lock(record(w));
     co_await sleep_for(200ms);
-    auto lost = started();
-    auto why = std::make_shared<loss_reason>();
-    rh.async_wait_lost(record_with(lost, why));
+    auto lost = waiting_for_loss();
+    rh.async_wait_lost(record(lost));
     auto rev = etcdctl(server(), "lease revoke " + hex(sa.lease()));
     BOOST_TEST_REQUIRE(rev.exit_code == 0, rev.output);
     BOOST_TEST_REQUIRE(co_await settled(lost));
-    BOOST_TEST(!**lost, (*lost)->message());
-    BOOST_TEST(why->cause == error::lease_not_found, why->cause.message());
-    BOOST_TEST((why->what == loss_reason::kind::lease_gone));
+    BOOST_TEST(!(*lost)->ec, (*lost)->ec.message());
+    BOOST_TEST((*lost)->reason.cause == error::lease_not_found, (*lost)->reason.cause.message());
+    BOOST_TEST(((*lost)->reason.what == loss_reason::kind::lease_gone));
     BOOST_TEST(!rh);
     BOOST_TEST_REQUIRE(co_await settled(w));
-    BOOST_TEST(!**w, (*w)->message());
-    BOOST_TEST(bool(*wh));
+    BOOST_TEST(!*w->ec, w->ec->message());
+    BOOST_TEST(bool(w->hold));
     auto [ul] = co_await rh.async_release(asio::as_tuple(use_awaitable));
     BOOST_TEST(ul == error::session_lost, ul.message());
-    auto l = started();
-    auto lh = std::make_shared<rw_mutex::shared_hold>();
-    late.async_lock_shared(record_with(l, lh));
+    auto l = acquiring<rw_mutex::shared_hold>();
+    late.async_lock_shared(record(l));
     co_await sleep_for(200ms);
-    BOOST_TEST(!l->has_value());
+    BOOST_TEST(!l->ec.has_value());
     co_await sc.async_close(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(l));
-    BOOST_TEST(**l == error::session_lost, (*l)->message());
-    BOOST_TEST(!*lh);
-    co_await wh->async_release(use_awaitable);
+    BOOST_TEST(*l->ec == error::session_lost, l->ec->message());
+    BOOST_TEST(!l->hold);
+    co_await w->hold.async_release(use_awaitable);
     co_await expect_no_keys(c, "rw-loss");
   }(c));
 }

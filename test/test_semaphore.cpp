@@ -24,20 +24,6 @@ using namespace boost::asio::experimental::awaitable_operators;
 
 BOOST_TEST_GLOBAL_FIXTURE(shared_etcd);
 
-namespace {
-
-/// record(o) for an operation that hands over a value with its code (a hold, a loss_reason): the
-/// value is kept in `*v`, so a hold outlives the handler (a dropped one would be released at once).
-template <class T>
-auto record_with(outcome o, std::shared_ptr<T> v) {
-  return [o, v](error_code ec, T got) {
-    *v = std::move(got);
-    *o = ec;
-  };
-}
-
-}  // namespace
-
 // One key per acquisition under the session's lease, "<lease hex>_<n hex>" holding
 // "<n>/<permits>"; bad arguments fail before any key is made. A hold released twice says
 // not_locked; an empty one, bad_descriptor.
@@ -224,9 +210,8 @@ BOOST_AUTO_TEST_CASE(a_batch_started_in_reverse_key_order_admits_one) {
       // A write on the wire first (it leaves at once, alone), so the eight gather in one turn of
       // the strand and leave as one batch beside it.
       semaphore lead(ss.front(), name + "-lead", 1);
-      auto led = started();
-      auto lead_hold = std::make_shared<semaphore::hold>();
-      lead.async_try_acquire(1, record_with(led, lead_hold));
+      auto led = acquiring<semaphore::hold>();
+      lead.async_try_acquire(1, record(led));
       for (int k = 0; k < 40; ++k) co_await asio::post(ex, use_awaitable);
       for (auto& sem : sems)
         asio::co_spawn(ex, [](semaphore& sem, std::shared_ptr<tally> st, bool try_only) -> asio::awaitable<void> {
@@ -250,8 +235,8 @@ BOOST_AUTO_TEST_CASE(a_batch_started_in_reverse_key_order_admits_one) {
       std::function<bool()> all_done = [st] { return st->done == sessions; };
       BOOST_TEST_REQUIRE(co_await eventually(std::move(all_done), 10s));
       BOOST_TEST_REQUIRE(co_await settled(led));
-      BOOST_TEST(!led->value());
-      co_await lead_hold->async_release(use_awaitable);
+      BOOST_TEST(!led->ec.value());
+      co_await led->hold.async_release(use_awaitable);
       BOOST_TEST(st->most == 1, "round " << round << ": " << st->most << " held at once");
       BOOST_TEST(st->errors == 0, st->first_error);
       BOOST_TEST(st->granted == (try_only ? 1 : sessions), "round " << round);
@@ -273,32 +258,31 @@ BOOST_AUTO_TEST_CASE(a_big_request_is_not_overtaken) {
     semaphore h(sh, "sem-fifo", 3), a(sa, "sem-fifo", 3), b(sb, "sem-fifo", 3);
     auto held2 = co_await h.async_acquire(2, use_awaitable);
     auto held1 = co_await h.async_acquire(1, use_awaitable);
-    auto big = started(), small = started();
-    auto big_hold = std::make_shared<semaphore::hold>(), small_hold = std::make_shared<semaphore::hold>();
-    a.async_acquire(2, record_with(big, big_hold));
+    auto big = acquiring<semaphore::hold>(), small = acquiring<semaphore::hold>();
+    a.async_acquire(2, record(big));
     co_await sleep_for(100ms);
-    b.async_acquire(1, record_with(small, small_hold));
+    b.async_acquire(1, record(small));
     co_await sleep_for(100ms);
-    BOOST_TEST(!big->has_value());
-    BOOST_TEST(!small->has_value());
+    BOOST_TEST(!big->ec.has_value());
+    BOOST_TEST(!small->ec.has_value());
     co_await held1.async_release(use_awaitable);  // 1 free: the 2 ahead still waits, so does the 1
     co_await sleep_for(300ms);
-    BOOST_TEST(!big->has_value());
-    BOOST_TEST(!small->has_value(), "the later request for 1 overtook the request for 2");
+    BOOST_TEST(!big->ec.has_value());
+    BOOST_TEST(!small->ec.has_value(), "the later request for 1 overtook the request for 2");
     auto [t, none] = co_await b.async_try_acquire(1, asio::as_tuple(use_awaitable));  // nor does a try
     BOOST_TEST(t == error::locked, t.message());
     BOOST_TEST(!none);
     co_await held2.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(big));
     BOOST_TEST_REQUIRE(co_await settled(small));
-    BOOST_TEST(!**big, (*big)->message());
-    BOOST_TEST(!**small, (*small)->message());
-    BOOST_TEST(bool(*big_hold));
-    BOOST_TEST(bool(*small_hold));
-    BOOST_TEST(big_hold->permits() == 2);
-    BOOST_TEST(small_hold->permits() == 1);
-    co_await big_hold->async_release(use_awaitable);
-    co_await small_hold->async_release(use_awaitable);
+    BOOST_TEST(!*big->ec, big->ec->message());
+    BOOST_TEST(!*small->ec, small->ec->message());
+    BOOST_TEST(bool(big->hold));
+    BOOST_TEST(bool(small->hold));
+    BOOST_TEST(big->hold.permits() == 2);
+    BOOST_TEST(small->hold.permits() == 1);
+    co_await big->hold.async_release(use_awaitable);
+    co_await small->hold.async_release(use_awaitable);
     co_await expect_no_keys(c, "sem-fifo");
   }(c));
 }
@@ -356,20 +340,19 @@ BOOST_AUTO_TEST_CASE(disagreeing_permits_and_foreign_keys_fail_clearly) {
     // through the view, which sees the mismatch.
     semaphore full(so, "sem-bad", 2);
     auto second = co_await two.async_acquire(1, use_awaitable);
-    auto waiting = started();
-    auto waiting_hold = std::make_shared<semaphore::hold>();
+    auto waiting = acquiring<semaphore::hold>();
     semaphore queued(sa, "sem-bad", 2);
-    queued.async_acquire(1, record_with(waiting, waiting_hold));
+    queued.async_acquire(1, record(waiting));
     co_await sleep_for(200ms);
-    BOOST_TEST(!waiting->has_value());
+    BOOST_TEST(!waiting->ec.has_value());
     auto [e3, h3] = co_await three.async_acquire(1, asio::as_tuple(use_awaitable));
     BOOST_TEST(e3 == error::permits_mismatch, e3.message());
     BOOST_TEST(!h3);
-    BOOST_TEST(!waiting->has_value());
+    BOOST_TEST(!waiting->ec.has_value());
     co_await first.async_release(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(waiting));
-    BOOST_TEST(!**waiting, (*waiting)->message());
-    co_await waiting_hold->async_release(use_awaitable);
+    BOOST_TEST(!*waiting->ec, waiting->ec->message());
+    co_await waiting->hold.async_release(use_awaitable);
     co_await second.async_release(use_awaitable);
     co_await expect_no_keys(c, "sem-bad");
     // A name below this one ("sem-nest/inner") has its keys under ours, older than ours: the
@@ -437,36 +420,33 @@ BOOST_AUTO_TEST_CASE(session_loss_while_holding_and_while_waiting) {
     auto sc = co_await session::async_create(c, use_awaitable);
     semaphore a(sa, "sem-loss", 2), b(sb, "sem-loss", 2), late(sc, "sem-loss", 2);
     auto ha = co_await a.async_acquire(2, use_awaitable);
-    auto w = started();
-    auto wh = std::make_shared<semaphore::hold>();
-    b.async_acquire(1, record_with(w, wh));
+    auto w = acquiring<semaphore::hold>();
+    b.async_acquire(1, record(w));
     co_await sleep_for(200ms);
-    BOOST_TEST(!w->has_value());
-    auto lost = started();
-    auto why = std::make_shared<loss_reason>();
-    ha.async_wait_lost(record_with(lost, why));
+    BOOST_TEST(!w->ec.has_value());
+    auto lost = waiting_for_loss();
+    ha.async_wait_lost(record(lost));
     auto rev = etcdctl(server(), "lease revoke " + hex(sa.lease()));
     BOOST_TEST_REQUIRE(rev.exit_code == 0, rev.output);
     BOOST_TEST_REQUIRE(co_await settled(w));
-    BOOST_TEST(!**w, (*w)->message());
-    BOOST_TEST(bool(*wh));
+    BOOST_TEST(!*w->ec, w->ec->message());
+    BOOST_TEST(bool(w->hold));
     BOOST_TEST_REQUIRE(co_await settled(lost));
-    BOOST_TEST(!**lost, (*lost)->message());
-    BOOST_TEST(why->cause == error::lease_not_found, why->cause.message());
-    BOOST_TEST((why->what == loss_reason::kind::lease_gone));
+    BOOST_TEST(!(*lost)->ec, (*lost)->ec.message());
+    BOOST_TEST((*lost)->reason.cause == error::lease_not_found, (*lost)->reason.cause.message());
+    BOOST_TEST(((*lost)->reason.what == loss_reason::kind::lease_gone));
     BOOST_TEST(!ha);
     auto [ul] = co_await ha.async_release(asio::as_tuple(use_awaitable));
     BOOST_TEST(ul == error::session_lost, ul.message());
-    auto l = started();
-    auto lh = std::make_shared<semaphore::hold>();
-    late.async_acquire(2, record_with(l, lh));  // 1 held by b: waits
+    auto l = acquiring<semaphore::hold>();
+    late.async_acquire(2, record(l));  // 1 held by b: waits
     co_await sleep_for(200ms);
-    BOOST_TEST(!l->has_value());
+    BOOST_TEST(!l->ec.has_value());
     co_await sc.async_close(use_awaitable);
     BOOST_TEST_REQUIRE(co_await settled(l));
-    BOOST_TEST(**l == error::session_lost, (*l)->message());
-    BOOST_TEST(!*lh);
-    co_await wh->async_release(use_awaitable);
+    BOOST_TEST(*l->ec == error::session_lost, l->ec->message());
+    BOOST_TEST(!l->hold);
+    co_await w->hold.async_release(use_awaitable);
     co_await expect_no_keys(c, "sem-loss");
   }(c));
 }
@@ -524,18 +504,17 @@ BOOST_AUTO_TEST_CASE(a_dropped_hold_gives_its_permits_back_and_the_object_does_n
     BOOST_TEST(bool(second));
     BOOST_TEST(co_await count_keys(c, "sem-gone/") == 2, "destroying the semaphore gave its holds' permits back");
     semaphore other(so, "sem-gone", 2);
-    auto w = started();
-    auto wh = std::make_shared<semaphore::hold>();
-    other.async_acquire(1, record_with(w, wh));
+    auto w = acquiring<semaphore::hold>();
+    other.async_acquire(1, record(w));
     co_await sleep_for(200ms);
-    BOOST_TEST(!w->has_value());
+    BOOST_TEST(!w->ec.has_value());
     first.reset();  // destroyed, never released
     BOOST_TEST_REQUIRE(co_await settled(w), "a dropped hold kept its permits");
-    BOOST_TEST(!**w, (*w)->message());
-    BOOST_TEST(bool(*wh));
+    BOOST_TEST(!*w->ec, w->ec->message());
+    BOOST_TEST(bool(w->hold));
     second = semaphore::hold();  // assigned over: given back as the destructor does
     BOOST_TEST(co_await settled_keys(c, "sem-gone/", 1) == 1);
-    co_await wh->async_release(use_awaitable);
+    co_await w->hold.async_release(use_awaitable);
     auto all = co_await other.async_try_acquire(2, use_awaitable);
     BOOST_TEST(all.permits() == 2);
     co_await all.async_release(use_awaitable);

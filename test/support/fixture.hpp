@@ -82,6 +82,17 @@ inline std::uint64_t rpcs_sent(const client& c, const std::string& method) {
   return it == st.rpcs.end() ? 0 : it->second.sent;
 }
 
+/// The error `f` throws as a boost::system::system_error, else none.
+template <class F>
+error_code thrown_code(F f) {
+  try {
+    f();
+  } catch (const boost::system::system_error& e) {
+    return e.code();
+  }
+  return {};
+}
+
 /// Waits up to `limit` for `done()`, looking every 10 ms.
 inline asio::awaitable<bool> eventually(std::function<bool()> done, std::chrono::milliseconds limit) {
   auto until = std::chrono::steady_clock::now() + limit;
