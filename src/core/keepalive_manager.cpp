@@ -261,14 +261,14 @@ std::shared_ptr<detail::kept_lease> detail::start_keepalive(const std::shared_pt
 
 lease_keepalive& lease_keepalive::operator=(lease_keepalive&& other) noexcept {
   if (this != &other) {
-    stop();
+    close();
     state_ = std::move(other.state_);
     id_ = other.id_;
   }
   return *this;
 }
 
-lease_keepalive::~lease_keepalive() { stop(); }
+lease_keepalive::~lease_keepalive() { close(); }
 
 lease_keepalive::executor_type lease_keepalive::get_executor() const noexcept {
   return state_ ? state_->client->io_ex_ : executor_type();

@@ -292,13 +292,13 @@ namespace coetcd {
 
 watcher& watcher::operator=(watcher&& other) noexcept {
   if (this != &other) {
-    cancel();
+    close();
     state_ = std::move(other.state_);
   }
   return *this;
 }
 
-watcher::~watcher() { cancel(); }
+watcher::~watcher() { close(); }
 
 void watcher::close() {
   if (!state_) return;

@@ -72,7 +72,7 @@ inline asio::awaitable<bool> finish_record(world& w, record_ptr r, ms limit = ms
   while (r->seen < put.header.revision && !r->ended && clock_type::now() < until) co_await sleep_for(ms(20));
   const bool complete = r->seen >= put.header.revision;
   // Its follower ends before the case does, so the watcher goes while its client is alive.
-  r->watch.cancel();
+  r->watch.close();
   for (int i = 0; i < 100 && !r->ended; ++i) co_await sleep_for(ms(20));
   std::erase_if(r->events, [&](const watch_event& e) {
     return e.kv.key == sentinel || e.kv.mod_revision >= put.header.revision;

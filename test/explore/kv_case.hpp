@@ -115,7 +115,7 @@ inline asio::awaitable<void> run_kv_case(world& w, kv_case kc) {
     for (auto& r : everyone)
       if (!r->done) {
         r->cancelled = true;
-        r->wt.cancel();
+        r->wt.close();
       }
     until = clock_type::now() + std::chrono::seconds(5);
     while (!all_done() && clock_type::now() < until) co_await sleep_for(ms(50));
