@@ -42,10 +42,20 @@ struct session_keeper {
   std::shared_ptr<generation> current;
   asio::steady_timer replaced;  // never expires: cancel() wakes whoever waits in live()
 
+  bool stopped = false;
+
+  // Runs until cancelled (the server stops) or the client closes; then live() waits no more.
   asio::awaitable<void> run() {
+    struct on_exit {
+      session_keeper& k;
+      ~on_exit() {
+        k.stopped = true;
+        k.replaced.cancel();
+      }
+    } wake_waiters{*this};
     for (;;) {
       auto [ec, why] = co_await current->session.async_wait_lost(no_throw);
-      if (ec) co_return;  // operation_aborted: we closed the session ourselves, to stop
+      if (ec) co_return;  // operation_aborted: cancelled, or the session was closed
       std::cout << "session lost (" << why.cause.message() << "): making a new one\n";
       for (;;) {
         auto [cec, fresh] = co_await coetcd::session::async_create(etcd, options, no_throw);
@@ -53,9 +63,10 @@ struct session_keeper {
           current = std::make_shared<generation>(std::move(fresh));
           break;
         }
-        if (cec == coetcd::error::client_closed) co_return;
+        if (cec == coetcd::error::client_closed || cec == asio::error::operation_aborted) co_return;
         asio::steady_timer backoff(replaced.get_executor(), 1s);  // etcd unreachable: retry
-        co_await backoff.async_wait(use_awaitable);
+        auto [bec] = co_await backoff.async_wait(no_throw);
+        if (bec) co_return;
       }
       replaced.cancel();
     }
@@ -63,7 +74,8 @@ struct session_keeper {
 
   // The current generation once its session is live; after a loss, waits for the new one.
   asio::awaitable<std::shared_ptr<generation>> live() {
-    while (current->session.lost()) co_await replaced.async_wait(no_throw);
+    while (current->session.lost() && !stopped) co_await replaced.async_wait(no_throw);
+    if (current->session.lost()) throw boost::system::system_error(coetcd::error::session_lost, "no new session");
     co_return current;
   }
 };
@@ -82,11 +94,12 @@ asio::awaitable<attempt> take_lock(session_keeper& keeper) {
   co_return attempt{ec, std::move(gen), std::move(held)};
 }
 
-// One request: the lock within 2 s, then a read, some work, a write fenced by the hold, the release.
+// One request: the lock within 5 s, then a read, some work, a write fenced by the hold, the release.
 asio::awaitable<std::string> handle(session_keeper& keeper) {
-  // Whichever finishes first cancels the other; a cancelled lock leaves no key behind. Boost
-  // 1.86+ has asio::cancel_after for this; Debian 12's Boost 1.81 has not, hence the timer.
-  asio::steady_timer deadline(co_await asio::this_coro::executor, 2s);
+  // Whichever finishes first cancels the other; a cancelled lock completes at once and its key is
+  // deleted in the background. Boost 1.86+ has asio::cancel_after for this; Debian 12's Boost
+  // 1.81 has not, hence the timer.
+  asio::steady_timer deadline(co_await asio::this_coro::executor, 5s);
   auto first = co_await (take_lock(keeper) || deadline.async_wait(no_throw));
   if (first.index() == 1) co_return "timed out waiting for the lock";
   auto [ec, gen, held] = std::move(std::get<0>(first));
@@ -133,7 +146,6 @@ asio::awaitable<void> serve(session_keeper& keeper) {
   co_await (request(keeper, 7) && request(keeper, 8) && request(keeper, 9));
   auto got = co_await keeper.etcd.async_get(counter_key, use_awaitable);
   std::cout << "counter = " << got.kvs.at(0).value << "\n";
-  co_await keeper.current->session.async_close(use_awaitable);  // ends keeper.run()
 }
 // [serve]
 
@@ -147,7 +159,9 @@ asio::awaitable<void> run(coetcd::client& etcd) {
   auto ex = co_await asio::this_coro::executor;
   session_keeper keeper{etcd, options, std::make_shared<generation>(std::move(first)),
                         asio::steady_timer(ex, asio::steady_timer::time_point::max())};
-  co_await (keeper.run() && serve(keeper));
+  // serve() finishing first cancels keeper.run(); then the lease goes (async_close revokes it).
+  co_await (keeper.run() || serve(keeper));
+  co_await keeper.current->session.async_close(no_throw);
 }
 
 int main(int argc, char** argv) {

@@ -14,12 +14,12 @@ using namespace asio::experimental::awaitable_operators;
 using asio::use_awaitable;
 constexpr auto no_throw = asio::as_tuple(use_awaitable);
 
-// bob's lock, given at most 500 ms, and what truly came of it: each of the three ways it can end
+// bob's lock, given at most 1 s, and what truly came of it: each of the three ways it can end
 // is told apart (the deadline first, the lock first with an error, the lock first with the hold).
-asio::awaitable<std::string> lock_within_500ms(coetcd::mutex& m) {
-  // Whichever finishes first cancels the other; a cancelled lock removes bob's waiting key
-  // before it completes, so nothing is left on the server. (Boost 1.86+: asio::cancel_after.)
-  asio::steady_timer deadline(co_await asio::this_coro::executor, std::chrono::milliseconds(500));
+asio::awaitable<std::string> lock_within_1s(coetcd::mutex& m) {
+  // Whichever finishes first cancels the other; a cancelled lock completes at once and bob's
+  // waiting key is deleted in the background. (Boost 1.86+: asio::cancel_after.)
+  asio::steady_timer deadline(co_await asio::this_coro::executor, std::chrono::seconds(1));
   auto r = co_await (m.async_lock(no_throw) || deadline.async_wait(no_throw));
   if (r.index() == 1) co_return "timed out";
   auto& [ec, held] = std::get<0>(r);
@@ -41,14 +41,14 @@ asio::awaitable<void> run(coetcd::client& etcd) {
   auto [busy, none] = co_await b.async_try_lock(no_throw);  // held: error::locked, no key left behind
   std::cout << "bob's try_lock: " << busy.message() << "\n";
 
-  std::cout << "bob's lock with a 500 ms deadline, alice holding: " << co_await lock_within_500ms(b) << "\n";
+  std::cout << "bob's lock with a 1 s deadline, alice holding: " << co_await lock_within_1s(b) << "\n";
   co_await held_by_alice.async_release(use_awaitable);
-  std::cout << "bob's lock with a 500 ms deadline, alice released it: " << co_await lock_within_500ms(b) << "\n";
+  std::cout << "bob's lock with a 1 s deadline, alice released it: " << co_await lock_within_1s(b) << "\n";
 
   // Bob's lease revoked (an operator, or a pause longer than its TTL): his lock fails at once.
   co_await etcd.async_lease_revoke(bob.lease(), use_awaitable);
   co_await bob.async_wait_lost(use_awaitable);
-  std::cout << "bob's lock with a 500 ms deadline, his session lost: " << co_await lock_within_500ms(b) << "\n";
+  std::cout << "bob's lock with a 1 s deadline, his session lost: " << co_await lock_within_1s(b) << "\n";
   co_await alice.async_close(use_awaitable);
   co_await bob.async_close(use_awaitable);
 }

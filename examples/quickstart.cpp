@@ -34,6 +34,7 @@ asio::awaitable<void> run(coetcd::client& etcd) {
 int main(int argc, char** argv) {
   asio::io_context ioc;
   coetcd::client etcd(ioc, {.endpoints = {argc > 1 ? argv[1] : "127.0.0.1:2379"}});
-  asio::co_spawn(ioc, run(etcd), asio::detached);
+  // An error ends run() with an exception; rethrown here, it leaves ioc.run() and the program.
+  asio::co_spawn(ioc, run(etcd), [](std::exception_ptr e) { if (e) std::rethrow_exception(e); });
   ioc.run();
 }

@@ -77,9 +77,9 @@ BOOST_AUTO_TEST_CASE(lock_examples_print_what_they_promise) {
   // Each way a lock with a deadline ends is told as it happened: a lock that failed (bob's session
   // lost) is not reported as acquired.
   expect_lines("lock_timeout_try", {"bob's try_lock: lock is taken: another caller holds it",
-                                    "bob's lock with a 500 ms deadline, alice holding: timed out\n",
-                                    "bob's lock with a 500 ms deadline, alice released it: acquired printer/",
-                                    "bob's lock with a 500 ms deadline, his session lost: failed: session lost"});
+                                    "bob's lock with a 1 s deadline, alice holding: timed out\n",
+                                    "bob's lock with a 1 s deadline, alice released it: acquired printer/",
+                                    "bob's lock with a 1 s deadline, his session lost: failed: session lost"});
   BOOST_TEST(etcdctl(server(), "get --prefix --keys-only printer/").output.empty());
   expect_lines("watchdog_long_job", {"max hold 10 s: finished", "max hold 1 s:          stopped: lock held longer",
                                      "revoked at 0.7 s: stopped: session lost"});
@@ -186,8 +186,8 @@ BOOST_AUTO_TEST_CASE(two_http_counters_lose_no_increment) {
     BOOST_TEST_CONTEXT(mode) {
       etcdctl(server(), "del /http_counter/value");
       int ports[2] = {free_port(), free_port()};
-      auto start = [&](int port) {  // TTL 3 s: a lost session is noticed within about a second
-        return "exec " COETCD_EXAMPLES_DIR "/http_counter " + server().endpoint() + " " + std::to_string(port) + " " + mode + " 3";
+      auto start = [&](int port) {  // TTL 6 s: a lost session is noticed within about 2 s
+        return "exec " COETCD_EXAMPLES_DIR "/http_counter " + server().endpoint() + " " + std::to_string(port) + " " + mode + " 6";
       };
       const auto leases_before = lease_ids();
       child_process a(start(ports[0]));
