@@ -38,6 +38,7 @@ struct config {
   bool checked = false;  // --checked: the section updates a counter in etcd (checked_section.hpp)
   bool json = false;
   std::string prefix;
+  std::int64_t start_at = 0;  // Unix ms: measuring starts then, once ready (--start-at; a fleet of processes)
   coetcd::completion_mode completions = coetcd::completion_mode::thread;
   bool keep_abseil_deadlock_detection = false;  // off otherwise, as in the committed figures
   // mutex: on an error a worker counts it, waits 100 ms and goes on (as go-bench's

@@ -81,6 +81,7 @@ config parse_args(int argc, char** argv) {
       ("fair-hold", po::value(&fair_hold_ms), "mutex_options::fair_hold in ms (default: the library's)")
       ("fair-handoffs", po::value(&fair_handoffs), "mutex_options::fair_handoffs (default: the library's)")
       ("prefix", po::value(&cfg.prefix), "key prefix (default /coetcd-bench/<pid>/)")
+      ("start-at", po::value(&cfg.start_at), "start measuring at this Unix time in ms, once ready (a fleet of processes measuring one window: benchmarks/fleet)")
       ("completions", po::value(&completions), "thread (default here, so the committed figures keep their meaning) | poll | adaptive (the library's default): client_options::completions")
       ("keep-abseil-deadlock-detection", po::bool_switch(&cfg.keep_abseil_deadlock_detection),
        "leave Abseil's deadlock detection on (client_options::turn_off_abseil_deadlock_detection = false) to measure what turning it off saves")
@@ -191,6 +192,12 @@ int main(int argc, char** argv) {
     if (!cfg.json || cfg.workers >= 100)
       std::fprintf(stderr, "coetcd-bench: %d workers ready in %.2f s; measuring\n", cfg.workers,
                    std::chrono::duration<double>(clock_type::now() - ramp).count());
+    if (cfg.start_at > 0) {  // a fleet: every process measures the same window
+      const auto at = std::chrono::system_clock::time_point(std::chrono::milliseconds(cfg.start_at));
+      if (const auto now = std::chrono::system_clock::now(); at > now)
+        co_await sleep(std::chrono::duration_cast<std::chrono::microseconds>(at - now));
+      else std::fprintf(stderr, "coetcd-bench: ready %.2f s after --start-at\n", std::chrono::duration<double>(now - at).count());
+    }
     try {
       auto m = bench::read_server_metrics(cfg.endpoints.front());
       rpc_before = std::move(m.received);

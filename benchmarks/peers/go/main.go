@@ -147,6 +147,7 @@ type config struct {
 	permits      int64 // sem mode
 	json         bool
 	prefix       string
+	startAt      int64 // Unix ms: measuring starts then (-start-at)
 	// Another lock service instead of etcd (peer.go): its address, and the knobs of the
 	// recipes that poll (Redis, the PostgreSQL lock table).
 	system   string
@@ -688,6 +689,7 @@ func parseArgs() (config, error) {
 	flag.DurationVar(&cfg.fairHold, "fair-hold", 50*time.Millisecond, "-pass-local: give the lock up after this long when another session waits")
 	flag.IntVar(&cfg.fairHandoffs, "fair-handoffs", 1000, "-pass-local: give the lock up after this many hand-offs when another session waits")
 	flag.StringVar(&cfg.prefix, "prefix", "", "key prefix (default /coetcd-bench/go-<pid>/)")
+	flag.Int64Var(&cfg.startAt, "start-at", 0, "start measuring at this Unix time in ms, once ready (a fleet of processes measuring one window)")
 	flag.BoolVar(&cfg.json, "json", false, "print one JSON object")
 	var expiry, retryMin, retryMax string
 	flag.StringVar(&cfg.system, "system", "etcd", "etcd | "+strings.Join(peerNames(), " | ")+" (mode mutex only; see peer.go)")
@@ -859,6 +861,13 @@ func main() {
 	}
 	if !cfg.json || cfg.workers >= 100 {
 		fmt.Fprintf(os.Stderr, "go-bench: %d workers ready in %.2f s; measuring\n", cfg.workers, time.Since(ramp).Seconds())
+	}
+	if cfg.startAt > 0 { // a fleet: every process measures the same window (benchmarks/fleet)
+		if wait := time.Until(time.UnixMilli(cfg.startAt)); wait > 0 {
+			time.Sleep(wait)
+		} else {
+			fmt.Fprintf(os.Stderr, "go-bench: ready %.2f s after -start-at\n", -wait.Seconds())
+		}
 	}
 	before := grpcMessagesReceived(cfg.endpoints[0])
 	cpuBefore := cpuSeconds()
